@@ -1,0 +1,34 @@
+# The two commands of the README: `make demo` and `make test`.  Each sets up
+# .venv (the project and its dev tools) and a jj >= 0.30, then runs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(VENV)/.installed $(BIN)/jj-ready
+
+$(VENV)/.installed: pyproject.toml scripts/make-venv.sh
+	sh scripts/make-venv.sh $(PY) $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(BIN)/jj-ready: scripts/install-jj.sh $(VENV)/.installed
+	sh scripts/install-jj.sh $(VENV)
+	touch $@
+
+demo: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python demo/demo.py
+
+test: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check durability engine tests bench demo
+	$(BIN)/mypy
+
+bench: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/bench_capture.py
+
+clean:
+	rm -rf $(VENV)
