@@ -1,0 +1,176 @@
+"""The jj backend: captures through the jj CLI, pins with pygit2.
+
+A capture is one ``jj log -r @`` (every jj command snapshots the working copy
+first, so this snapshots and reads the new ``@`` in a single process), then a
+ref ``refs/durability/jj/<commit>`` in the git store behind jj so that neither
+``jj util gc`` nor ``git gc`` can drop the commit while its row exists.  jj
+itself resolves a full commit id that is in its git store even when the
+operation log no longer reaches it, so a pinned commit stays restorable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from durability import proc
+from durability.backends.base import Snapshot
+from durability.errors import JjFailed, JjMissing, JjTimeout, JjTooOld, NotAJjRepo, WorktreeMissing
+
+__all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
+
+MIN_VERSION = (0, 30)
+PIN_PREFIX = "refs/durability/jj/"
+_TEMPLATE = 'commit_id ++ " " ++ change_id ++ "\\n"'
+_HEX = re.compile(r"[0-9a-f]{40}")
+# `jj --version` is answered without touching a repository: a short ceiling.
+_VERSION_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class JjBinary:
+    path: str
+    version: tuple[int, int, int]
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+
+_cache: dict[tuple[str, float], JjBinary] = {}
+_cache_lock = threading.Lock()
+
+
+def find_jj(env: Mapping[str, str] = os.environ) -> JjBinary:
+    """``$DURABILITY_JJ``, else ``jj`` on PATH, else ``jj`` beside the running
+    Python (a project venv); it must be jj >= 0.30."""
+    explicit = env.get("DURABILITY_JJ")
+    if explicit:
+        candidates = [explicit]
+    else:
+        candidates = [c for c in (shutil.which("jj", path=env.get("PATH")),
+                                  str(Path(sys.executable).parent / "jj")) if c]
+    path = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    if path is None:
+        where = f"DURABILITY_JJ={explicit}" if explicit else "PATH or beside Python"
+        raise JjMissing(f"jj not found ({where}); install jj >= 0.30 (see README)")
+    key = (path, os.stat(path).st_mtime)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    found = JjBinary(path, _version(path))
+    if found.version[:2] < MIN_VERSION:
+        raise JjTooOld(f"{path} is jj {found.version_text}; jj >= 0.30 is required")
+    with _cache_lock:
+        _cache[key] = found
+    return found
+
+
+def _version(path: str) -> tuple[int, int, int]:
+    try:
+        done = proc.run([path, "--version"], timeout=_VERSION_TIMEOUT_S)
+    except (proc.TimedOut, OSError) as exc:
+        raise JjMissing(f"{path} does not run: {exc}") from exc
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", done.stdout)
+    if done.returncode != 0 or not match:
+        raise JjMissing(f"{path} --version said {done.stdout.strip() or done.stderr.strip()!r}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def repo_dir(worktree: Path) -> Path:
+    """The jj repo folder of a workspace (``.jj/repo``, or where it points)."""
+    link = worktree / ".jj" / "repo"
+    if link.is_file():
+        target = Path(link.read_text(encoding="utf-8").strip())
+        return (worktree / ".jj" / target).resolve() if not target.is_absolute() else target
+    return link
+
+
+def git_dir(worktree: Path) -> Path:
+    """The git repository jj stores its commits in."""
+    store = repo_dir(worktree) / "store"
+    target = store / "git_target"
+    if not target.is_file():
+        raise JjFailed(f"{worktree} is not backed by git ({target} missing)")
+    path = Path(target.read_text(encoding="utf-8").strip())
+    return path if path.is_absolute() else (store / path).resolve()
+
+
+class JjBackend:
+    """Capture and restore jj working copies."""
+
+    name = "jj"
+
+    def __init__(self, jj: JjBinary, *, timeout_s: float) -> None:
+        self.jj = jj
+        self.timeout_s = timeout_s
+
+    def _run(self, worktree: Path, *args: str) -> str:
+        if not worktree.is_dir():
+            raise WorktreeMissing(f"worktree {worktree} does not exist")
+        argv = [self.jj.path, "--no-pager", "--color=never", "-R", str(worktree), *args]
+        try:
+            done = proc.run(argv, cwd=str(worktree), timeout=self.timeout_s)
+        except proc.TimedOut as exc:
+            raise JjTimeout(f"jj {args[0]} in {worktree}: {exc}") from exc
+        except OSError as exc:
+            raise JjMissing(f"cannot run {self.jj.path}: {exc.strerror}") from exc
+        if done.returncode != 0:
+            raise _jj_error(worktree, args[0], done.stderr)
+        return done.stdout
+
+    def snapshot(self, worktree: Path) -> Snapshot:
+        out = self._run(worktree, "log", "-r", "@", "--no-graph", "-T", _TEMPLATE)
+        fields = out.strip().split()
+        if len(fields) != 2 or not _HEX.fullmatch(fields[0]):
+            raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
+        commit_id, change_id = fields
+        pin(git_dir(worktree), commit_id)
+        return Snapshot(commit_id, change_id, _operation_id(worktree))
+
+    def restore(self, worktree: Path, commit_id: str) -> None:
+        self._run(worktree, "restore", "--from", commit_id)
+
+    def tree_id(self, worktree: Path, commit_id: str) -> str:
+        import pygit2
+
+        repo = pygit2.Repository(str(git_dir(worktree)))
+        try:
+            return str(repo[commit_id].peel(pygit2.Commit).tree_id)
+        except (KeyError, ValueError) as exc:
+            raise JjFailed(f"commit {commit_id} is not in {worktree}'s store") from exc
+
+
+def pin(git: Path, commit_id: str) -> None:
+    """Keep ``commit_id`` reachable for git gc (and so for jj util gc)."""
+    import pygit2
+
+    try:
+        repo = pygit2.Repository(str(git))
+        repo.references.create(PIN_PREFIX + commit_id, pygit2.Oid(hex=commit_id), force=True)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise JjFailed(f"cannot pin {commit_id} in {git}: {exc}") from exc
+
+
+def _operation_id(worktree: Path) -> str | None:
+    """The operation just written: the single op head, when there is one
+    (a concurrent jj command elsewhere may briefly leave two)."""
+    try:
+        heads = os.listdir(repo_dir(worktree) / "op_heads" / "heads")
+    except OSError:
+        return None
+    return heads[0] if len(heads) == 1 else None
+
+
+def _jj_error(worktree: Path, command: str, stderr: str) -> Exception:
+    text = " ".join(stderr.split())[:500]
+    if "no jj repo" in text.lower() or "There is no jj repo" in stderr:
+        return NotAJjRepo(f"{worktree} is not a jj repository")
+    return JjFailed(f"jj {command} failed in {worktree}: {text or 'no message'}")

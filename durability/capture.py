@@ -1,0 +1,151 @@
+"""Capture a worktree and record the checkpoint: the one code path shared by
+the service, the in-process fallback, the CLI and restore.
+
+A capture runs under a per-worktree file lock (contract 1: never two captures
+of one worktree at once, across processes too) and records every request it
+answers while still holding the lock, so checkpoint order is capture order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import filelock
+
+from durability import spool
+from durability.backends import Backend, Snapshot, backend_for
+from durability.config import Settings
+from durability.errors import CaptureError, LockTimeout
+from durability.paths import ensure_private_dir
+from engine import AttemptKey, EngineError, NewCheckpoint, Store
+
+__all__ = ["SOURCES", "CaptureRequest", "Capturer", "Outcome"]
+
+SOURCES = frozenset({"hook", "wrap", "watch", "manual", "pre-restore"})
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """One request for a snapshot of a worktree on behalf of an attempt."""
+
+    key: AttemptKey
+    worktree: Path
+    source: str
+    request_id: str
+    tool_use_id: str | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to one request: a seq and commit, or an error code."""
+
+    request_id: str
+    seq: int | None = None
+    commit_id: str | None = None
+    deduped: bool = False
+    error_code: str | None = None
+    error_message: str | None = None
+    gap_recorded: bool = False
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+
+class Capturer:
+    """Takes snapshots and records them; files a gap for every failure."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Callable[[], Store],
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._env = env
+
+    def lock(self, worktree: Path, timeout_s: float) -> filelock.BaseFileLock:
+        """The cross-process lock that serialises captures of ``worktree``."""
+        ensure_private_dir(self.settings.lock_dir)
+        digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:32]
+        return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
+
+    def backend(self, worktree: Path) -> Backend:
+        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env)
+
+    def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
+        """One snapshot of the requests' worktree answers all of them."""
+        worktree = requests[0].worktree
+        try:
+            with self.lock(worktree, lock_timeout_s):
+                return self.capture_locked(requests)
+        except filelock.Timeout:
+            err = LockTimeout(f"worktree {worktree} stayed locked for {lock_timeout_s:g}s")
+            return [self.fail(r, err) for r in requests]
+
+    def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
+        """As ``capture``, for a caller that already holds the worktree lock."""
+        try:
+            snap = self.backend(requests[0].worktree).snapshot(requests[0].worktree)
+        except CaptureError as exc:
+            return [self.fail(r, exc) for r in requests]
+        return [self._record(r, snap) for r in requests]
+
+    def _record(self, request: CaptureRequest, snap: Snapshot) -> Outcome:
+        new = NewCheckpoint(
+            key=request.key, commit_id=snap.commit_id, change_id=snap.change_id,
+            operation_id=snap.operation_id, worktree=str(request.worktree),
+            source=request.source, request_id=request.request_id,
+            tool_use_id=request.tool_use_id, label=request.label,
+        )
+        try:
+            done = self._store().record_checkpoint(new)
+        except EngineError as exc:
+            # The commit is captured and pinned; only the row is missing.  Say
+            # which commit, so the gap itself points at the lost state.
+            return self.fail(request, exc, detail=f"commit {snap.commit_id}: {exc}")
+        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
+
+    def fail(
+        self, request: CaptureRequest, error: Exception, *, detail: str | None = None
+    ) -> Outcome:
+        """File a gap for a request that could not be captured."""
+        code = getattr(error, "code", "internal-error")
+        record = spool.gap_record(
+            run_id=request.key.run_id, request_id=request.request_id, reason=code,
+            node_id=request.key.node_id, iteration=request.key.iteration,
+            attempt=request.key.attempt, worktree=str(request.worktree),
+            source=request.source, tool_use_id=request.tool_use_id,
+            detail=detail or str(error),
+        )
+        recorded = write_gap(self.settings, record, self._store)
+        return Outcome(request.request_id, error_code=code, error_message=str(error),
+                       gap_recorded=recorded)
+
+
+def write_gap(
+    settings: Settings, record: dict[str, object], store: Callable[[], Store] | None = None
+) -> bool:
+    """Spool a gap, then ingest it at once when the store is at hand."""
+    try:
+        spool.append_gap(settings.spool_dir, record)
+    except OSError:
+        return False
+    except CaptureError:
+        return False
+    if store is not None:
+        from durability.ingest import ingest_records
+
+        try:
+            ingest_records(store(), [record])
+        except EngineError:
+            pass  # it is on record in the spool; the next ingest picks it up
+    return True

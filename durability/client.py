@@ -1,0 +1,75 @@
+"""A client for the snapshot service.  Standard library only: the hook uses
+it on every tool call, so it must import fast."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConnectionLost", "Unreachable", "WaitTimeout", "call"]
+
+# Matches the service's cap; a longer line is never sent.
+MAX_LINE = 64 * 1024
+
+
+class Unreachable(Exception):
+    """No service answers on the socket (none running, or a stale file)."""
+
+
+class ConnectionLost(Exception):
+    """The service accepted the request and went away before answering."""
+
+
+class WaitTimeout(Exception):
+    """The service did not answer within the time allowed."""
+
+
+def call(socket_path: Path, request: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    """Send one request and return the service's response."""
+    deadline = time.monotonic() + timeout_s
+    line = json.dumps(request, separators=(",", ":")).encode() + b"\n"
+    if len(line) > MAX_LINE:
+        raise ValueError("request too large")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(min(timeout_s, 2.0))
+        try:
+            sock.connect(str(socket_path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+            raise Unreachable(f"no service on {socket_path}: {exc.strerror}") from None
+        except OSError as exc:
+            raise Unreachable(f"cannot connect to {socket_path}: {exc}") from None
+        try:
+            sock.sendall(line)
+            return _read_response(sock, deadline)
+        except TimeoutError:
+            raise WaitTimeout(f"no answer from the service within {timeout_s:g}s") from None
+        except OSError as exc:
+            raise ConnectionLost(f"service connection lost: {exc}") from None
+    finally:
+        sock.close()
+
+
+def _read_response(sock: socket.socket, deadline: float) -> dict[str, Any]:
+    buf = b""
+    while b"\n" not in buf:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionLost("service closed the connection without answering")
+        buf += chunk
+        if len(buf) > MAX_LINE:
+            raise ConnectionLost("oversized response")
+    try:
+        response = json.loads(buf.split(b"\n", 1)[0])
+    except ValueError:
+        raise ConnectionLost("malformed response") from None
+    if not isinstance(response, dict):
+        raise ConnectionLost("malformed response")
+    return response

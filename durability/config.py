@@ -1,0 +1,59 @@
+"""Settings, resolved once at the entry point and passed in."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from durability import paths
+from durability.errors import InvalidInput
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    socket_path: Path
+    spool_dir: Path
+    #: Ceiling on one jj command; a capture that takes longer is a jj-timeout gap.
+    jj_timeout_s: float = 120.0
+    #: The hook's whole budget, from process start to exit.
+    hook_timeout_ms: int = 10_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        return cls(
+            state_dir=paths.state_dir(env),
+            socket_path=paths.socket_path(env),
+            spool_dir=paths.spool_dir(env),
+            jj_timeout_s=_number(env, "DURABILITY_JJ_TIMEOUT_MS", 120_000) / 1000,
+            hook_timeout_ms=int(_number(env, "DURABILITY_HOOK_TIMEOUT_MS", 10_000)),
+        )
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "state.db"
+
+    @property
+    def lock_dir(self) -> Path:
+        return self.state_dir / "locks"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "service.log"
+
+
+def _number(env: Mapping[str, str], name: str, default: int) -> float:
+    raw = env.get(name)
+    if not raw:
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInput(f"{name}={raw!r} is not a number of milliseconds") from None
+    if value <= 0:
+        raise InvalidInput(f"{name}={raw!r} must be positive")
+    return value

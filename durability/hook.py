@@ -1,0 +1,238 @@
+"""``durability snapshot-hook``: the Claude Code PostToolUse hook (Tier 1).
+
+Contract 6: it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
+prints nothing on stdout, and turns every failure into a gap.  Its fast path
+(service reachable) imports only the standard library and this package's
+stdlib-only modules; the in-process fallback imports the rest on demand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from durability import client, ids, paths, spool
+
+__all__ = ["main", "run_hook"]
+
+# Claude Code sends the tool's input and response; a Read of a large file can
+# make that big.  Beyond this the payload is refused (a bad-hook-input gap)
+# rather than held in memory.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+DEFAULT_BUDGET_MS = 10_000
+# Time kept back from the budget to write a gap and exit before the deadline.
+_MARGIN_S = 0.3
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+_SESSION_RE = re.compile(rb'"session_id"\s*:\s*"([^"\\]{1,200})"')
+
+
+class _Hook:
+    """What the hook knows so far, so a failure at any point files a gap."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.request_id = str(uuid.uuid4())
+        self.fields: dict[str, Any] = {"source": "hook"}
+        self.run_id = env.get("DURABILITY_RUN_ID") or ids.INVALID_RUN
+        self.done = threading.Lock()
+        self.finished = False
+
+    def gap(self, reason: str, detail: str) -> None:
+        """File one gap for this request (at most once)."""
+        with self.done:
+            if self.finished:
+                return
+            self.finished = True
+        record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
+                                  reason=reason, detail=detail, **self.fields)
+        try:
+            spool.append_gap(paths.spool_dir(self.env), record)
+        except Exception as exc:
+            sys.stderr.write(f"durability: could not record gap {reason}: {exc}\n")
+            return
+        sys.stderr.write(f"durability: snapshot not taken ({reason}): {detail[:200]}\n")
+
+    def succeed(self) -> None:
+        with self.done:
+            self.finished = True
+
+
+def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Entry point: always returns 0."""
+    env = os.environ if env is None else env
+    budget_s = _budget_ms(env) / 1000
+    hook = _Hook(env)
+    timer = threading.Timer(max(budget_s - _MARGIN_S, 0.05), _give_up, args=(hook, budget_s))
+    timer.daemon = True
+    timer.start()
+    try:
+        run_hook(hook, stdin or sys.stdin.buffer, time.monotonic() + budget_s - _MARGIN_S)
+    except Exception as exc:  # contract 6: never a traceback, never a failure
+        hook.gap("internal-error", f"{type(exc).__name__}: {exc}")
+    finally:
+        timer.cancel()
+    return 0
+
+
+def _give_up(hook: _Hook, budget_s: float) -> None:
+    from durability import proc
+
+    proc.kill_all()
+    hook.gap("timeout", f"hook budget of {budget_s:g}s ran out")
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _budget_ms(env: Mapping[str, str]) -> int:
+    try:
+        value = int(env.get("DURABILITY_HOOK_TIMEOUT_MS", DEFAULT_BUDGET_MS))
+    except ValueError:
+        return DEFAULT_BUDGET_MS
+    return value if value > 0 else DEFAULT_BUDGET_MS
+
+
+def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
+    raw = stdin.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        _guess_run(hook, raw)
+        return hook.gap("bad-hook-input", f"hook input exceeds {MAX_INPUT_BYTES} bytes")
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        _guess_run(hook, raw)
+        return hook.gap("bad-hook-input", "hook input is not valid JSON")
+    if not isinstance(payload, dict):
+        return hook.gap("bad-hook-input", "hook input is not a JSON object")
+    problem = _identify(hook, payload)
+    if problem:
+        return hook.gap("bad-hook-input", problem)
+    reason, detail = _locate_worktree(hook, payload)
+    if reason:
+        return hook.gap(reason, detail)
+    _request(hook, deadline)
+
+
+def _guess_run(hook: _Hook, raw: bytes) -> None:
+    """Attribute a gap for unreadable input to its session when possible."""
+    if hook.env.get("DURABILITY_RUN_ID"):
+        return
+    found = _SESSION_RE.search(raw[:65536])
+    if found and ids.is_valid_id(found.group(1).decode("ascii", "replace")):
+        hook.run_id = found.group(1).decode("ascii")
+
+
+def _identify(hook: _Hook, payload: dict[str, Any]) -> str | None:
+    """Fill in run, node, iteration, attempt; a message when they are bad."""
+    env = hook.env
+    run_id = env.get("DURABILITY_RUN_ID") or payload.get("session_id")
+    if not ids.is_valid_id(run_id):
+        hook.run_id = ids.INVALID_RUN
+        return f"unusable run id {str(run_id)[:80]!r} (session_id or DURABILITY_RUN_ID)"
+    assert isinstance(run_id, str)
+    hook.run_id = run_id
+    node_id = env.get("DURABILITY_NODE_ID") or "session"
+    try:
+        ids.validate_id(node_id, "node id")
+        iteration = ids.validate_count(env.get("DURABILITY_ITERATION", "0"), "iteration", 0)
+        attempt = ids.validate_count(env.get("DURABILITY_ATTEMPT", "1"), "attempt", 1)
+    except ValueError as exc:
+        return str(exc)
+    tool_use_id = payload.get("tool_use_id")
+    tool_use_id = tool_use_id[:200] if isinstance(tool_use_id, str) and tool_use_id else None
+    hook.fields.update(node_id=node_id, iteration=iteration, attempt=attempt,
+                       tool_use_id=tool_use_id)
+    if tool_use_id:
+        # A hook installed twice (plugin and settings) sends the same request
+        # twice; a deterministic id makes the second one a replay.
+        basis = "\0".join([run_id, node_id, str(iteration), str(attempt), tool_use_id,
+                           str(payload.get("hook_event_name"))])
+        hook.request_id = "hook-" + hashlib.sha256(basis.encode()).hexdigest()[:32]
+    return None
+
+
+def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, str]:
+    where = hook.env.get("DURABILITY_WORKTREE") or payload.get("cwd")
+    if not isinstance(where, str) or not os.path.isabs(where) or "\x00" in where:
+        return "bad-hook-input", f"cwd {str(where)[:200]!r} is not an absolute path"
+    hook.fields["worktree"] = where
+    if not os.path.isdir(where):
+        return "worktree-missing", f"{where} does not exist"
+    root = ids.find_jj_root(where)
+    if root is None:
+        return "not-a-jj-repo", f"{where} is not inside a jj working copy"
+    hook.fields["worktree"] = str(root)
+    hook.fields["label"] = _label(payload, root)
+    return None, ""
+
+
+def _label(payload: dict[str, Any], root: Path) -> str | None:
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        return None
+    tool_input = payload.get("tool_input")
+    if isinstance(tool_input, dict):
+        for key in _PATH_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                try:
+                    value = os.path.relpath(value, root) if os.path.isabs(value) else value
+                except ValueError:
+                    pass
+                return f"{tool} {value}"[:1000]
+    return tool[:1000]
+
+
+def _request(hook: _Hook, deadline: float) -> None:
+    f = hook.fields
+    request = {
+        "v": 1, "op": "capture", "request_id": hook.request_id, "run_id": hook.run_id,
+        "node_id": f["node_id"], "iteration": f["iteration"], "attempt": f["attempt"],
+        "worktree": f["worktree"], "source": "hook", "tool_use_id": f["tool_use_id"],
+        "label": f.get("label"),
+        "timeout_ms": max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)),
+    }
+    try:
+        response = client.call(paths.socket_path(hook.env), request,
+                               timeout_s=max(deadline - time.monotonic(), 0.1))
+    except client.WaitTimeout as exc:
+        return hook.gap("timeout", str(exc))
+    except (client.Unreachable, client.ConnectionLost):
+        return _fallback(hook, deadline)
+    if response.get("ok"):
+        return hook.succeed()
+    if response.get("gap_recorded"):
+        return hook.succeed()  # the service saw the failure and filed it
+    error = response.get("error") or {}
+    hook.gap(str(error.get("code") or "internal-error"), str(error.get("message")))
+
+
+def _fallback(hook: _Hook, deadline: float) -> None:
+    """No service: capture here, under the same per-worktree lock."""
+    from durability.config import Settings
+    from durability.inprocess import capture_once
+    from engine import AttemptKey
+
+    f = hook.fields
+    settings = Settings.from_env(hook.env)
+    remaining = deadline - time.monotonic()
+    settings = Settings(settings.state_dir, settings.socket_path, settings.spool_dir,
+                        jj_timeout_s=max(min(settings.jj_timeout_s, remaining - 0.2), 0.1),
+                        hook_timeout_ms=settings.hook_timeout_ms)
+    outcome = capture_once(
+        settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
+        worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
+        tool_use_id=f["tool_use_id"], label=f.get("label"),
+        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env,
+    )
+    if outcome.ok or outcome.gap_recorded:
+        return hook.succeed()
+    hook.gap(outcome.error_code or "internal-error", outcome.error_message or "")

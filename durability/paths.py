@@ -1,0 +1,86 @@
+"""Where the toolkit keeps its state, socket and gap spool.
+
+Each location is resolved in one function: an environment variable first, then
+the platform default.  Tests point the variables at temporary folders.
+Standard library only (``platformdirs`` is imported lazily, off the hook's fast
+path).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from durability.errors import InsecurePath
+
+__all__ = ["ensure_private_dir", "socket_path", "spool_dir", "state_dir"]
+
+
+def state_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """``$DURABILITY_HOME``, else the platform's user state folder."""
+    if env.get("DURABILITY_HOME"):
+        return Path(env["DURABILITY_HOME"]).expanduser().absolute()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("durability", appauthor=False))
+
+
+def socket_path(env: Mapping[str, str] = os.environ) -> Path:
+    """``$DURABILITY_SOCKET``, else ``service.sock`` in a ``durability/`` folder
+    of the user's runtime folder (``$XDG_RUNTIME_DIR``, ``/run/user/UID``), else
+    a per-user folder in the temp folder."""
+    if env.get("DURABILITY_SOCKET"):
+        return Path(env["DURABILITY_SOCKET"]).expanduser().absolute()
+    uid = os.getuid()
+    for base in (env.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
+        if base and os.path.isdir(base) and _owned_private(base):
+            return Path(base) / "durability" / "service.sock"
+    return Path(tempfile.gettempdir()) / f"durability-{uid}" / "service.sock"
+
+
+def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """``$DURABILITY_SPOOL_DIR``, else a per-user folder in the temp folder.
+
+    Outside every worktree on purpose: a restore must never rewrite the record
+    of what failed.
+    """
+    if env.get("DURABILITY_SPOOL_DIR"):
+        return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
+    return Path(tempfile.gettempdir()) / f"durability-spool-{os.getuid()}"
+
+
+def _owned_private(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` as a 0700 folder, or check an existing one is ours.
+
+    Refuses a folder reached through a symlink, owned by another user, or
+    writable by others: anyone who could write there could plant a socket or
+    a spool file.
+    """
+    try:
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise InsecurePath(f"cannot create {path}: {exc.strerror}") from exc
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise InsecurePath(f"{path} is a symlink; refusing to use it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise InsecurePath(f"{path} is not a folder")
+    if st.st_uid != os.getuid():
+        raise InsecurePath(f"{path} is owned by uid {st.st_uid}, not by you")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,81 @@
+"""Running external programs: an argument list, never a shell, and a timeout
+that kills the whole process group.
+
+The hook's watchdog calls ``kill_all`` before it gives up, so no jj it started
+outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Finished", "TimedOut", "kill_all", "run"]
+
+_active: set[subprocess.Popen[bytes]] = set()
+_active_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class TimedOut(Exception):
+    """The program ran past its timeout and was killed."""
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: str | None = None,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> Finished:
+    """Run ``argv`` to completion; raise ``TimedOut`` after ``timeout`` seconds."""
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own group, so a timeout kills its children too
+    )
+    with _active_lock:
+        _active.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
+        raise TimedOut(f"{argv[0]} ran past {timeout:g}s and was killed") from None
+    finally:
+        with _active_lock:
+            _active.discard(proc)
+    return Finished(
+        proc.returncode,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_all() -> None:
+    """Kill every program still running from ``run`` (used before exiting)."""
+    with _active_lock:
+        procs = list(_active)
+    for proc in procs:
+        _kill(proc)

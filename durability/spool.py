@@ -1,0 +1,126 @@
+"""The gap spool: one NDJSON file per run in a private folder.
+
+A failed capture appends one line here; the service and every command that
+reads gaps ingest the lines into the store (``durability.ingest``).  Standard
+library only: the hook writes here when nothing else works.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durability.ids import safe_filename
+from durability.paths import ensure_private_dir
+
+__all__ = ["SUFFIX", "SpoolRead", "append_gap", "gap_record", "read_spool", "spool_files"]
+
+SUFFIX = ".gaps.ndjson"
+FIELDS = (
+    "ts_ms", "run_id", "node_id", "iteration", "attempt", "worktree", "source",
+    "tool_use_id", "request_id", "reason", "detail",
+)
+# A detail is a diagnostic, not a log: keep lines small so a spool stays cheap
+# to re-read.
+_MAX_DETAIL = 2000
+
+
+def gap_record(*, run_id: str, request_id: str, reason: str, **fields: Any) -> dict[str, Any]:
+    """A spool line's fields, in the documented order."""
+    record: dict[str, Any] = {name: None for name in FIELDS}
+    record.update(fields, run_id=run_id, request_id=request_id, reason=reason)
+    if record["ts_ms"] is None:
+        record["ts_ms"] = time.time_ns() // 1_000_000
+    if isinstance(record["detail"], str):
+        record["detail"] = record["detail"][:_MAX_DETAIL]
+    return {name: record[name] for name in FIELDS}
+
+
+def append_gap(directory: Path, record: dict[str, Any]) -> Path:
+    """Append one gap line durably; returns the spool file.
+
+    The file is locked while appending so concurrent writers never interleave,
+    and a line is started on a fresh line if a crashed writer left a torn one.
+    """
+    ensure_private_dir(directory)
+    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_size and _last_byte(path) != b"\n":
+            line = "\n" + line
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
+
+
+@dataclass
+class SpoolRead:
+    records: list[dict[str, Any]]
+    torn: int
+
+
+def read_spool(path: Path) -> SpoolRead:
+    """Parse one spool file; a line that is not a complete JSON object with a
+    run id, request id and reason is torn: skipped and counted."""
+    records: list[dict[str, Any]] = []
+    torn = 0
+    with open(path, "rb") as f:
+        # Shared lock: a line being appended right now is not mistaken for torn.
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        # No final newline: a writer died mid-line, or is writing right now.
+        lines.pop()
+        torn += 1
+    for raw in lines:
+        if not raw.strip():
+            continue
+        record = _parse(raw)
+        if record is None:
+            torn += 1
+        else:
+            records.append(record)
+    return SpoolRead(records, torn)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    for key in ("run_id", "request_id", "reason"):
+        if not isinstance(record.get(key), str) or not record[key]:
+            return None
+    if not isinstance(record.get("ts_ms"), int):
+        return None
+    return record
+
+
+def spool_files(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(SUFFIX) and path.is_file() and not path.is_symlink():
+            yield path

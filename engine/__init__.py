@@ -1,0 +1,25 @@
+"""Layer 1: the lean state store (runs, attempts, checkpoints, gaps).
+
+It never imports ``durability`` and knows nothing of jj, click or watchdog.
+"""
+
+from __future__ import annotations
+
+from engine.errors import EngineError, InvalidValue, NotFound, StoreUnavailable
+from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
+from engine.store import Store, now_ms
+
+__all__ = [
+    "Attempt",
+    "AttemptKey",
+    "Checkpoint",
+    "EngineError",
+    "Gap",
+    "InvalidValue",
+    "NewCheckpoint",
+    "NotFound",
+    "Recorded",
+    "Store",
+    "StoreUnavailable",
+    "now_ms",
+]

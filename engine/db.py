@@ -1,0 +1,130 @@
+"""SQLite connections and versioned migrations.
+
+Migrations are the ``migrations/NNNN_name.sql`` files of this package, applied
+in order and never edited once released: a change to the schema is a new file.
+``PRAGMA user_version`` records how far a database has come.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+from engine.errors import StoreUnavailable
+
+__all__ = ["connect", "migrate", "migrations", "write_transaction"]
+
+# How long a writer waits for another writer (another process's capture, the
+# service's gap ingestion) before giving up with "database is locked".  Captures
+# are short, so 10 s only runs out when something is wedged.
+BUSY_TIMEOUT_MS = 10_000
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open ``path`` with the pragmas every connection needs."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    try:
+        conn = sqlite3.connect(
+            path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
+    finally:
+        os.umask(old)
+    try:
+        # WAL: readers (listing, restore) never block the capture writer and a
+        # crash mid-write leaves the last committed state intact.
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: an acknowledged checkpoint survives power loss, not only a
+        # killed process; the fsync costs a few ms per capture.
+        conn.execute("PRAGMA synchronous=FULL")
+        # Wait for a concurrent writer instead of failing at once.
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        # Checkpoints must point at attempts that exist.
+        conn.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreUnavailable(f"cannot use {path}: {exc}") from exc
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One unit of work: ``BEGIN IMMEDIATE`` takes the write lock up front, so
+    the reads inside (the next seq) cannot be invalidated by another writer."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot begin a write: {exc}") from exc
+    try:
+        yield conn
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        _rollback(conn)
+        raise StoreUnavailable(f"cannot commit: {exc}") from exc
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the connection is unusable; the caller is already failing
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` for every migration file, in order."""
+    found = []
+    for entry in resources.files("engine.migrations").iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"two migrations share a version: {versions}")
+    return found
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema up to date; safe when several processes race."""
+    try:
+        for version, _name, sql in migrations():
+            if _user_version(conn) >= version:
+                continue
+            with write_transaction(conn):
+                if _user_version(conn) >= version:  # another process won the race
+                    continue
+                for statement in _statements(sql):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={version}")
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot migrate the state database: {exc}") from exc
+    return _user_version(conn)
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _statements(sql: str) -> Iterator[str]:
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""
+    if buf.strip() and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()
+    ):
+        raise RuntimeError(f"incomplete SQL statement in migration: {buf[:80]!r}")
