@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +41,19 @@ def now_ms() -> int:
 
 
 class Store:
-    """The state database at ``path`` (created and migrated on first use)."""
+    """The state database at ``path`` (created and migrated on first use).
+
+    One connection, shared by the threads of a process behind a lock: SQLite
+    serialises writers anyway, and a connection per thread would leak one for
+    every short-lived thread of a long-running service.
+    """
 
     def __init__(self, path: Path, *, clock: Callable[[], int] = now_ms) -> None:
         self.path = Path(path)
         self._clock = clock
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        migrate(self._conn())
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = connect(self.path)
+        migrate(self._db)
 
     def __enter__(self) -> Store:
         return self
@@ -58,23 +63,22 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path)
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        """The connection, held exclusively for one unit of work."""
+        with self._lock:
+            if self._db is None:
+                raise StoreUnavailable(f"the store at {self.path} is closed")
+            yield self._db
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
-            return self._conn().execute(sql, params).fetchall()
+            with self._conn() as conn:
+                return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
@@ -90,7 +94,7 @@ class Store:
         """
         now = self._clock()
         try:
-            with write_transaction(self._conn()) as conn:
+            with self._conn() as db, write_transaction(db) as conn:
                 return self._record(conn, new, now)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
@@ -140,7 +144,7 @@ class Store:
     def ensure_attempt(self, key: AttemptKey, worktree: str | None = None) -> None:
         """Create the run and attempt rows if they do not exist yet."""
         try:
-            with write_transaction(self._conn()) as conn:
+            with self._conn() as db, write_transaction(db) as conn:
                 self._ensure_attempt(conn, key, worktree, self._clock())
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record attempt: {exc}") from exc
@@ -212,7 +216,7 @@ class Store:
         if not rows:
             return 0
         try:
-            with write_transaction(self._conn()) as conn:
+            with self._conn() as db, write_transaction(db) as conn:
                 before = conn.total_changes
                 conn.executemany(
                     f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",

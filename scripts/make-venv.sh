@@ -5,6 +5,9 @@
 set -eu
 PY=${1:-python3}
 VENV=${2:-.venv}
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || {
+    echo "make-venv: $PY is missing or older than 3.11; run make PY=python3.12 (or newer)" >&2
+    exit 1; }
 [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1 && exit 0
 rm -rf "$VENV"
 if "$PY" -m venv "$VENV" 2>/dev/null; then exit 0; fi
