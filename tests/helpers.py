@@ -102,3 +102,72 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
             return value
         time.sleep(interval)
     pytest.fail(f"condition not met within {timeout}s")
+
+
+def ping(socket_path: Path, timeout: float = 5.0) -> dict[str, Any] | None:
+    """The service's answer to a ping on ``socket_path``, or None when nothing answers."""
+    from durability import client
+
+    try:
+        answer = client.call(socket_path, {"v": 1, "op": "ping"}, timeout_s=timeout)
+    except (client.Unreachable, client.ConnectionLost, client.WaitTimeout):
+        return None
+    return answer if answer.get("ok") else None
+
+
+class ServiceProcess:
+    """A ``durability serve`` subprocess (foreground), stopped with SIGTERM."""
+
+    def __init__(self, socket_path: Path, log_path: Path, *args: str,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.socket_path = socket_path
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen([durability_exe(), "serve", *args],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         env=dict(env) if env is not None else None)
+
+    def wait_ready(self, timeout: float = 30.0) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            if self.proc.poll() is not None:
+                pytest.fail(f"service exited {self.proc.returncode}: {self.log()}")
+            return ping(self.socket_path, timeout=2)
+
+        answer: dict[str, Any] = wait_for(ready, timeout=timeout, interval=0.05)
+        return answer
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait; SIGKILL only if it does not stop in time."""
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+            pytest.fail(f"service did not stop on SIGTERM within {timeout}s")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
+
+
+def start_service(tmp_path: Path, *args: str, socket_path: Path | None = None,
+                  env: Mapping[str, str] | None = None) -> ServiceProcess:
+    """Start ``durability serve`` on ``$DURABILITY_SOCKET`` (or ``socket_path``) and
+    wait until it answers a ping."""
+    sock = socket_path or Path((env or os.environ)["DURABILITY_SOCKET"])
+    extra = ("--socket", str(sock)) if socket_path is not None else ()
+    service = ServiceProcess(sock, tmp_path / f"service-{time.monotonic_ns()}.log", *extra, *args,
+                             env=env)
+    try:
+        service.wait_ready()
+    except BaseException:
+        service.kill()
+        raise
+    return service
