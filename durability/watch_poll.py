@@ -1,0 +1,87 @@
+"""The polling fallback of a watch, for when inotify cannot be trusted
+(watch limit reached, a filesystem without events).
+
+Every ``interval_s`` it fingerprints the tree (path, size, mtime, inode of
+every entry, skipping ``.jj/``, ``.git/`` and ignored folders) and touches the
+debouncer when the fingerprint changed.  The fingerprint is a running hash,
+so memory stays constant whatever the size of the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from durability.watch_ignore import IgnoreRules
+
+__all__ = ["Poller", "fingerprint"]
+
+
+def fingerprint(worktree: Path, rules: IgnoreRules) -> str | None:
+    """A digest of the tree's metadata; None when the worktree is gone."""
+    digest = hashlib.blake2b(digest_size=16)
+    stack = [str(worktree)]
+    if not os.path.isdir(worktree):
+        return None
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                found = sorted(entries, key=lambda e: e.name)
+        except OSError:
+            continue  # deleted while walking: the parent's mtime changed anyway
+        for entry in found:
+            _add(digest, entry, rules, stack)
+    return digest.hexdigest()
+
+
+def _add(digest: hashlib.blake2b, entry: os.DirEntry[str], rules: IgnoreRules,
+         stack: list[str]) -> None:
+    try:
+        st = entry.stat(follow_symlinks=False)
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return
+    if not rules.triggers(entry.path, is_dir=is_dir):
+        return
+    digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode(
+        "utf-8", "surrogateescape"))
+    if is_dir:
+        stack.append(entry.path)
+
+
+class Poller:
+    """A thread that polls one worktree until stopped."""
+
+    def __init__(self, worktree: Path, rules: IgnoreRules, *, interval_s: float,
+                 on_change: Callable[[], None], on_missing: Callable[[], None],
+                 name: str) -> None:
+        self.worktree = worktree
+        self.rules = rules
+        self.interval_s = interval_s
+        self._on_change = on_change
+        self._on_missing = on_missing
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        last = fingerprint(self.worktree, self.rules)
+        while not self._stop.wait(self.interval_s):
+            now = fingerprint(self.worktree, self.rules)
+            if now is None:
+                self._on_missing()
+                return
+            if now != last:
+                last = now
+                self._on_change()

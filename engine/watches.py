@@ -1,0 +1,103 @@
+"""The watch rows: which worktrees the snapshot service watches, for which
+attempt, with which timings.
+
+Kept beside the store rather than inside it: a watch is service state, not a
+record of work, and the engine knows nothing of watchers (``durability``
+owns them).  Each call opens its own connection; watches change rarely.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.db import connect, migrate, write_transaction
+from engine.errors import StoreUnavailable
+from engine.models import AttemptKey
+from engine.store import now_ms
+
+__all__ = ["WatchRow", "Watches"]
+
+_COLS = "worktree, run_id, node_id, iteration, attempt, settle_ms, max_delay_ms, created_at_ms"
+
+
+@dataclass(frozen=True)
+class WatchRow:
+    """One watched worktree and the attempt its captures belong to."""
+
+    worktree: str
+    key: AttemptKey
+    settle_ms: int
+    max_delay_ms: int
+    created_at_ms: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        k = self.key
+        return {"worktree": self.worktree, "run_id": k.run_id, "node_id": k.node_id,
+                "iteration": k.iteration, "attempt": k.attempt, "settle_ms": self.settle_ms,
+                "max_delay_ms": self.max_delay_ms, "created_at_ms": self.created_at_ms}
+
+
+class Watches:
+    """The ``watches`` table of the state database at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with self._open() as conn:
+            migrate(conn)
+
+    def _open(self) -> _Closing:
+        return _Closing(connect(self.path))
+
+    def put(self, row: WatchRow) -> None:
+        """Record a watch, replacing any earlier watch of the same worktree."""
+        k = row.key
+        values = (row.worktree, k.run_id, k.node_id, k.iteration, k.attempt, row.settle_ms,
+                  row.max_delay_ms, row.created_at_ms or now_ms())
+        try:
+            with self._open() as conn, write_transaction(conn):
+                conn.execute(f"INSERT OR REPLACE INTO watches ({_COLS}) "
+                             "VALUES (?,?,?,?,?,?,?,?)", values)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot record watch: {exc}") from exc
+
+    def remove(self, worktree: str) -> WatchRow | None:
+        """Forget the watch of ``worktree``; returns it when there was one."""
+        try:
+            with self._open() as conn, write_transaction(conn):
+                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE worktree=?",
+                                     (worktree,)).fetchone()
+                conn.execute("DELETE FROM watches WHERE worktree=?", (worktree,))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
+        return _row(found) if found else None
+
+    def all(self) -> list[WatchRow]:
+        """Every recorded watch, by worktree."""
+        try:
+            with self._open() as conn:
+                rows = conn.execute(f"SELECT {_COLS} FROM watches ORDER BY worktree").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot read watches: {exc}") from exc
+        return [_row(r) for r in rows]
+
+
+def _row(r: tuple[object, ...]) -> WatchRow:
+    worktree, run_id, node_id, iteration, attempt, settle, max_delay, created = r
+    key = AttemptKey(str(run_id), str(node_id), int(str(iteration)), int(str(attempt)))
+    return WatchRow(str(worktree), key, int(str(settle)), int(str(max_delay)), int(str(created)))
+
+
+class _Closing:
+    """A connection closed when the ``with`` block ends (sqlite3's own context
+    manager only ends the transaction)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
