@@ -46,16 +46,18 @@ class _Hook:
         self.done = threading.Lock()
         self.finished = False
 
-    def gap(self, reason: str, detail: str) -> None:
-        """File one gap for this request (at most once)."""
+    def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
+        """File one gap for this request (at most once); ``last`` when the
+        process exits right after (see ``spool.append_last_gap``)."""
         with self.done:
             if self.finished:
                 return
             self.finished = True
         record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
                                   reason=reason, detail=detail, **self.fields)
+        append = spool.append_last_gap if last else spool.append_gap
         try:
-            spool.append_gap(paths.spool_dir(self.env), record)
+            append(paths.spool_dir(self.env), record)
         except Exception as exc:
             sys.stderr.write(f"durability: could not record gap {reason}: {exc}\n")
             return
@@ -86,8 +88,10 @@ def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) ->
 def _give_up(hook: _Hook, budget_s: float) -> None:
     from durability import proc
 
+    # Record first, keeping the spool locked until exit: the main thread, whose
+    # jj is killed next, must not file a second gap for this request.
+    hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
     proc.kill_all()
-    hook.gap("timeout", f"hook budget of {budget_s:g}s ran out")
     sys.stderr.flush()
     os._exit(0)
 

@@ -19,7 +19,15 @@ from typing import Any
 from durability.ids import safe_filename
 from durability.paths import ensure_private_dir
 
-__all__ = ["SUFFIX", "SpoolRead", "append_gap", "gap_record", "read_spool", "spool_files"]
+__all__ = [
+    "SUFFIX",
+    "SpoolRead",
+    "append_gap",
+    "append_last_gap",
+    "gap_record",
+    "read_spool",
+    "spool_files",
+]
 
 SUFFIX = ".gaps.ndjson"
 FIELDS = (
@@ -61,6 +69,32 @@ def append_gap(directory: Path, record: dict[str, Any]) -> Path:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return path
+
+
+def append_last_gap(directory: Path, record: dict[str, Any]) -> Path | None:
+    """Append ``record`` unless its request already has a line, and keep the
+    spool file locked until this process exits; ``None`` when it was there.
+
+    For a process that is giving up (the hook past its budget): another of its
+    threads may be filing a gap for the same request at this moment (its jj
+    was just killed), and a request is recorded once.  Whoever locks first
+    writes; the other finds the line, or waits on the lock until the process
+    is gone.
+    """
+    ensure_private_dir(directory)
+    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)  # never closed: that would release the lock
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    for raw in data.split(b"\n"):
+        seen = _parse(raw) if raw.strip() else None
+        if seen is not None and seen["request_id"] == record["request_id"]:
+            return None
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    os.write(fd, (("\n" if data and not data.endswith(b"\n") else "") + line).encode())
+    os.fsync(fd)
     return path
 
 
