@@ -59,6 +59,11 @@ class Coalescer:
                 queue.wake.notify()
         return future
 
+    def queued(self) -> int:
+        """Requests received and waiting for a capture to begin (all worktrees)."""
+        with self._lock:
+            return sum(len(q.pending) for q in self._queues.values())
+
     def _take(self, worktree: Path, queue: _Queue) -> list[tuple[CaptureRequest, Future[Outcome]]]:
         """Wait for requests; an empty list means the worker should exit."""
         with queue.wake:
@@ -67,8 +72,11 @@ class Coalescer:
                     break
         with self._lock, queue.wake:
             if not queue.pending:
-                self._queues.pop(worktree, None)
-                self._threads.pop(worktree, None)
+                # Only forget our own queue: a new worker may already own the
+                # worktree if a request came while this one was exiting.
+                if self._queues.get(worktree) is queue:
+                    self._queues.pop(worktree, None)
+                    self._threads.pop(worktree, None)
                 return []
             batch, queue.pending = queue.pending, []
         return [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
@@ -78,7 +86,7 @@ class Coalescer:
             batch = self._take(worktree, queue)
             if not batch:
                 with self._lock:
-                    if worktree not in self._queues:
+                    if self._queues.get(worktree) is not queue:
                         return
                 continue
             self.captures += 1

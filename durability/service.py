@@ -246,7 +246,8 @@ class Service:
         if isinstance(req, protocol.PingReq):
             assert self.coalescer is not None
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
-                    "captures": self.coalescer.captures, "requests": self.requests}
+                    "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
+                    "requests": self.requests}
         return protocol.outcome_response(self._capture(req))
 
     def _capture(self, req: protocol.CaptureReq) -> Outcome:

@@ -47,7 +47,8 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 def make_jj_repo(path: Path, *, colocate: bool = True) -> Path:
     """A fresh jj repository at ``path`` (colocated with git by default)."""
     path.mkdir(parents=True, exist_ok=True)
-    args = ["git", "init", "--colocate"] if colocate else ["git", "init"]
+    # jj >= 0.34 colocates by default: say so either way.
+    args = ["git", "init", "--colocate" if colocate else "--no-colocate"]
     subprocess.run([jj_path(), *args, str(path)], capture_output=True, text=True, check=True,
                    timeout=120)
     return path
@@ -171,3 +172,133 @@ def start_service(tmp_path: Path, *args: str, socket_path: Path | None = None,
         service.kill()
         raise
     return service
+
+
+# -- jj stand-ins and tree comparison (capture, restore, crash tests) -------
+
+_GATED_JJ = """#!/bin/sh
+# Test stand-in: runs the real jj, but waits while {gate} exists.
+[ "$1" = "--version" ] && exec {real} "$@"
+gated=1
+if [ -n "{only}" ]; then
+  gated=0
+  for a in "$@"; do [ "$a" = "{only}" ] && gated=1; done
+fi
+wait_gate() {{
+  if [ "$gated" = 1 ] && [ -e {gate} ]; then
+    echo $$ >> {started}
+    while [ -e {gate} ]; do sleep 0.02; done
+  fi
+}}
+if [ "{when}" = after ]; then
+  {real} "$@"; rc=$?
+  wait_gate
+  exit $rc
+fi
+wait_gate
+exec {real} "$@"
+"""
+
+
+def write_script(path: Path, text: str) -> Path:
+    """An executable script (a stand-in program for a test)."""
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+class GatedJj:
+    """A ``DURABILITY_JJ`` that runs the real jj but holds each call while a
+    gate file exists, so a test can act *during* a capture.
+
+    ``when="before"``: the call waits before jj starts (the tree is not yet
+    read); ``"after"``: jj has run (the snapshot is taken) and the call waits
+    before returning.  ``only``: gate only calls with this jj subcommand.
+    """
+
+    def __init__(self, folder: Path, *, when: str = "before", only: str = "") -> None:
+        import shlex
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.gate = folder / "gate"
+        self.started = folder / "started"
+        self.path = write_script(folder / "jj", _GATED_JJ.format(
+            real=shlex.quote(jj_path()), gate=shlex.quote(str(self.gate)),
+            started=shlex.quote(str(self.started)), when=when, only=only))
+
+    def close(self) -> None:
+        self.gate.touch()
+
+    def open(self) -> None:
+        self.gate.unlink(missing_ok=True)
+
+    def held(self) -> list[int]:
+        """Pids of the calls that have reached the gate so far."""
+        if not self.started.exists():
+            return []
+        return [int(x) for x in self.started.read_text().split()]
+
+    def wait_held(self, count: int = 1, timeout: float = 60.0) -> list[int]:
+        return list(wait_for(lambda: len(self.held()) >= count and self.held(),
+                             timeout=timeout))
+
+
+def tree_manifest(root: Path) -> dict[str, tuple[str, bool, bytes]]:
+    """Every file and symlink under ``root`` except ``.jj`` and ``.git``:
+    path -> (kind, executable, bytes or link target)."""
+    found: dict[str, tuple[str, bool, bytes]] = {}
+
+    def walk(folder: Path, prefix: str) -> None:
+        for entry in os.scandir(folder):
+            rel = prefix + entry.name
+            if rel in (".jj", ".git"):
+                continue
+            if entry.is_symlink():
+                found[rel] = ("link", False, os.fsencode(os.readlink(entry.path)))
+            elif entry.is_dir():
+                walk(Path(entry.path), rel + "/")
+            else:
+                st = entry.stat(follow_symlinks=False)
+                found[rel] = ("file", bool(st.st_mode & 0o100), Path(entry.path).read_bytes())
+
+    walk(root, "")
+    return found
+
+
+def commit_manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool, bytes]]:
+    """The same manifest, read from a commit in the worktree's git store."""
+    import pygit2
+
+    from durability.backends.jj import git_dir
+
+    repo = pygit2.Repository(str(git_dir(worktree)))
+    found: dict[str, tuple[str, bool, bytes]] = {}
+
+    def walk(tree: Any, prefix: str) -> None:
+        for entry in tree:
+            rel = prefix + entry.name
+            if entry.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(repo[entry.id], rel + "/")
+            elif entry.filemode == pygit2.GIT_FILEMODE_LINK:
+                found[rel] = ("link", False, repo[entry.id].data)
+            else:
+                executable = entry.filemode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+                found[rel] = ("file", executable, repo[entry.id].data)
+
+    walk(repo[commit_id].peel(pygit2.Commit).tree, "")
+    return found
+
+
+def jj_at(repo: Path) -> str:
+    """The commit id of ``@`` as jj last recorded it (no new snapshot)."""
+    return jj(repo, "log", "-r", "@", "--no-graph", "-T", "commit_id",
+              "--ignore-working-copy").stdout.strip()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
