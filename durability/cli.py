@@ -226,3 +226,15 @@ def doctor(as_json: bool) -> None:
 def main() -> None:
     cli(prog_name="durability")
 
+
+
+def _add_watch_commands() -> None:
+    """Tier 2 and install commands live in their own module, built on the helpers above."""
+    from durability import cli_watch
+
+    cli.add_command(cli_watch.watch_command)
+    cli.add_command(cli_watch.unwatch_command)
+    cli.add_command(cli_watch.install_hook_command)
+
+
+_add_watch_commands()

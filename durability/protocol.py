@@ -19,6 +19,11 @@ Response::
 
 ``ping`` answers ``{"v": 1, "ok": true, "pid": ..., "version": ...,
 "captures": ...}``.
+
+``watch`` (``run_id``, ``node_id``, ``iteration``, ``attempt``, ``worktree``,
+``settle_ms``, ``max_delay_ms``, ``poll``) answers ``{"ok": true, "watch":
+{...}, "mode": "inotify"|"poll"}``; ``unwatch`` (``worktree``) answers with the
+final capture under ``"final"``; ``watches`` lists them under ``"watches"``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ __all__ = [
     "PROTOCOL_VERSION",
     "CaptureReq",
     "PingReq",
+    "UnwatchReq",
+    "WatchReq",
+    "WatchesReq",
     "error_response",
     "outcome_response",
     "parse_request",
@@ -86,11 +94,54 @@ class CaptureReq(_Base):
         return value
 
 
-_Request = Annotated[PingReq | CaptureReq, Field(discriminator="op")]
-_adapter: TypeAdapter[PingReq | CaptureReq] = TypeAdapter(_Request)
+class WatchReq(_Base):
+    """Watch a worktree for an attempt (Tier 2); the service records it."""
+
+    op: Literal["watch"]
+    run_id: Id
+    node_id: Id
+    iteration: Annotated[int, Field(ge=0, lt=10**9)] = 0
+    attempt: Annotated[int, Field(ge=1, lt=10**9)] = 1
+    worktree: Annotated[str, Field(min_length=1, max_length=4096)]
+    settle_ms: Annotated[int, Field(ge=10, le=600_000)] = 300
+    max_delay_ms: Annotated[int, Field(ge=10, le=3_600_000)] = 5_000
+    poll: bool = False
+
+    @field_validator("run_id", "node_id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        return ids.validate_id(value, "id")
+
+    @field_validator("worktree")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return CaptureReq._absolute(value)
 
 
-def parse_request(line: bytes) -> PingReq | CaptureReq:
+class UnwatchReq(_Base):
+    """End the watch of a worktree with a final capture."""
+
+    op: Literal["unwatch"]
+    worktree: Annotated[str, Field(min_length=1, max_length=4096)]
+
+    @field_validator("worktree")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return CaptureReq._absolute(value)
+
+
+class WatchesReq(_Base):
+    """List the service's watches."""
+
+    op: Literal["watches"]
+
+
+AnyReq = PingReq | CaptureReq | WatchReq | UnwatchReq | WatchesReq
+_Request = Annotated[AnyReq, Field(discriminator="op")]
+_adapter: TypeAdapter[AnyReq] = TypeAdapter(_Request)
+
+
+def parse_request(line: bytes) -> AnyReq:
     """Validate one request line; ``ProtocolError`` says what is wrong."""
     try:
         data = json.loads(line)

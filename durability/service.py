@@ -22,7 +22,7 @@ from typing import Any
 
 import filelock
 
-from durability import protocol
+from durability import protocol, watch_service
 from durability.backends import resolve_worktree
 from durability.capture import Capturer, CaptureRequest, Outcome
 from durability.coalesce import Coalescer
@@ -37,6 +37,7 @@ from durability.errors import (
 )
 from durability.ingest import ingest_spool
 from durability.paths import ensure_private_dir
+from durability.watch_manager import WatchManager
 from engine import AttemptKey, EngineError, Store
 
 __all__ = ["VERSION", "Service"]
@@ -70,6 +71,7 @@ class Service:
         self.store: Store | None = None
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
+        self.watcher: WatchManager | None = None
         self.requests = 0
 
     # -- lifecycle ---------------------------------------------------------
@@ -100,6 +102,8 @@ class Service:
             raise
         self._spawn(self._accept_loop, "accept")
         self._spawn(self._ingest_loop, "ingest")
+        # After the accept loop: a ping is answered while watches resume.
+        self.watcher = watch_service.start_manager(self.settings, self.coalescer, self._get_store)
         log.info("serving on %s (pid %d)", path, os.getpid())
 
     def _claim_socket(self, path: Path) -> None:
@@ -135,6 +139,8 @@ class Service:
             thread.join(5)
         with self._conn_lock:
             conns = list(self._conn_threads)
+        if self.watcher is not None:
+            self.watcher.close(final=True)  # rows stay: a restarted service resumes them
         if self.coalescer is not None:
             self.coalescer.close()
         for thread in conns:
@@ -248,6 +254,10 @@ class Service:
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
                     "requests": self.requests}
+        if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
+            if self.watcher is None:
+                return protocol.error_response("service-unreachable", "the service is starting")
+            return watch_service.answer(self.watcher, req)
         return protocol.outcome_response(self._capture(req))
 
     def _capture(self, req: protocol.CaptureReq) -> Outcome:
