@@ -111,11 +111,15 @@ class Capturer:
         except EngineError as exc:
             # The commit is captured and pinned; only the row is missing.  Say
             # which commit, so the gap itself points at the lost state.
-            return self.fail(request, exc, detail=f"commit {snap.commit_id}: {exc}")
+            # Not ingested now: the store just failed, and waiting out its
+            # busy timeout a second time would only delay the answer.
+            return self.fail(request, exc, detail=f"commit {snap.commit_id}: {exc}",
+                             ingest=False)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
 
     def fail(
-        self, request: CaptureRequest, error: Exception, *, detail: str | None = None
+        self, request: CaptureRequest, error: Exception, *, detail: str | None = None,
+        ingest: bool = True,
     ) -> Outcome:
         """File a gap for a request that could not be captured."""
         code = getattr(error, "code", "internal-error")
@@ -126,7 +130,7 @@ class Capturer:
             source=request.source, tool_use_id=request.tool_use_id,
             detail=detail or str(error),
         )
-        recorded = write_gap(self.settings, record, self._store)
+        recorded = write_gap(self.settings, record, self._store if ingest else None)
         return Outcome(request.request_id, error_code=code, error_message=str(error),
                        gap_recorded=recorded)
 
