@@ -33,12 +33,16 @@ def run_foreground(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT, then drain and release the socket."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s durability %(levelname)s %(message)s")
-    with Service(settings) as service:
-        def stop(signum: int, frame: FrameType | None) -> None:
-            service.request_stop()
+    service = Service(settings)
 
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+    def stop(signum: int, frame: FrameType | None) -> None:
+        service.request_stop()
+
+    # Before start(): a SIGTERM that arrives once the socket answers must
+    # still be a clean shutdown that removes the socket.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    with service:
         print(f"durability: serving on {settings.socket_path}", file=sys.stderr, flush=True)
         service.serve_forever()
 

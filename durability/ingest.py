@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durability import spool
+from durability.paths import ensure_private_dir
 from engine import Gap, Store
 
 __all__ = ["IngestResult", "ingest_records", "ingest_spool"]
@@ -21,7 +23,13 @@ class IngestResult:
 
 
 def ingest_spool(store: Store, directory: Path) -> IngestResult:
-    """Read every spool file and insert the gaps the store does not have."""
+    """Read every spool file and insert the gaps the store does not have.
+
+    A spool folder reached through a symlink or owned by someone else is
+    refused (``InsecurePath``): whoever controls it could plant gaps.
+    """
+    if os.path.lexists(directory):
+        ensure_private_dir(directory)
     added = torn = files = 0
     for path in spool.spool_files(directory):
         try:
