@@ -8,12 +8,50 @@ Hierarchy::
     │                           permissions, corruption)
     ├── NotFound                "not-found": a run, attempt or checkpoint that
     │                           does not exist
-    └── InvalidValue            "invalid-value": a value that fails validation
+    ├── InvalidValue            "invalid-value": a value that fails validation
+    ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
+    │                           loaded or declares a bad graph
+    ├── RunNotActive            "RUN_NOT_ACTIVE": pause/cancel of a run that is over
+    ├── ResumeRefused           a resume that must not go ahead
+    │   ├── RunOwnerAlive       "RUN_OWNER_ALIVE": the owner's process is alive
+    │   ├── RunStillRunning     "RUN_STILL_RUNNING": its heartbeat is fresh
+    │   └── ResumeMetadataMismatch  "RESUME_METADATA_MISMATCH": the workflow,
+    │                           its modules, its path or the repository changed
+    ├── ClaimContention         lost a race for a run; ``quiet``: not a failure
+    │   ├── ClaimFailed         "RUN_RESUME_CLAIM_FAILED": another claimed first
+    │   └── ClaimLost           "RUN_RESUME_CLAIM_LOST": another took it over
+    ├── RunFailed               the run ended failed; its code is the cause
+    │                           (TASK_FAILED, OUTPUT_INVALID, APPROVAL_DENIED,
+    │                           LOOP_LIMIT, BUDGET_<LIMIT>_EXCEEDED, ...)
+    └── TaskSignal              raised inside a task to end its attempt
+        ├── TaskStopped         "RUN_CANCELLED" / "RUN_CLAIM_LOST": told to stop
+        ├── BudgetExceeded      "BUDGET_TURNS_EXCEEDED", "BUDGET_TOKENS_EXCEEDED",
+        │                       "BUDGET_COST_EXCEEDED": the first limit crossed
+        └── QuotaExhausted      "QUOTA_EXHAUSTED": the provider's quota ran out
 """
 
 from __future__ import annotations
 
-__all__ = ["EngineError", "InvalidValue", "NotFound", "StoreUnavailable"]
+__all__ = [
+    "BudgetExceeded",
+    "ClaimContention",
+    "ClaimFailed",
+    "ClaimLost",
+    "EngineError",
+    "InvalidValue",
+    "NotFound",
+    "QuotaExhausted",
+    "ResumeMetadataMismatch",
+    "ResumeRefused",
+    "RunFailed",
+    "RunNotActive",
+    "RunOwnerAlive",
+    "RunStillRunning",
+    "StoreUnavailable",
+    "TaskSignal",
+    "TaskStopped",
+    "WorkflowInvalid",
+]
 
 
 class EngineError(Exception):
@@ -36,3 +74,83 @@ class NotFound(EngineError):
 
 class InvalidValue(EngineError):
     code = "invalid-value"
+
+
+class WorkflowInvalid(EngineError):
+    code = "WORKFLOW_INVALID"
+
+
+class RunNotActive(EngineError):
+    code = "RUN_NOT_ACTIVE"
+
+
+class ResumeRefused(EngineError):
+    code = "RESUME_REFUSED"
+
+
+class RunOwnerAlive(ResumeRefused):
+    code = "RUN_OWNER_ALIVE"
+
+
+class RunStillRunning(ResumeRefused):
+    code = "RUN_STILL_RUNNING"
+
+
+class ResumeMetadataMismatch(ResumeRefused):
+    code = "RESUME_METADATA_MISMATCH"
+
+
+class ClaimContention(EngineError):
+    """Another process won the run.  Contention is not failure: the CLI exits
+    with its own status and says nothing."""
+
+    code = "RUN_RESUME_CLAIM_FAILED"
+    quiet = True
+
+
+class ClaimFailed(ClaimContention):
+    code = "RUN_RESUME_CLAIM_FAILED"
+
+
+class ClaimLost(ClaimContention):
+    code = "RUN_RESUME_CLAIM_LOST"
+
+
+class RunFailed(EngineError):
+    """The run ended ``failed``; ``code`` names the cause."""
+
+    def __init__(self, message: str, *, code: str, node_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.node_id = node_id
+
+
+class TaskSignal(EngineError):
+    """Raised inside a task to end its attempt for a reason the engine knows."""
+
+
+class TaskStopped(TaskSignal):
+    code = "RUN_CANCELLED"
+
+    def __init__(self, message: str, *, code: str = "RUN_CANCELLED") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BudgetExceeded(TaskSignal):
+    def __init__(self, limit: str, used: float, allowed: float) -> None:
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g}")
+        self.code = f"BUDGET_{limit.upper()}_EXCEEDED"
+        self.limit = limit
+
+
+class QuotaExhausted(TaskSignal):
+    """A provider's quota ran out; ``reset_at_ms`` is when it comes back
+    (None when unknown: the run then waits for a person)."""
+
+    code = "QUOTA_EXHAUSTED"
+
+    def __init__(self, message: str = "provider quota exhausted", *,
+                 reset_at_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.reset_at_ms = reset_at_ms

@@ -1,0 +1,250 @@
+"""Executing a claimed run: start ready tasks in dependency order (at most
+``max_parallel`` at once), record what they return, and leave the run in the
+state it ended in.
+
+The scheduler re-derives every decision from the database (``plan.assess``),
+so a run resumed by another process continues exactly where this one
+stopped.  Tasks run in threads; each gets a ``TaskContext`` and runs inside
+the ambient attempt context the ``WorktreeOps`` provides.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from engine import budget
+from engine.budget import Limits
+from engine.context import TaskContext
+from engine.errors import BudgetExceeded, ClaimLost, QuotaExhausted, TaskStopped
+from engine.fence import Claim
+from engine.heartbeat import Heartbeat
+from engine.models import AttemptKey
+from engine.plan import Step, assess
+from engine.runs import Runs
+from engine.workflow import Task, Workflow
+from engine.worktree import WorktreeOps
+
+__all__ = ["RunOutcome", "Runner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run's process ended: the state the run was left in."""
+
+    run_id: str
+    state: str
+    error: dict[str, Any] | None = None
+    waiting_on: str | None = None
+    wake_at_ms: int | None = None
+
+
+@dataclass
+class _Halt:
+    """Why no new task starts: the state the run parks in once drained."""
+
+    state: str
+    error: dict[str, Any] | None = None
+    waiting_on: str | None = None
+    wake_at_ms: int | None = None
+    known_reset: bool = True
+
+
+@dataclass
+class _Flight:
+    task: Task
+    key: AttemptKey
+    ctx: TaskContext
+    steps: dict[str, Step] = field(default_factory=dict)
+
+
+# A later halt replaces an earlier one only when it outranks it: losing the
+# run beats everything, a cancel beats a pause or a wait.
+_RANK = {"lost": 4, "failed": 3, "cancelled": 2, "waiting-quota": 1, "paused": 1}
+
+
+class Runner:
+    def __init__(self, runs: Runs, workflow: Workflow, claim: Claim, *, worktree: str | None,
+                 limits: Limits, ops: WorktreeOps, heartbeat_s: float = 1.0,
+                 poll_s: float = 0.05) -> None:
+        self.runs = runs
+        self.workflow = workflow
+        self.claim = claim
+        self.worktree = worktree
+        self.limits = limits
+        self.ops = ops
+        self.heartbeat_s = heartbeat_s
+        self.poll_s = poll_s
+        self._flights: dict[Future[Any], _Flight] = {}
+        self._halt: _Halt | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.claim.run_id
+
+    def drive(self) -> RunOutcome:
+        """Run until every task is done or the run parks; raises ``ClaimLost``
+        (having recorded nothing more) when another process took the run."""
+        with Heartbeat(self.runs, self.claim, interval_s=self.heartbeat_s) as beat, \
+                ThreadPoolExecutor(self.workflow.max_parallel,
+                                   thread_name_prefix=f"task-{self.run_id}") as pool:
+            while True:
+                self._notice(beat)
+                if self._halt is None:
+                    self._schedule(pool)
+                if not self._flights and self._halt is not None:
+                    return self._park(self._halt)
+                done, _ = wait(list(self._flights), timeout=self.poll_s,
+                               return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._settle(self._flights.pop(future), future)
+
+    # -- deciding -----------------------------------------------------------
+
+    def _notice(self, beat: Heartbeat) -> None:
+        if beat.lost.is_set():
+            self._halt_with(_Halt("lost"), stop_code="RUN_CLAIM_LOST")
+        elif beat.requested == "cancel":
+            self._halt_with(_Halt("cancelled"), stop_code="RUN_CANCELLED")
+        elif beat.requested == "pause":
+            self._halt_with(_Halt("paused"))
+
+    def _halt_with(self, halt: _Halt, *, stop_code: str | None = None) -> None:
+        current = self._halt
+        if current is not None and current.state == halt.state == "waiting-quota":
+            current.known_reset = current.known_reset and halt.known_reset
+            current.wake_at_ms = max(current.wake_at_ms or 0, halt.wake_at_ms or 0)
+        elif current is None or _RANK.get(halt.state, 0) > _RANK.get(current.state, 0):
+            self._halt = halt
+        if stop_code is not None:
+            for flight in self._flights.values():
+                flight.ctx.stop(stop_code)
+
+    def _schedule(self, pool: ThreadPoolExecutor) -> None:
+        steps = assess(self.workflow, self.runs.run_state(self.run_id))
+        failed = [s for s in steps.values() if s.kind == "failed"]
+        if failed:
+            return self._halt_with(_Halt("failed", error=failed[0].error))
+        if all(s.kind == "done" for s in steps.values()):
+            return self._halt_with(_Halt("finished"))
+        busy = {f.key.node_id for f in self._flights.values()}
+        ready = [s for s in steps.values() if s.kind == "ready" and s.node_id not in busy]
+        for step in ready[: self.workflow.max_parallel - len(self._flights)]:
+            self._launch(pool, step, steps)
+            if self._halt is not None:
+                return None
+        if not self._flights:
+            waiting = [s.node_id for s in steps.values() if s.kind == "approval"]
+            if waiting:
+                self._halt_with(_Halt("waiting-approval", waiting_on=waiting[0]))
+            elif self._halt is None:  # nothing runs and nothing can: never spin
+                self._halt_with(_Halt("failed", error={"code": "RUN_STUCK", "node_id": None,
+                                                       "message": "no task can start"}))
+        return None
+
+    # -- starting -----------------------------------------------------------
+
+    def _launch(self, pool: ThreadPoolExecutor, step: Step, steps: dict[str, Step]) -> None:
+        task = self.workflow.tasks[step.node_id]
+        try:
+            budget.check(self.limits, self.runs.usage(self.run_id))
+            self._restore(step)
+            key = self.runs.begin_attempt(self.claim, task.id, step.iteration, self.worktree)
+        except BudgetExceeded as exc:
+            return self._halt_with(_Halt("failed", error=_error(exc, task.id)))
+        except ClaimLost:
+            return self._halt_with(_Halt("lost"))
+        except Exception as exc:  # a restore that failed: never re-run on a doubtful tree
+            return self._halt_with(_Halt("failed", error=_error(exc, task.id, "RESTORE_FAILED")))
+        ctx = TaskContext(
+            key.run_id, key.node_id, key.iteration, key.attempt, self.worktree,
+            env=self.ops.attempt_env(key, self.worktree),
+            inputs={d: steps[d].output for d in task.deps}, previous=step.previous,
+            _report=self._report)
+        log.info("run %s: starting %s iteration %d attempt %d", self.run_id, task.id,
+                 key.iteration, key.attempt)
+        future = pool.submit(contextvars.copy_context().run, self._execute, task, ctx)
+        self._flights[future] = _Flight(task, key, ctx)
+
+    def _restore(self, step: Step) -> None:
+        if step.restore_from is None or self.worktree is None:
+            return
+        prev = AttemptKey(self.run_id, step.node_id, step.iteration, step.restore_from)
+        done = self.ops.restore_attempt(prev, self.worktree)
+        log.info("run %s: %s", self.run_id, done or f"attempt {prev} had no checkpoint")
+
+    def _execute(self, task: Task, ctx: TaskContext) -> Any:
+        with self.ops.attempt_context(ctx.key, self.worktree):
+            return task.fn(ctx)
+
+    def _report(self, turns: int, tokens: int, cost: float) -> None:
+        usage = self.runs.add_usage(self.run_id, turns=turns, tokens=tokens, cost=cost)
+        budget.check(self.limits, usage)
+
+    # -- finishing ----------------------------------------------------------
+
+    def _settle(self, flight: _Flight, future: Future[Any]) -> None:
+        try:
+            self._record(flight, future)
+        except ClaimLost:
+            self._halt_with(_Halt("lost"), stop_code="RUN_CLAIM_LOST")
+
+    def _record(self, flight: _Flight, future: Future[Any]) -> None:
+        node, key = flight.task.id, flight.key
+        try:
+            result = future.result()
+        except TaskStopped as exc:
+            self.runs.end_attempt(self.claim, key, "stopped", _error(exc, node))
+        except BudgetExceeded as exc:
+            self.runs.end_attempt(self.claim, key, "stopped", _error(exc, node))
+            self._halt_with(_Halt("failed", error=_error(exc, node)), stop_code=exc.code)
+        except QuotaExhausted as exc:
+            error = {**_error(exc, node), "reset_at_ms": exc.reset_at_ms}
+            self.runs.end_attempt(self.claim, key, "stopped", error)
+            self._halt_with(_Halt("waiting-quota", wake_at_ms=exc.reset_at_ms,
+                                  known_reset=exc.reset_at_ms is not None))
+        except Exception as exc:
+            self.runs.end_attempt(self.claim, key, "failed", _error(exc, node, "TASK_FAILED"))
+        else:
+            self._complete(flight, result)
+
+    def _complete(self, flight: _Flight, result: Any) -> None:
+        try:
+            output_json = _validate(flight.task, result)
+        except (ValidationError, TypeError, ValueError) as exc:
+            error = _error(exc, flight.task.id, "OUTPUT_INVALID")
+            return self.runs.end_attempt(self.claim, flight.key, "failed", error)
+        self.runs.complete_attempt(self.claim, flight.key, output_json)
+        return None
+
+    def _park(self, halt: _Halt) -> RunOutcome:
+        if halt.state == "lost":
+            raise ClaimLost(f"run {self.run_id} was taken over by another process")
+        if halt.state == "waiting-quota" and not halt.known_reset:
+            halt = replace(halt, wake_at_ms=None)
+        self.runs.park(self.claim, halt.state, error=halt.error, waiting_on=halt.waiting_on,
+                       wake_at_ms=halt.wake_at_ms)
+        return RunOutcome(self.run_id, halt.state, halt.error, halt.waiting_on, halt.wake_at_ms)
+
+
+def _validate(task: Task, result: Any) -> str:
+    """The result as JSON, after it validated against the task's output model."""
+    if task.output is not None:
+        model = task.output.model_validate(
+            result.model_dump() if isinstance(result, BaseModel) else result)
+        return model.model_dump_json()
+    return json.dumps(result, sort_keys=True, allow_nan=False)
+
+
+def _error(exc: BaseException, node_id: str, default: str = "TASK_FAILED") -> dict[str, Any]:
+    code = getattr(exc, "code", None)
+    return {"code": code if isinstance(code, str) and code.isupper() else default,
+            "message": f"{type(exc).__name__}: {exc}"[:2000], "node_id": node_id}
