@@ -31,7 +31,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except (DurabilityError, EngineError) as exc:
-            click.echo(f"durability: {exc.code}: {exc}", err=True)
+            if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
+                click.echo(f"durability: {exc.code}: {exc}", err=True)
             ctx.exit(exit_code(exc))
 
 
@@ -238,3 +239,14 @@ def _add_watch_commands() -> None:
 
 
 _add_watch_commands()
+
+
+def _add_engine_commands() -> None:
+    """Layer 1 run commands (run, resume, supervise...) live in their own module."""
+    from durability import cli_engine
+
+    for command in cli_engine.COMMANDS:
+        cli.add_command(command)
+
+
+_add_engine_commands()

@@ -141,6 +141,18 @@ _EXIT_CODES = {
     "peer-refused": 4,
     "store-unavailable": 6,
     "restore-verify-failed": 7,
+    # Layer 1 runs (engine codes).
+    "RUN_OWNER_ALIVE": 10,
+    "RUN_STILL_RUNNING": 11,
+    "RESUME_METADATA_MISMATCH": 12,
+    "WORKFLOW_INVALID": 13,
+    "RUN_NOT_ACTIVE": 14,
+    "BUDGET_TURNS_EXCEEDED": 15,
+    "BUDGET_TOKENS_EXCEEDED": 15,
+    "BUDGET_COST_EXCEEDED": 15,
+    # Lost a race for a run: contention, not failure (EX_TEMPFAIL, said quietly).
+    "RUN_RESUME_CLAIM_FAILED": 75,
+    "RUN_RESUME_CLAIM_LOST": 75,
 }
 
 

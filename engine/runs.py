@@ -64,6 +64,9 @@ class RunRow:
 class Runs(TaskRecords):
     """The store, with the engine's runs."""
 
+    def __enter__(self) -> Runs:
+        return self
+
     def get_run(self, run_id: str) -> RunRow:
         rows = self._read(f"SELECT {_RUN_COLS} FROM runs WHERE run_id=?", (run_id,))
         if not rows or rows[0][2] is None:

@@ -1,0 +1,53 @@
+"""An example workflow: ``durability run examples/workflow_hello.py --worktree REPO``.
+
+Three tasks in a jj worktree: ``outline`` writes a plan, ``draft`` loops
+until it has written three sections, and ``publish`` waits for a person's
+approval (``durability approve RUN publish``, then ``durability resume RUN``).
+Kill the process at any point and ``durability resume RUN``: finished tasks
+are not run again and the interrupted one restarts from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from engine.context import TaskContext
+from engine.workflow import Workflow
+
+workflow = Workflow("hello", max_parallel=1)
+
+
+class Outline(BaseModel):
+    sections: list[str]
+
+
+class Draft(BaseModel):
+    written: int
+
+
+@workflow.task(output=Outline)
+def outline(ctx: TaskContext) -> Outline:
+    sections = ["intro", "body", "end"]
+    Path(ctx.worktree or ".", "OUTLINE.md").write_text("\n".join(sections) + "\n")
+    ctx.progress(turns=1)
+    return Outline(sections=sections)
+
+
+@workflow.task(deps=["outline"], output=Draft, until=lambda d: d.written >= 3)
+def draft(ctx: TaskContext) -> Draft:
+    sections = ctx.inputs["outline"].sections
+    section = sections[ctx.iteration]
+    Path(ctx.worktree or ".", f"{section}.md").write_text(f"# {section}\n")
+    # Any process the task starts inherits the attempt's DURABILITY_* variables,
+    # so an agent's hooks record checkpoints on this very attempt.
+    subprocess.run(["true"], env=ctx.env, check=True)
+    ctx.progress(turns=1)
+    return Draft(written=ctx.iteration + 1)
+
+
+@workflow.task(deps=["draft"], approval=True)
+def publish(ctx: TaskContext) -> dict[str, str]:
+    return {"published": ctx.idempotency_key}
