@@ -3,9 +3,10 @@
 A capture is one ``jj log -r @`` (every jj command snapshots the working copy
 first, so this snapshots and reads the new ``@`` in a single process), then a
 ref ``refs/durability/jj/<commit>`` in the git store behind jj so that neither
-``jj util gc`` nor ``git gc`` can drop the commit while its row exists.  jj
-itself resolves a full commit id that is in its git store even when the
-operation log no longer reaches it, so a pinned commit stays restorable.
+``jj util gc`` nor ``git gc`` can drop the commit while its row exists.  Once
+the operations that knew a commit are abandoned and collected, jj no longer
+resolves its id; a restore then writes the pinned commit's files from the git
+store (``tree_files``).
 """
 
 from __future__ import annotations
@@ -136,7 +137,16 @@ class JjBackend:
         return Snapshot(commit_id, change_id, _operation_id(worktree))
 
     def restore(self, worktree: Path, commit_id: str) -> None:
-        self._run(worktree, "restore", "--from", commit_id)
+        try:
+            self._run(worktree, "restore", "--from", commit_id)
+        except JjFailed as exc:
+            if commit_id not in str(exc) or "doesn't exist" not in str(exc):
+                raise
+            # jj forgot the commit (`jj op abandon` + gc); its pin kept it in git.
+            from durability.backends.tree_files import write_commit
+
+            current = self.snapshot(worktree).commit_id
+            write_commit(git_dir(worktree), worktree, commit_id, current)
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         import pygit2
