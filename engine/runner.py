@@ -137,6 +137,8 @@ class Runner:
             return self._halt_with(_Halt("finished"))
         busy = {f.key.node_id for f in self._flights.values()}
         ready = [s for s in steps.values() if s.kind == "ready" and s.node_id not in busy]
+        if ready and self._asked_to_stop():
+            return None
         for step in ready[: self.workflow.max_parallel - len(self._flights)]:
             self._launch(pool, step, steps)
             if self._halt is not None:
@@ -149,6 +151,16 @@ class Runner:
                 self._halt_with(_Halt("failed", error={"code": "RUN_STUCK", "node_id": None,
                                                        "message": "no task can start"}))
         return None
+
+    def _asked_to_stop(self) -> bool:
+        """Read the request flag before starting anything: the heartbeat
+        brings it within a second, but a paused run must start nothing new."""
+        asked = self.runs.get_run(self.run_id).requested
+        if asked == "cancel":
+            self._halt_with(_Halt("cancelled"), stop_code="RUN_CANCELLED")
+        elif asked == "pause":
+            self._halt_with(_Halt("paused"))
+        return asked is not None
 
     # -- starting -----------------------------------------------------------
 
