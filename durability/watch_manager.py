@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,9 @@ class WatchManager:
         watch = Watch(spec, capture=self.capture, on_missing=self._report_missing)
         watch.start()
         self._arm(watch)
+        # A baseline capture: records the tree as it is when watching starts,
+        # and catches what changed while nothing watched (a service restart).
+        watch.debouncer.touch()
         with self._lock:
             self._watches[spec.worktree] = watch
         if record and self.registry is not None:
@@ -173,6 +177,10 @@ class WatchManager:
 
         handler = FileSystemEventHandler()
         handler.dispatch = watch.on_event  # type: ignore[method-assign]
+        # watchdog warns from its reader thread when a fast `mkdir -p` races
+        # its own recursive registration (harmless); under `-W error` that
+        # warning would kill the thread and every later event with it.
+        warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
         with self._lock:
             if self._observer is None:
                 observer = self._observer_factory()
