@@ -5,6 +5,7 @@ shared with other test runs."""
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import logging
 import os
@@ -120,7 +121,7 @@ def test_continuous_writes_are_captured_at_least_every_max_delay(
     during = [r.created_at_ms for r in _rows(settings) if r.created_at_ms >= start_ms]
     assert len(during) >= 2, "max-delay captures never fired under continuous writes"
     times = [start_ms, *[t for t in during if t <= stop_ms]]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # A capture is due max_delay after the first unanswered write; it then
     # takes a jj snapshot.  4 s of slack covers a loaded machine.
     assert max(gaps) <= max_delay_ms + 4000, gaps
