@@ -34,6 +34,10 @@ class _Group(click.Group):
             if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
                 click.echo(f"durability: {exc.code}: {exc}", err=True)
             ctx.exit(exit_code(exc))
+        except click.UsageError as exc:
+            # A bad option is a user error too: one line with its code, like the rest.
+            click.echo(f"durability: invalid-value: {exc.format_message()}", err=True)
+            ctx.exit(2)
 
 
 def _run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

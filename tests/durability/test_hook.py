@@ -224,7 +224,8 @@ def test_unusable_cwd_is_one_gap(tmp_path: Path, where: str, reason: str) -> Non
     payload = hook_payload(cwd, session_id=f"sess-{where}", tool_use_id="toolu_09")
     if where == "relative":
         payload["cwd"] = "some/relative/dir"
-    run_hook(payload)
+    # jj only: a plain folder is then "not a jj repo" (not a git tree to try).
+    run_hook(payload, env={"DURABILITY_BACKEND": "jj"})
     gap = one_gap(f"sess-{where}", reason)
     assert (gap["node_id"], gap["iteration"], gap["attempt"]) == ("session", 0, 1)
     assert gap["tool_use_id"] == "toolu_09"

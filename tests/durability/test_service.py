@@ -233,14 +233,20 @@ def test_request_just_under_the_cap_is_read(service: ServiceProcess) -> None:
 @pytest.mark.parametrize(("where", "reason"), [("plain", "not-a-jj-repo"),
                                                ("missing", "worktree-missing")])
 def test_capture_of_unusable_worktree_records_one_gap(
-    service: ServiceProcess, tmp_path: Path, where: str, reason: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, reason: str
 ) -> None:
+    # jj only: a plain folder is then "not a jj repo" (not a git tree to try).
+    monkeypatch.setenv("DURABILITY_BACKEND", "jj")
     worktree = tmp_path / where
     if where == "plain":
         worktree.mkdir()
     run_id = f"run-{where}"
-    answer = raw_call(service.socket_path,
-                      line(capture_req(str(worktree), run_id=run_id, request_id=f"r-{where}")))
+    service = start_service(tmp_path)
+    try:
+        answer = raw_call(service.socket_path, line(
+            capture_req(str(worktree), run_id=run_id, request_id=f"r-{where}")))
+    finally:
+        assert service.stop() == 0
     assert answer["ok"] is False
     assert answer["request_id"] == f"r-{where}"
     assert answer["error"]["code"] == reason

@@ -203,8 +203,9 @@ def test_hook_gap_has_every_spool_field(tmp_path: Path) -> None:
     plain.mkdir()
     payload = hook_payload(plain, session_id="ignored", tool_use_id="toolu_42",
                            file_path=str(plain / "f.txt"))
-    env = {**os.environ, "DURABILITY_RUN_ID": "run-h", "DURABILITY_NODE_ID": "node-h",
-           "DURABILITY_ITERATION": "4", "DURABILITY_ATTEMPT": "2"}
+    env = {**os.environ, "DURABILITY_BACKEND": "jj", "DURABILITY_RUN_ID": "run-h",
+           "DURABILITY_NODE_ID": "node-h", "DURABILITY_ITERATION": "4",
+           "DURABILITY_ATTEMPT": "2"}
     done = cli("snapshot-hook", input=json.dumps(payload), env=env)
     assert (done.returncode, done.stdout) == (0, "")
     [gap] = cli_json("gaps", "run-h")

@@ -1,0 +1,260 @@
+"""The ``durability`` command end to end: the installed script as a
+subprocess, real jj repositories, the JSON it prints and how it fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ServiceProcess, cli, cli_json, start_service
+
+
+@pytest.fixture(params=["in-process", "service"])
+def mode(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    svc: ServiceProcess | None = None
+    if request.param == "service":
+        svc = start_service(tmp_path)
+    yield request.param
+    if svc is not None:
+        assert svc.stop() == 0
+
+
+def snap(repo: Path, *args: str) -> dict[str, object]:
+    out: dict[str, object] = cli_json("snapshot", str(repo), *args)
+    return out
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], code: str, exit_status: int) -> None:
+    """A user-facing failure: the exit status, one line on stderr, no traceback."""
+    assert done.returncode == exit_status, (done.returncode, done.stderr)
+    assert done.stderr.startswith(f"durability: {code}: "), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+# -- snapshot ----------------------------------------------------------------------
+
+
+def test_snapshot_json_shape_dedup_and_next_seq(mode: str, repo: Path) -> None:
+    first = snap(repo, "--run", "run-1", "--node", "n", "--label", "start")
+    assert set(first) == {"seq", "commit_id", "deduped"}
+    assert (first["seq"], first["deduped"]) == (1, False)
+    assert isinstance(first["commit_id"], str) and len(first["commit_id"]) == 40
+    same = snap(repo, "--run", "run-1", "--node", "n")
+    assert same == {"seq": 1, "commit_id": first["commit_id"], "deduped": True}
+    (repo / "new.txt").write_text("new\n")
+    second = snap(repo, "--run", "run-1", "--node", "n")
+    assert (second["seq"], second["deduped"]) == (2, False)
+    assert second["commit_id"] != first["commit_id"]
+
+
+def test_snapshot_defaults_to_the_current_folder_and_prints_a_line(repo: Path) -> None:
+    (repo / "sub").mkdir()
+    done = cli("snapshot", "--run", "run-cwd", "--node", "n", cwd=repo / "sub")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("seq 1 commit ")
+    [row] = cli_json("snapshots", "run-cwd")
+    assert (row["worktree"], row["source"]) == (str(repo), "manual")
+
+
+@pytest.mark.parametrize(("where", "code"), [("plain", "not-a-jj-repo"),
+                                             ("missing", "worktree-missing")])
+def test_snapshot_of_an_unusable_path_fails_and_files_a_gap(tmp_path: Path, where: str,
+                                                            code: str) -> None:
+    path = tmp_path / where
+    if where == "plain":
+        path.mkdir()
+    # jj only: a plain folder is then "not a jj repo" (not a git tree to try).
+    env = {**os.environ, "DURABILITY_BACKEND": "jj"}
+    done = cli("snapshot", str(path), "--run", "run-bad", "--node", "n", env=env)
+    one_line_error(done, code, 5)
+    [gap] = cli_json("gaps", "run-bad")
+    assert (gap["reason"], gap["source"], gap["node_id"]) == (code, "manual", "n")
+    text = cli("gaps", "run-bad")
+    assert text.returncode == 0 and code in text.stdout and "n/0/1" in text.stdout
+
+
+# -- listing -------------------------------------------------------------------------
+
+SNAPSHOT_KEYS = {"run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
+                 "tool_use_id", "label", "worktree", "created_at_ms"}
+
+
+def test_snapshots_fields_and_order_attempt_then_seq(repo: Path) -> None:
+    # Attempt 2 is captured first: the listing still puts attempt 1 first.
+    for attempt, content in (("2", "b1"), ("2", "b2"), ("1", "a1"), ("1", "a2")):
+        (repo / "f.txt").write_text(content)
+        snap(repo, "--run", "run-o", "--node", "n", "--attempt", attempt,
+             "--label", f"{attempt}:{content}")
+    (repo / "g.txt").write_text("other node")
+    snap(repo, "--run", "run-o", "--node", "other")
+    rows = cli_json("snapshots", "run-o", "--node", "n")
+    assert all(set(r) == SNAPSHOT_KEYS for r in rows)
+    assert [(r["attempt"], r["seq"], r["label"]) for r in rows] == [
+        (1, 1, "1:a1"), (1, 2, "1:a2"), (2, 1, "2:b1"), (2, 2, "2:b2")]
+    assert {(r["run_id"], r["node_id"], r["iteration"], r["source"], r["worktree"])
+            for r in rows} == {("run-o", "n", 0, "manual", str(repo))}
+    assert all(r["tool_use_id"] is None and isinstance(r["created_at_ms"], int) for r in rows)
+    assert len(cli_json("snapshots", "run-o")) == 5
+    table = cli("snapshots", "run-o")
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split()[:4] == ["NODE", "IT", "ATT", "SEQ"]
+    assert len(table.stdout.splitlines()) == 6
+
+
+def test_listing_an_unknown_run_is_empty_not_an_error() -> None:
+    assert cli_json("snapshots", "nobody-here") == []
+    assert cli_json("attempts", "nobody-here") == []
+    assert cli_json("gaps", "nobody-here") == []
+    done = cli("snapshots", "nobody-here")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert "no checkpoints" in done.stderr
+
+
+def test_attempts_point_at_the_latest_checkpoint(repo: Path) -> None:
+    snap(repo, "--run", "run-a", "--node", "n")
+    (repo / "x.txt").write_text("x")
+    latest = snap(repo, "--run", "run-a", "--node", "n")
+    snap(repo, "--run", "run-a", "--node", "n", "--iteration", "1", "--attempt", "2")
+    rows = cli_json("attempts", "run-a")
+    assert [(a["node_id"], a["iteration"], a["attempt"]) for a in rows] == [
+        ("n", 0, 1), ("n", 1, 2)]
+    assert rows[0]["jj_pointer"] == latest["commit_id"]
+    assert rows[0]["worktree"] == str(repo)
+    assert {"state", "started_at_ms", "finished_at_ms", "heartbeat_at_ms",
+            "error_json"} <= set(rows[0])
+    text = cli("attempts", "run-a")
+    assert str(latest["commit_id"]) in text.stdout
+
+
+# -- restore -----------------------------------------------------------------------
+
+
+def test_restore_json_shape_and_undo(mode: str, repo: Path) -> None:
+    (repo / "a.txt").write_text("one\n")
+    first = snap(repo, "--run", "run-r", "--node", "n")
+    (repo / "a.txt").write_text("two\n")
+    (repo / "b.txt").write_text("added\n")
+    second = snap(repo, "--run", "run-r", "--node", "n")
+    (repo / "a.txt").write_text("three, never captured\n")
+
+    done = cli_json("restore", "run-r", "--node", "n", "--seq", "1")
+    assert set(done) == {"worktree", "restored", "pre_restore"}
+    assert done["worktree"] == str(repo)
+    assert done["restored"] == {"seq": 1, "commit_id": first["commit_id"]}
+    assert set(done["pre_restore"]) == {"seq", "commit_id"}
+    assert done["pre_restore"]["seq"] == 3
+    assert (repo / "a.txt").read_text() == "one\n"
+    assert not (repo / "b.txt").exists()
+
+    # The pre-restore checkpoint undoes it, uncaptured edit included.
+    undo = cli_json("restore", "run-r", "--node", "n", "--seq", "3")
+    assert undo["restored"]["commit_id"] == done["pre_restore"]["commit_id"]
+    assert (repo / "a.txt").read_text() == "three, never captured\n"
+    assert (repo / "b.txt").read_text() == "added\n"
+    sources = [r["source"] for r in cli_json("snapshots", "run-r")]
+    assert sources[:3] == ["manual", "manual", "pre-restore"]
+    assert second["seq"] == 2
+
+
+def test_restore_defaults_to_latest_and_prints_a_line(repo: Path) -> None:
+    (repo / "a.txt").write_text("kept\n")
+    snap(repo, "--run", "run-l", "--node", "n")
+    (repo / "a.txt").write_text("lost\n")
+    done = cli("restore", "run-l", "--node", "n")
+    assert done.returncode == 0, done.stderr
+    assert "to seq 1" in done.stdout and "undo with --seq 2" in done.stdout
+    assert (repo / "a.txt").read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("args", [["--seq", "9"], ["--attempt", "4"], ["--iteration", "3"]],
+                         ids=["seq", "attempt", "iteration"])
+def test_restore_refuses_a_checkpoint_that_does_not_exist(repo: Path, args: list[str]) -> None:
+    (repo / "a.txt").write_text("a\n")
+    snap(repo, "--run", "run-m", "--node", "n")
+    (repo / "a.txt").write_text("untouched\n")
+    one_line_error(cli("restore", "run-m", "--node", "n", *args, "--json"), "not-found", 3)
+    assert (repo / "a.txt").read_text() == "untouched\n"
+    assert len(cli_json("snapshots", "run-m")) == 1  # no pre-restore was taken
+
+
+@pytest.mark.parametrize(("run", "node"), [("run-m", "other"), ("run-none", "n")])
+def test_restore_refuses_an_unknown_node_or_run(repo: Path, run: str, node: str) -> None:
+    snap(repo, "--run", "run-m", "--node", "n")
+    one_line_error(cli("restore", run, "--node", node), "not-found", 3)
+
+
+# -- doctor ------------------------------------------------------------------------
+
+
+def test_doctor_all_ok(tmp_path: Path) -> None:
+    done = cli("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split()[:2] for ln in lines] == [["ok", "jj"], ["ok", "state"], ["ok", "spool"],
+                                               ["ok", "service"]]
+    assert "jj 0." in lines[0]
+    assert "not running" in lines[3]
+    svc = start_service(tmp_path)
+    try:
+        checks = cli_json("doctor")
+        service = next(c for c in checks if c["name"] == "service")
+        assert service["ok"] is True
+        assert f"pid {svc.proc.pid}" in service["detail"] and "0o600" in service["detail"]
+    finally:
+        assert svc.stop() == 0
+
+
+def test_doctor_fails_when_jj_is_missing(tmp_path: Path) -> None:
+    env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
+    done = cli("doctor", env=env)
+    assert done.returncode == 1
+    jj_line = done.stdout.splitlines()[0]
+    assert jj_line.split()[:2] == ["FAIL", "jj"]
+    assert "jj-missing" in jj_line
+    checks = json.loads(cli("doctor", "--json", env=env).stdout)
+    assert [c["ok"] for c in checks if c["name"] == "jj"] == [False]
+
+
+# -- bad input ---------------------------------------------------------------------
+
+BAD_ID_COMMANDS = {
+    "snapshot-run": ["snapshot", "--run", "../../x", "--node", "n"],
+    "snapshot-node": ["snapshot", "--run", "r", "--node", "a/b"],
+    "snapshots": ["snapshots", "../../x"],
+    "snapshots-node": ["snapshots", "r", "--node", "../n"],
+    "restore": ["restore", "../../x", "--node", "n"],
+    "restore-node": ["restore", "r", "--node", ".hidden"],
+    "gaps": ["gaps", "../../x"],
+    "attempts": ["attempts", "../../x"],
+    "empty": ["gaps", ""],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ID_COMMANDS))
+def test_invalid_id_is_one_line_invalid_value_exit_2(repo: Path, name: str) -> None:
+    done = cli(*BAD_ID_COMMANDS[name], cwd=repo)
+    one_line_error(done, "invalid-value", 2)
+    assert not (repo.parent / "x").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["snapshot", "--run", "r", "--node", "n", "--attempt", "0"],
+    ["snapshot", "--run", "r"],
+    ["restore", "r", "--node", "n", "--seq", "many"],
+    ["no-such-command"],
+], ids=["attempt-0", "missing-node", "seq-not-a-number", "unknown-command"])
+def test_usage_errors_are_one_line_too(args: list[str]) -> None:
+    one_line_error(cli(*args), "invalid-value", 2)
+
+
+def test_version_and_help_succeed() -> None:
+    assert cli("--version").returncode == 0
+    done = cli("--help")
+    assert done.returncode == 0 and "snapshot-hook" in done.stdout
