@@ -23,10 +23,9 @@ __all__ = ["DurabilityOps", "set_ambient_context"]
 
 AmbientFactory = Callable[[AttemptKey, str | None], AbstractContextManager[object]]
 
-#: How an attempt becomes the ambient attempt of in-process wrappers.  The
-#: wrapper module registers its context manager here with
-#: ``set_ambient_context``; until it does, attempts run without one (their
-#: subprocesses still get the DURABILITY_* environment).
+#: How an attempt becomes the ambient attempt of in-process wrappers: by
+#: default ``durability.wrap.attempt``; ``set_ambient_context`` replaces it
+#: (an embedding application with its own context, or tests).
 _ambient: list[AmbientFactory] = []
 
 
@@ -75,4 +74,12 @@ class DurabilityOps:
     ) -> AbstractContextManager[object]:
         if _ambient:
             return _ambient[0](key, worktree)
-        return nullcontext()
+        if worktree is None:
+            return nullcontext()
+        try:
+            from durability import wrap
+        except ImportError:  # an install without the in-process wrapper
+            return nullcontext()
+        return wrap.attempt(key.run_id, key.node_id, worktree=worktree,
+                            iteration=key.iteration, attempt=key.attempt,
+                            settings=self.settings)

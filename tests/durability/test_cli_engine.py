@@ -35,7 +35,10 @@ def mark(name: str) -> None:
 
 @workflow.task(output=Count)
 def prepare(ctx):
-    mark("prepare")
+    from durability.wrap import current_attempt
+
+    ambient = current_attempt()
+    mark("prepare" if ambient is not None and ambient.key == ctx.key else "no-ambient")
     Path(ctx.worktree, "prepared.txt").write_text(helper.TEXT)
     snapshot_now(Settings.from_env(ctx.env), key=ctx.key, path=Path(ctx.worktree),
                  request_id=str(uuid.uuid4()), source="wrap")
