@@ -7,11 +7,31 @@ the public API is loaded on first use.
 
 from __future__ import annotations
 
-from typing import Any
+# typing is not imported at run time: this package is on the hook's fast path
+# and typing costs ~3 ms to import (see durability/client.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = ["Settings", "restore", "snapshot_now"]
+__all__ = [
+    "AmbientAttempt",
+    "Settings",
+    "Thread",
+    "attempt",
+    "bind_context",
+    "current_attempt",
+    "durable_tool",
+    "restore",
+    "snapshot_now",
+]
 
 _LAZY = {
+    "AmbientAttempt": ("durability.wrap", "AmbientAttempt"),
+    "Thread": ("durability.wrap", "Thread"),
+    "attempt": ("durability.wrap", "attempt"),
+    "bind_context": ("durability.wrap", "bind_context"),
+    "current_attempt": ("durability.wrap", "current_attempt"),
+    "durable_tool": ("durability.wrap", "durable_tool"),
     "Settings": ("durability.config", "Settings"),
     "restore": ("durability.restore", "restore"),
     "snapshot_now": ("durability.snapshot", "snapshot_now"),
