@@ -130,27 +130,27 @@ def _wrap(fn: Callable[..., Any], *, name: str | None) -> Callable[..., Any]:
     return tool
 
 
-def capture_after(ambient: AmbientAttempt, label: str,
-                  call_id: str | None = None) -> dict[str, Any] | None:
+def capture_after(ambient: AmbientAttempt, label: str, call_id: str | None = None, *,
+                  request_id: str | None = None, source: str = "wrap") -> dict[str, Any] | None:
     """Capture for one tool call; the result, or None when it became a gap."""
     from durability.snapshot import snapshot_now
 
     call_id = call_id or uuid.uuid4().hex
-    request_id = f"wrap-{call_id}"
+    request_id = request_id or f"{source}-{call_id}"
     try:
         return snapshot_now(ambient.settings, key=ambient.key, path=ambient.worktree,
-                            request_id=request_id, label=label, source="wrap",
+                            request_id=request_id, label=label, source=source,
                             tool_use_id=call_id)
     except Exception as exc:  # never let a capture break the agent's tool call
         code = getattr(exc, "code", "internal-error")
         log.warning("durability: capture after %s not taken (%s): %s", label, code, exc)
         if code in ("timeout", "internal-error", "service-unreachable"):
-            _gap(ambient, request_id, call_id, str(code), str(exc))
+            _gap(ambient, request_id, call_id, str(code), str(exc), source)
         return None
 
 
 def _gap(ambient: AmbientAttempt, request_id: str, call_id: str, reason: str,
-         detail: str) -> None:
+         detail: str, source: str) -> None:
     """File the gap the capture path did not (a timeout, an unexpected error)."""
     from durability import spool
     from durability.capture import write_gap
@@ -158,7 +158,7 @@ def _gap(ambient: AmbientAttempt, request_id: str, call_id: str, reason: str,
     k = ambient.key
     record = spool.gap_record(run_id=k.run_id, request_id=request_id, reason=reason,
                               node_id=k.node_id, iteration=k.iteration, attempt=k.attempt,
-                              worktree=str(ambient.worktree), source="wrap",
+                              worktree=str(ambient.worktree), source=source,
                               tool_use_id=call_id, detail=detail)
     write_gap(ambient.settings, record)
 

@@ -1,0 +1,104 @@
+"""The Claude Agent SDK integration, with the real ``claude-agent-sdk``
+package: the callback is called with the SDK's own hook input types."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookContext,
+    HookMatcher,
+    PostToolUseFailureHookInput,
+    PostToolUseHookInput,
+)
+
+import durability
+from durability.config import Settings
+from durability.sdk import hook_matchers, post_tool_use
+from engine import Checkpoint, Store
+from tests.helpers import cli, jj
+
+CTX = HookContext(signal=None)
+
+
+def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
+    if not settings.db_path.exists():
+        return []
+    with Store(settings.db_path) as store:
+        return store.checkpoints(run_id)
+
+
+def _post(repo: Path, *, session: str = "sess-sdk", tool_use_id: str = "toolu_01") -> (
+        PostToolUseHookInput):
+    return PostToolUseHookInput(
+        session_id=session, transcript_path=str(repo / "t.jsonl"), cwd=str(repo),
+        hook_event_name="PostToolUse", tool_name="Write",
+        tool_input={"file_path": str(repo / "notes.md"), "content": "hi"},
+        tool_response={"success": True}, tool_use_id=tool_use_id)
+
+
+def test_post_tool_use_is_captured_on_the_session(settings: Settings, repo: Path) -> None:
+    (repo / "notes.md").write_text("hi\n")
+    answer = asyncio.run(post_tool_use(_post(repo), "toolu_01", CTX))
+    assert answer == {}
+    [row] = _rows(settings, "sess-sdk")
+    assert (row.node_id, row.source, row.tool_use_id, row.label) == (
+        "session", "hook", "toolu_01", "Write notes.md")
+    assert "notes.md" in jj(repo, "file", "list", "-r", row.commit_id).stdout
+
+
+def test_a_failed_tool_is_captured_on_the_ambient_attempt(settings: Settings,
+                                                          repo: Path) -> None:
+    (repo / "partial.txt").write_text("written before the command failed\n")
+    failure = PostToolUseFailureHookInput(
+        session_id="sess-sdk", transcript_path="/dev/null", cwd=str(repo),
+        hook_event_name="PostToolUseFailure", tool_name="Bash",
+        tool_input={"command": "make"}, tool_use_id="toolu_02", error="exit 2")
+
+    async def agent() -> dict[str, object]:
+        with durability.attempt("engine-run", "build", worktree=repo, attempt=3):
+            return dict(await post_tool_use(failure, "toolu_02", CTX))
+
+    assert asyncio.run(agent()) == {}
+    [row] = _rows(settings, "engine-run")
+    assert (row.node_id, row.attempt, row.label, row.tool_use_id) == (
+        "build", 3, "Bash", "toolu_02")
+
+
+def test_the_same_call_from_the_sdk_and_the_plugin_hook_is_one_row(
+        settings: Settings, repo: Path) -> None:
+    (repo / "notes.md").write_text("once\n")
+    payload = _post(repo, tool_use_id="toolu_dup")
+    asyncio.run(post_tool_use(payload, "toolu_dup", CTX))
+    done = cli("snapshot-hook", input=json.dumps(payload))
+    assert done.returncode == 0 and done.stdout == ""
+    rows = _rows(settings, "sess-sdk")
+    assert len(rows) == 1
+
+
+def test_unusable_input_never_reaches_the_agent(settings: Settings) -> None:
+    bad = {"session_id": "../x", "cwd": "relative", "hook_event_name": "PostToolUse"}
+    assert asyncio.run(post_tool_use(bad, None, CTX)) == {}  # type: ignore[arg-type]
+    assert not settings.db_path.exists()
+
+
+def test_hook_matchers_plug_into_claude_agent_options(repo: Path) -> None:
+    hooks = hook_matchers(timeout_s=12)
+    options = ClaudeAgentOptions(cwd=str(repo), hooks=hooks)  # type: ignore[arg-type]
+    assert options.hooks is not None
+    assert set(options.hooks) == {"PostToolUse", "PostToolUseFailure"}
+    for matchers in options.hooks.values():
+        [matcher] = matchers
+        assert isinstance(matcher, HookMatcher)
+        assert matcher.matcher is None and matcher.timeout == 12
+        assert matcher.hooks == [post_tool_use]
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "PostToolUseFailure"])
+def test_callbacks_are_coroutines_the_sdk_can_await(event: str) -> None:
+    [matcher] = hook_matchers()[event]  # type: ignore[index]
+    assert asyncio.iscoroutinefunction(matcher.hooks[0])
