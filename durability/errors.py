@@ -51,6 +51,9 @@ __all__ = [
 GAP_REASONS = frozenset({
     "jj-missing", "jj-too-old", "not-a-jj-repo", "worktree-missing", "jj-failed",
     "jj-timeout", "timeout", "service-unreachable", "bad-hook-input", "store-unavailable",
+    # The watcher could not rely on inotify (limit reached, queue overflow) and
+    # polled or captured the whole tree instead.
+    "watch-degraded",
     "internal-error",
 })
 

@@ -1,5 +1,8 @@
 """``durability snapshot-hook``: the Claude Code PostToolUse hook (Tier 1).
 
+It also reads OpenAI Codex CLI ``PostToolUse`` and Gemini CLI ``AfterTool``
+payloads, told apart by their shape (``harness``).
+
 Contract 6: it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
 prints nothing on stdout, and turns every failure into a gap.  Its fast path
 (service reachable) imports only the standard library and this package's
@@ -31,7 +34,9 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 DEFAULT_BUDGET_MS = 10_000
 # Time kept back from the budget to write a gap and exit before the deadline.
 _MARGIN_S = 0.3
-_PATH_KEYS = ("file_path", "notebook_path", "path")
+# Where a tool names the file it touched: Claude Code and Codex use file_path
+# (notebook_path, path); Gemini CLI's read tools use absolute_path.
+_PATH_KEYS = ("file_path", "notebook_path", "path", "absolute_path")
 _SESSION_RE = re.compile(rb'"session_id"\s*:\s*"([^"\\]{1,200})"')
 
 
@@ -154,13 +159,40 @@ def _identify(hook: _Hook, payload: dict[str, Any]) -> str | None:
     tool_use_id = tool_use_id[:200] if isinstance(tool_use_id, str) and tool_use_id else None
     hook.fields.update(node_id=node_id, iteration=iteration, attempt=attempt,
                        tool_use_id=tool_use_id)
-    if tool_use_id:
+    call_key = tool_use_id or _call_key(payload)
+    if call_key:
         # A hook installed twice (plugin and settings) sends the same request
         # twice; a deterministic id makes the second one a replay.
-        basis = "\0".join([run_id, node_id, str(iteration), str(attempt), tool_use_id,
+        basis = "\0".join([run_id, node_id, str(iteration), str(attempt), call_key,
                            str(payload.get("hook_event_name"))])
         hook.request_id = "hook-" + hashlib.sha256(basis.encode()).hexdigest()[:32]
     return None
+
+
+def harness(payload: dict[str, Any]) -> str:
+    """Which agent harness sent a post-tool payload, from its shape.
+
+    Gemini CLI names its event ``AfterTool`` and sends no tool call id; OpenAI
+    Codex CLI's ``PostToolUse`` carries a ``turn_id``, which Claude Code's
+    does not.  All three share ``session_id``, ``cwd``, ``tool_name`` and
+    ``tool_input``, which is all a snapshot needs.
+    """
+    if payload.get("hook_event_name") == "AfterTool":
+        return "gemini"
+    if "turn_id" in payload:
+        return "codex"
+    return "claude"
+
+
+def _call_key(payload: dict[str, Any]) -> str | None:
+    """A stand-in call id for Gemini CLI, which sends none: the payload's own
+    timestamp and tool call, identical when one call is reported twice."""
+    stamp = payload.get("timestamp")
+    if harness(payload) != "gemini" or not isinstance(stamp, str) or not stamp:
+        return None
+    call = json.dumps([payload.get("tool_name"), payload.get("tool_input")], sort_keys=True,
+                      default=str)
+    return f"gemini:{stamp[:64]}:{hashlib.sha256(call.encode()).hexdigest()[:16]}"
 
 
 def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, str]:
