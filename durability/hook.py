@@ -18,12 +18,18 @@ import re
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
 
-from durability import client, ids, paths, spool
+from durability import client, ids, paths
+
+# Imports kept off the fast path, which runs on every tool call (see
+# docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
+# it imports platform) is replaced by _random_id, and spool (~9 ms with
+# dataclasses) is imported when a gap is actually filed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 __all__ = ["main", "run_hook"]
 
@@ -45,7 +51,7 @@ class _Hook:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
-        self.request_id = str(uuid.uuid4())
+        self.request_id = _random_id()
         self.fields: dict[str, Any] = {"source": "hook"}
         self.run_id = env.get("DURABILITY_RUN_ID") or ids.INVALID_RUN
         self.done = threading.Lock()
@@ -58,6 +64,8 @@ class _Hook:
             if self.finished:
                 return
             self.finished = True
+        from durability import spool
+
         record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
                                   reason=reason, detail=detail, **self.fields)
         append = spool.append_last_gap if last else spool.append_gap
@@ -71,6 +79,15 @@ class _Hook:
     def succeed(self) -> None:
         with self.done:
             self.finished = True
+
+
+def _random_id() -> str:
+    """A random version-4 UUID in its usual text form, as ``str(uuid.uuid4())``."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) -> int:

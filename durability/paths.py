@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def socket_path(env: Mapping[str, str] = os.environ) -> Path:
     for base in (env.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
         if base and os.path.isdir(base) and _owned_private(base):
             return Path(base) / "durability" / "service.sock"
-    return Path(tempfile.gettempdir()) / f"durability-{uid}" / "service.sock"
+    return _tempdir() / f"durability-{uid}" / "service.sock"
 
 
 def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -49,7 +48,15 @@ def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
     """
     if env.get("DURABILITY_SPOOL_DIR"):
         return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
-    return Path(tempfile.gettempdir()) / f"durability-spool-{os.getuid()}"
+    return _tempdir() / f"durability-spool-{os.getuid()}"
+
+
+def _tempdir() -> Path:
+    # Imported here: tempfile costs ~7 ms of imports (shutil, random, ...) on
+    # every hook call, and is only needed when no variable names the folder.
+    import tempfile
+
+    return Path(tempfile.gettempdir())
 
 
 def _owned_private(path: str) -> bool:
