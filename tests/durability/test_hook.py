@@ -113,6 +113,19 @@ def test_post_tool_use_failure_is_captured_too(service: ServiceProcess, repo: Pa
     assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_02B", "Bash")
 
 
+def test_large_but_legal_payload_is_captured(service: ServiceProcess, repo: Path) -> None:
+    # A Write of a big file carries it in tool_input (and a Read in tool_response).
+    content = "line of text\n" * 200_000
+    (repo / "big.txt").write_text(content)
+    payload = hook_payload(repo, session_id="sess-large", tool_use_id="toolu_12",
+                           file_path=str(repo / "big.txt"))
+    payload["tool_input"]["content"] = content
+    payload["tool_response"] = {"filePath": str(repo / "big.txt"), "content": content}
+    run_hook(payload)
+    [row] = checkpoints("sess-large")
+    assert row.label == "Write big.txt"
+
+
 def test_without_service_captures_in_process(repo: Path) -> None:
     payload = hook_payload(repo, session_id="sess-local", tool_use_id="toolu_03",
                            file_path=str(repo / "README.md"))
