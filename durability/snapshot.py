@@ -31,6 +31,10 @@ def snapshot_now(
     env: Mapping[str, str] = os.environ,
 ) -> dict[str, Any]:
     """Capture now; ``{"seq", "commit_id", "deduped"}``, or raise with the gap's code."""
+    # Cut as the hook does, to what the service accepts, so a long label is
+    # stored the same way whether or not a service answers.
+    label = label[:1000] if label is not None else None
+    tool_use_id = tool_use_id[:200] if tool_use_id is not None else None
     request = CaptureRequest(key=key, worktree=Path(os.path.abspath(path)), source=source,
                              request_id=request_id, tool_use_id=tool_use_id, label=label)
     try:

@@ -54,6 +54,13 @@ def test_snapshot_json_shape_dedup_and_next_seq(mode: str, repo: Path) -> None:
     assert second["commit_id"] != first["commit_id"]
 
 
+def test_snapshot_with_a_long_label_works_the_same_either_way(mode: str, repo: Path) -> None:
+    done = snap(repo, "--run", "run-label", "--node", "n", "--label", "L" * 1500)
+    assert done["seq"] == 1
+    [row] = cli_json("snapshots", "run-label")
+    assert row["label"] == "L" * 1000
+
+
 def test_snapshot_defaults_to_the_current_folder_and_prints_a_line(repo: Path) -> None:
     (repo / "sub").mkdir()
     done = cli("snapshot", "--run", "run-cwd", "--node", "n", cwd=repo / "sub")
