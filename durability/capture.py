@@ -17,11 +17,11 @@ from pathlib import Path
 import filelock
 
 from durability import spool
-from durability.backends import Backend, Snapshot, backend_for
+from durability.backends import Backend, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, LockTimeout
 from durability.paths import ensure_private_dir
-from engine import AttemptKey, EngineError, NewCheckpoint, Store
+from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
 
 __all__ = ["SOURCES", "CaptureRequest", "Capturer", "Outcome"]
 
@@ -38,6 +38,11 @@ class CaptureRequest:
     request_id: str
     tool_use_id: str | None = None
     label: str | None = None
+    #: Worktree-relative paths a watcher saw change since its previous request
+    #: (None: unknown).  Only a watcher that can prove it missed nothing (no
+    #: queue overflow, an event barrier up to this request) may set it; the
+    #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
+    changed_paths: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,15 +98,48 @@ class Capturer:
 
     def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
         """As ``capture``, for a caller that already holds the worktree lock."""
+        worktree = requests[0].worktree
         try:
-            snap = self.backend(requests[0].worktree).snapshot(requests[0].worktree)
+            backend = self.backend(worktree)
+            stamps = self._stamps(requests, backend.stamps_commits)
+            snap = backend.snapshot(worktree, stamps, changed_paths=_changed_paths(requests))
         except CaptureError as exc:
             return [self.fail(r, exc) for r in requests]
         return [self._record(r, snap) for r in requests]
 
+    def _stamps(self, requests: list[CaptureRequest], with_seq: bool) -> list[Stamp]:
+        """One stamp per attempt in the batch, named after its first request
+        (the one the store gives a new seq; the others dedup onto it)."""
+        by_key: dict[AttemptKey, list[CaptureRequest]] = {}
+        for request in requests:
+            by_key.setdefault(request.key, []).append(request)
+        return [
+            Stamp(key=key, source=rs[0].source, request_ids=tuple(r.request_id for r in rs),
+                  tool_use_id=rs[0].tool_use_id, label=rs[0].label,
+                  seq=self._next_seq(key) if with_seq else None)
+            for key, rs in by_key.items()
+        ]
+
+    def _next_seq(self, key: AttemptKey) -> int | None:
+        """The seq the store will give this attempt's next checkpoint.
+
+        Seq is the store's (contract 3), assigned after the capture.  A
+        backend that writes a seq into its commit (git trailers) reads it here,
+        under the worktree lock that every capture of this worktree holds, so
+        no other capture can take it in between; the commit also carries the
+        request ids, and the store's row stays the authority if the two ever
+        differ (a row lost to a store failure, a replayed request).
+        """
+        try:
+            return self._store().checkpoint(key).seq + 1
+        except NotFound:
+            return 1
+        except EngineError:
+            return None
+
     def _record(self, request: CaptureRequest, snap: Snapshot) -> Outcome:
         new = NewCheckpoint(
-            key=request.key, commit_id=snap.commit_id, change_id=snap.change_id,
+            key=request.key, commit_id=snap.commit_for(request.key), change_id=snap.change_id,
             operation_id=snap.operation_id, worktree=str(request.worktree),
             source=request.source, request_id=request.request_id,
             tool_use_id=request.tool_use_id, label=request.label,
@@ -113,7 +151,7 @@ class Capturer:
             # which commit, so the gap itself points at the lost state.
             # Not ingested now: the store just failed, and waiting out its
             # busy timeout a second time would only delay the answer.
-            return self.fail(request, exc, detail=f"commit {snap.commit_id}: {exc}",
+            return self.fail(request, exc, detail=f"commit {new.commit_id}: {exc}",
                              ingest=False)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
 
@@ -153,3 +191,14 @@ def write_gap(
         except EngineError:
             pass  # it is on record in the spool; the next ingest picks it up
     return True
+
+
+def _changed_paths(requests: list[CaptureRequest]) -> frozenset[str] | None:
+    """What changed since the batch's requesters last asked: the union of
+    their paths, or None (scan everything) when any of them does not know."""
+    union: set[str] = set()
+    for request in requests:
+        if request.changed_paths is None:
+            return None
+        union |= request.changed_paths
+    return frozenset(union)

@@ -8,7 +8,10 @@ they never change once released.  Hierarchy::
     ├── CaptureError            a capture could not be taken; its code is the gap reason
     │   ├── JjMissing           jj-missing
     │   ├── JjTooOld            jj-too-old
-    │   ├── NotAJjRepo          not-a-jj-repo
+    │   ├── NotAJjRepo          not-a-jj-repo     DURABILITY_BACKEND=jj, and no jj working copy
+    │   ├── NotARepo            not-a-repo        neither a jj working copy nor a git working tree
+    │   ├── InvalidBackend      invalid-backend   DURABILITY_BACKEND is neither jj nor git
+    │   ├── GitFailed           git-failed        the git backend (pygit2) failed
     │   ├── WorktreeMissing     worktree-missing
     │   ├── JjFailed            jj-failed
     │   ├── JjTimeout           jj-timeout
@@ -18,7 +21,8 @@ they never change once released.  Hierarchy::
     │   ├── ServiceUnreachable  service-unreachable
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
     │   └── ProtocolError       bad-request / request-too-large / peer-refused
-    └── RestoreError            restore-verify-failed
+    └── RestoreError            restore-verify-failed / restore-conflict (git: an ignored
+                                file in the way; nothing was changed)
 
 ``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged;
 ``exit_code`` maps every code to the CLI's exit status in one place.
@@ -30,7 +34,9 @@ __all__ = [
     "GAP_REASONS",
     "CaptureError",
     "DurabilityError",
+    "GitFailed",
     "InsecurePath",
+    "InvalidBackend",
     "InvalidInput",
     "JjFailed",
     "JjMissing",
@@ -38,6 +44,7 @@ __all__ = [
     "JjTooOld",
     "LockTimeout",
     "NotAJjRepo",
+    "NotARepo",
     "ProtocolError",
     "RestoreError",
     "ServiceError",
@@ -54,7 +61,7 @@ GAP_REASONS = frozenset({
     # The watcher could not rely on inotify (limit reached, queue overflow) and
     # polled or captured the whole tree instead.
     "watch-degraded",
-    "internal-error",
+    "internal-error", "not-a-repo", "invalid-backend", "git-failed",
 })
 
 
@@ -91,6 +98,18 @@ class JjTooOld(CaptureError):
 
 class NotAJjRepo(CaptureError):
     code = "not-a-jj-repo"
+
+
+class NotARepo(CaptureError):
+    code = "not-a-repo"
+
+
+class InvalidBackend(CaptureError):
+    code = "invalid-backend"
+
+
+class GitFailed(CaptureError):
+    code = "git-failed"
 
 
 class WorktreeMissing(CaptureError):
@@ -144,6 +163,7 @@ _EXIT_CODES = {
     "peer-refused": 4,
     "store-unavailable": 6,
     "restore-verify-failed": 7,
+    "restore-conflict": 7,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,

@@ -219,9 +219,16 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
     hook.fields["worktree"] = where
     if not os.path.isdir(where):
         return "worktree-missing", f"{where} does not exist"
-    root = ids.find_jj_root(where)
-    if root is None:
-        return "not-a-jj-repo", f"{where} is not inside a jj working copy"
+    try:
+        forced = ids.backend_choice(hook.env)
+    except ValueError as exc:
+        return "invalid-backend", str(exc)
+    found = ids.find_worktree_root(where, forced)
+    if found is None:
+        if forced == "jj":
+            return "not-a-jj-repo", f"{where} is not inside a jj working copy"
+        return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
+    root = found[0]
     hook.fields["worktree"] = str(root)
     hook.fields["label"] = _label(payload, root)
     return None, ""

@@ -8,11 +8,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
+    "BACKENDS",
     "INVALID_RUN",
+    "backend_choice",
     "find_jj_root",
+    "find_worktree_root",
+    "is_git_root",
+    "is_jj_root",
     "is_valid_id",
     "safe_filename",
     "validate_count",
@@ -66,8 +72,61 @@ def safe_filename(run_id: str) -> str:
 
 def find_jj_root(start: str | os.PathLike[str]) -> Path | None:
     """The jj workspace root containing ``start`` (a folder holding ``.jj/``)."""
+    found = find_worktree_root(start, "jj")
+    return found[0] if found else None
+
+
+#: The capture backends, by the name ``DURABILITY_BACKEND`` may force.
+BACKENDS = ("jj", "git")
+
+
+def backend_choice(env: Mapping[str, str]) -> str | None:
+    """``DURABILITY_BACKEND`` (``jj`` or ``git``), or None to choose per worktree."""
+    value = env.get("DURABILITY_BACKEND", "").strip()
+    if not value:
+        return None
+    if value not in BACKENDS:
+        raise ValueError(f"DURABILITY_BACKEND={value[:40]!r} must be jj or git")
+    return value
+
+
+def is_jj_root(path: Path) -> bool:
+    """Whether ``path`` is the root of a jj workspace."""
+    return (path / ".jj" / "repo").exists() and (path / ".jj" / "working_copy").exists()
+
+
+def is_git_root(path: Path) -> bool:
+    """Whether ``path`` is the top of a git working tree: a ``.git`` folder
+    with a HEAD, or a ``.git`` file naming one (a linked worktree made by
+    ``git worktree add``, or a submodule)."""
+    dotgit = path / ".git"
+    if dotgit.is_dir():
+        return (dotgit / "HEAD").is_file()
+    if not dotgit.is_file():
+        return False
+    try:
+        with open(dotgit, encoding="utf-8") as f:
+            line = f.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not line.startswith("gitdir:"):
+        return False
+    target = Path(line[len("gitdir:"):].strip())
+    return (target if target.is_absolute() else path / target).joinpath("HEAD").is_file()
+
+
+def find_worktree_root(
+    start: str | os.PathLike[str], backend: str | None = None
+) -> tuple[Path, str] | None:
+    """The nearest worktree root at or above ``start`` and its backend.
+
+    At each level a jj workspace wins over git (a colocated jj repository is
+    captured through jj); ``backend`` restricts the search to one kind.
+    """
     path = Path(os.path.realpath(start))
     for candidate in (path, *path.parents):
-        if (candidate / ".jj" / "repo").exists() and (candidate / ".jj" / "working_copy").exists():
-            return candidate
+        if backend != "git" and is_jj_root(candidate):
+            return candidate, "jj"
+        if backend != "jj" and is_git_root(candidate):
+            return candidate, "git"
     return None

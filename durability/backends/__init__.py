@@ -1,4 +1,9 @@
-"""Capture backends: one per kind of worktree."""
+"""Capture backends: one per kind of worktree.
+
+A worktree is captured through jj when it is a jj working copy, with pygit2
+when it is a plain git working tree (a linked ``git worktree add`` tree and
+submodules included); ``DURABILITY_BACKEND=jj|git`` forces one.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +11,65 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from durability.backends.base import Backend, Snapshot
-from durability.errors import NotAJjRepo, WorktreeMissing
-from durability.ids import find_jj_root
+from durability.backends.base import Backend, Snapshot, Stamp
+from durability.errors import InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
+from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
-__all__ = ["Backend", "Snapshot", "backend_for", "resolve_worktree"]
+__all__ = ["Backend", "Snapshot", "Stamp", "backend_for", "backend_name", "resolve_worktree"]
 
 
-def resolve_worktree(path: str | os.PathLike[str]) -> Path:
+def resolve_worktree(
+    path: str | os.PathLike[str], env: Mapping[str, str] = os.environ
+) -> Path:
     """The root of the worktree containing ``path`` (absolute, symlinks resolved)."""
     if not os.path.isabs(path):
         path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise WorktreeMissing(f"worktree {path} does not exist or is not a folder")
-    root = find_jj_root(path)
-    if root is None:
-        raise NotAJjRepo(f"{path} is not inside a jj working copy")
-    return root
+    forced = _forced(env)
+    found = find_worktree_root(path, forced)
+    if found is None:
+        raise _not_a_repo(str(path), forced)
+    return found[0]
+
+
+def backend_name(worktree: Path, env: Mapping[str, str] = os.environ) -> str:
+    """``jj`` or ``git``: how the worktree rooted at ``worktree`` is captured."""
+    forced = _forced(env)
+    if forced is not None:
+        return forced
+    if is_jj_root(worktree):
+        return "jj"
+    if is_git_root(worktree):
+        return "git"
+    if not worktree.is_dir():
+        raise WorktreeMissing(f"worktree {worktree} does not exist")
+    raise _not_a_repo(str(worktree), None)
 
 
 def backend_for(
     worktree: Path, *, timeout_s: float, env: Mapping[str, str] = os.environ
 ) -> Backend:
     """The backend that captures ``worktree``."""
+    if backend_name(worktree, env) == "git":
+        from durability.backends.git import GitBackend
+
+        return GitBackend()
     from durability.backends.jj import JjBackend, find_jj
 
     return JjBackend(find_jj(env), timeout_s=timeout_s)
+
+
+def _forced(env: Mapping[str, str]) -> str | None:
+    try:
+        return backend_choice(env)
+    except ValueError as exc:
+        raise InvalidBackend(str(exc)) from None
+
+
+def _not_a_repo(path: str, forced: str | None) -> Exception:
+    if forced == "jj":
+        return NotAJjRepo(f"{path} is not inside a jj working copy (DURABILITY_BACKEND=jj)")
+    if forced == "git":
+        return NotARepo(f"{path} is not inside a git working tree (DURABILITY_BACKEND=git)")
+    return NotARepo(f"{path} is not inside a jj working copy or a git working tree")

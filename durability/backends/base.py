@@ -2,29 +2,76 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Backend", "Snapshot"]
+from engine import AttemptKey
+
+__all__ = ["Backend", "Snapshot", "Stamp"]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Whom a capture answers: one attempt and the requests of it in the batch.
+
+    A backend that writes its own commits (git) names them after this; jj
+    ignores it.  ``seq`` is the seq the store will give the checkpoint, read
+    by the capturer under the worktree lock just before capturing, or None when
+    the store could not be read (the store stays the authority: see
+    ``durability.capture``).
+    """
+
+    key: AttemptKey
+    source: str
+    request_ids: tuple[str, ...]
+    tool_use_id: str | None = None
+    label: str | None = None
+    seq: int | None = None
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One captured state of a worktree, pinned against garbage collection."""
+    """One captured state of a worktree, pinned against garbage collection.
+
+    ``commits`` maps an attempt to its own commit when the backend wrote one
+    per attempt (git: each attempt's checkpoints form their own chain); any
+    other attempt is answered by ``commit_id``.
+    """
 
     commit_id: str
     change_id: str | None = None
     operation_id: str | None = None
+    commits: Mapping[AttemptKey, str] = field(default_factory=dict)
+
+    def commit_for(self, key: AttemptKey) -> str:
+        """The commit that records this capture for attempt ``key``."""
+        return self.commits.get(key, self.commit_id)
 
 
 class Backend(Protocol):
     """A way to capture and restore one kind of worktree."""
 
     name: str
+    #: Whether the backend writes the stamps (attempt, seq) into its commits,
+    #: so the capturer reads the next seq from the store before capturing.
+    stamps_commits: bool
 
-    def snapshot(self, worktree: Path) -> Snapshot:
-        """Capture the worktree as it is now and pin the commit (contracts 1, 4)."""
+    def snapshot(
+        self,
+        worktree: Path,
+        stamps: Sequence[Stamp] = (),
+        *,
+        changed_paths: Collection[str] | None = None,
+    ) -> Snapshot:
+        """Capture the worktree as it is now and pin the commit (contracts 1, 4).
+
+        ``changed_paths`` (worktree-relative) is a watcher's promise that
+        nothing else changed since this requester's previous capture; None
+        means "unknown", and the backend scans the whole tree.  A backend may
+        always ignore it and scan.
+        """
         ...
 
     def restore(self, worktree: Path, commit_id: str) -> None:

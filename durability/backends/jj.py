@@ -16,12 +16,12 @@ import re
 import shutil
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from durability import proc
-from durability.backends.base import Snapshot
+from durability.backends.base import Snapshot, Stamp
 from durability.errors import JjFailed, JjMissing, JjTimeout, JjTooOld, NotAJjRepo, WorktreeMissing
 
 __all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
@@ -108,6 +108,7 @@ class JjBackend:
     """Capture and restore jj working copies."""
 
     name = "jj"
+    stamps_commits = False
 
     def __init__(self, jj: JjBinary, *, timeout_s: float) -> None:
         self.jj = jj
@@ -127,7 +128,15 @@ class JjBackend:
             raise _jj_error(worktree, args[0], done.stderr)
         return done.stdout
 
-    def snapshot(self, worktree: Path) -> Snapshot:
+    def snapshot(
+        self,
+        worktree: Path,
+        stamps: Sequence[Stamp] = (),
+        *,
+        changed_paths: Collection[str] | None = None,
+    ) -> Snapshot:
+        # jj scans the working copy itself and names no attempt in its
+        # commits: ``stamps`` and ``changed_paths`` are not needed here.
         out = self._run(worktree, "log", "-r", "@", "--no-graph", "-T", _TEMPLATE)
         fields = out.strip().split()
         if len(fields) != 2 or not _HEX.fullmatch(fields[0]):

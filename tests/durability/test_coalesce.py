@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from durability import client
-from durability.backends import Backend, Snapshot, resolve_worktree
+from durability.backends import Backend, Snapshot, Stamp, resolve_worktree
 from durability.capture import Capturer, CaptureRequest, Outcome
 from durability.coalesce import Coalescer
 from durability.config import Settings
@@ -212,12 +212,14 @@ class HeldBackend:
                  release: threading.Event) -> None:
         self.inner = inner
         self.name = inner.name
+        self.stamps_commits = inner.stamps_commits
         self.entered = entered
         self.release = release
         self.calls = 0
 
-    def snapshot(self, worktree: Path) -> Snapshot:
-        snap = self.inner.snapshot(worktree)
+    def snapshot(self, worktree: Path, stamps: Sequence[Stamp] = (), *,
+                 changed_paths: Collection[str] | None = None) -> Snapshot:
+        snap = self.inner.snapshot(worktree, stamps, changed_paths=changed_paths)
         self.calls += 1
         if self.calls == 1:
             self.entered.set()

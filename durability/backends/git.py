@@ -1,0 +1,131 @@
+"""The git backend: captures a plain git working tree with pygit2.
+
+A capture stages the working directory into a private index, as ``git add
+-A`` would (``git_index``), writes its tree, and commits it once per attempt
+in the batch on top of that attempt's previous checkpoint, pinned under
+``refs/durability/git/`` (``git_commit``).  The user's ``.git/index``, HEAD,
+branches, stash and reflogs are never written.  Restore writes only the paths
+that differ (``git_restore``).
+
+Each worktree's repository and private index stay open between captures
+(``WorktreeIndex``), so a capture after a small change costs a stat of the
+tree, or, when a watcher says which paths changed, a stat of those paths.
+One process keeps at most ``MAX_OPEN`` worktrees open, least recently used
+first out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pygit2
+
+from durability.backends.base import Snapshot, Stamp
+from durability.backends.git_commit import commit_checkpoint, scratch_commit
+from durability.backends.git_index import WorktreeIndex
+from durability.backends.git_restore import restore_tree
+from durability.errors import GitFailed, WorktreeMissing
+
+__all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
+
+#: Worktrees kept open per process; each holds its index in memory (about
+#: 200 bytes per file), so the bound caps the service's memory.
+MAX_OPEN = 32
+
+_open: OrderedDict[Path, tuple[WorktreeIndex, tuple[int, int]]] = OrderedDict()
+_open_lock = threading.Lock()
+
+
+def worktree_index(worktree: Path) -> WorktreeIndex:
+    """The open repository and private index of ``worktree``, opened on first
+    use and reopened when its git folder was replaced."""
+    if not worktree.is_dir():
+        raise WorktreeMissing(f"worktree {worktree} does not exist")
+    with _open_lock:
+        cached = _open.get(worktree)
+        if cached is not None and _identity(cached[0].repo) == cached[1]:
+            _open.move_to_end(worktree)
+            return cached[0]
+        state = WorktreeIndex(worktree)
+        _open[worktree] = (state, _identity(state.repo))
+        while len(_open) > MAX_OPEN:
+            _open.popitem(last=False)
+        return state
+
+
+def forget(worktree: Path) -> None:
+    """Drop the open state of ``worktree`` (after an error, or in tests)."""
+    with _open_lock:
+        _open.pop(worktree, None)
+
+
+def _identity(repo: pygit2.Repository) -> tuple[int, int]:
+    try:
+        st = os.stat(repo.path)
+    except OSError:
+        return (-1, -1)
+    return st.st_dev, st.st_ino
+
+
+class GitBackend:
+    """Capture and restore plain git working trees."""
+
+    name = "git"
+    stamps_commits = True
+
+    def snapshot(
+        self,
+        worktree: Path,
+        stamps: Sequence[Stamp] = (),
+        *,
+        changed_paths: Collection[str] | None = None,
+    ) -> Snapshot:
+        """Stage the worktree and commit it for each stamp's attempt.
+
+        ``changed_paths``: see ``Backend.snapshot``; it is used only once this
+        process has fully scanned the worktree, and ignored otherwise.
+        Without stamps the tree is committed unpinned (a restore's check).
+        """
+        state = worktree_index(worktree)
+        with state.lock, _git_errors(worktree):
+            tree = state.stage(changed_paths)
+            commits = {s.key: commit_checkpoint(state.repo, tree, s) for s in stamps}
+            first = commits[stamps[0].key] if stamps else scratch_commit(state.repo, tree)
+        return Snapshot(first, commits=commits)
+
+    def restore(self, worktree: Path, commit_id: str) -> None:
+        """Make the working directory equal to ``commit_id``'s tree, changing
+        only the paths that differ; HEAD and the user's index stay put."""
+        state = worktree_index(worktree)
+        with state.lock, _git_errors(worktree):
+            restore_tree(state, _commit(state.repo, worktree, commit_id).tree)
+
+    def tree_id(self, worktree: Path, commit_id: str) -> str:
+        state = worktree_index(worktree)
+        with state.lock, _git_errors(worktree):
+            return str(_commit(state.repo, worktree, commit_id).tree_id)
+
+
+def _commit(repo: pygit2.Repository, worktree: Path, commit_id: str) -> pygit2.Commit:
+    try:
+        return repo[commit_id].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        raise GitFailed(f"commit {commit_id} is not in {worktree}'s repository") from exc
+
+
+@contextmanager
+def _git_errors(worktree: Path) -> Iterator[None]:
+    """Turn pygit2 and file errors into ``git-failed`` and forget the open
+    state, so the next capture starts from a fresh repository object."""
+    try:
+        yield
+    except (pygit2.GitError, OSError) as exc:
+        forget(worktree)
+        if not worktree.is_dir():
+            raise WorktreeMissing(f"worktree {worktree} disappeared") from exc
+        raise GitFailed(f"git capture of {worktree} failed: {exc}") from exc

@@ -1,0 +1,181 @@
+"""Staging a worktree into its private index, as ``git add -A`` would.
+
+A full scan asks libgit2 for the differences between the private index and
+the working directory (untracked files included, ignored ones not: the ignore
+rules are git's own, ``.gitignore``, ``.git/info/exclude`` and
+``core.excludesFile``), then stages exactly those paths.  Unchanged files cost
+one ``lstat``: libgit2 trusts an entry whose stat data matches, except when the
+file is as new as the index file itself (git's "racily clean" rule), which is
+why the index is written after every full scan.
+
+A watcher-informed scan stages only the paths a watcher saw change.  It is
+only used once this process has fully scanned the worktree, and falls back
+to a full scan whenever the ignore rules or attributes may have changed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Collection
+from pathlib import Path, PurePosixPath
+
+import pygit2
+from pygit2.enums import DeltaStatus, DiffOption, FileMode
+from pygit2.ffi import C, ffi
+from pygit2.utils import StrArray
+
+from durability.backends.git_repo import open_worktree
+
+__all__ = ["WorktreeIndex"]
+
+_SCAN_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+               | DiffOption.INCLUDE_TYPECHANGE)
+# A change to any of these can change what every other path stages to.
+_RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
+
+
+class WorktreeIndex:
+    """One worktree's repository and private index, kept open between captures.
+
+    Not thread-safe by itself: callers hold ``lock`` (the service runs one
+    capture per worktree at a time; the lock makes that a guarantee).
+    """
+
+    def __init__(self, worktree: Path) -> None:
+        self.worktree = worktree
+        self.lock = threading.Lock()
+        self.repo, self.index = open_worktree(worktree)
+        #: Set once this process has fully scanned the worktree: before that,
+        #: a watcher's changed paths say nothing about the rest of the tree.
+        self.scanned = False
+        #: ``"full"`` or ``"paths"``: how the last ``stage`` scanned (tests and
+        #: the benchmark check that informed captures really are informed).
+        self.last_scan = ""
+        self._rules = self._rule_stamp()
+
+    # -- scanning ------------------------------------------------------------
+
+    def stage(self, changed_paths: Collection[str] | None = None) -> pygit2.Oid:
+        """Bring the private index up to date with the worktree; its tree id."""
+        rules = self._rule_stamp()
+        informed = (changed_paths is not None and self.scanned and rules == self._rules
+                    and not any(PurePosixPath(p).name in _RULE_FILES for p in changed_paths))
+        if informed:
+            assert changed_paths is not None
+            self._stage_paths(changed_paths)
+            self.last_scan = "paths"
+        else:
+            self._stage_all()
+            self.index.write()
+            self.scanned = True
+            self.last_scan = "full"
+        self._rules = rules
+        return self.index.write_tree()
+
+    def _stage_all(self) -> None:
+        self._apply(self.index.diff_to_workdir(flags=_SCAN_FLAGS))
+
+    def _stage_paths(self, paths: Collection[str]) -> None:
+        """Restage only ``paths`` (a folder: everything under it).
+
+        The same libgit2 diff as a full scan, limited to those paths: libgit2
+        descends only into the folders named, so the cost follows the paths,
+        not the size of the tree.
+        """
+        cleaned = sorted({c for c in map(_clean, paths) if c is not None})
+        if cleaned:
+            self._apply(_diff_paths(self.repo, self.index, cleaned))
+
+    def _apply(self, diff: pygit2.Diff) -> None:
+        for delta in diff.deltas:
+            if delta.status == DeltaStatus.DELETED:
+                self.index.remove(delta.old_file.path)
+            else:
+                self._add(delta.new_file.path)
+
+    def _add(self, path: str) -> None:
+        if path.endswith("/"):
+            # An untracked folder libgit2 did not descend into is another
+            # repository: git add -A records it as a gitlink to its HEAD.
+            return self._add_embedded_repo(path.rstrip("/"))
+        try:
+            st = os.lstat(self.worktree / path)
+        except OSError:
+            st = None
+        if st is None or (stat.S_ISDIR(st.st_mode) and not _is_gitlink(self.index, path)):
+            # Gone, or a file that became a folder (its files come as their
+            # own deltas): forget the old entry.
+            if path in self.index:
+                self.index.remove(path)
+            return
+        self.index.add(path)
+
+    def _add_embedded_repo(self, path: str) -> None:
+        try:
+            nested = pygit2.Repository(str(self.worktree / path))
+            head = nested.head.peel(pygit2.Commit).id
+        except (pygit2.GitError, KeyError):
+            return  # git add -A skips a repository with no commit checked out
+        self.index.add(pygit2.IndexEntry(path, head, FileMode.COMMIT))
+
+    def _rule_stamp(self) -> tuple[object, ...]:
+        """Stat data of the ignore files a watcher inside the worktree cannot see."""
+        config = self.repo.config
+        try:
+            excludes = config["core.excludesFile"]
+        except KeyError:
+            excludes = None
+        paths = [Path(self.repo.path) / "info" / "exclude"]
+        if isinstance(excludes, str):
+            paths.append(Path(os.path.expanduser(excludes)))
+        return tuple(_stat_key(p) for p in paths)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _clean(path: str) -> str | None:
+    """A worktree-relative path in git's form, or None for one to ignore
+    (outside the worktree, or inside ``.git``)."""
+    parts = [p for p in PurePosixPath(path.replace(os.sep, "/")).parts if p not in ("", ".")]
+    if not parts or ".." in parts or parts[0] == ".git" or path.startswith("/"):
+        return None
+    return "/".join(parts)
+
+
+def _is_gitlink(index: pygit2.Index, path: str) -> bool:
+    """Whether the index records ``path`` as a submodule (a gitlink)."""
+    try:
+        return bool(index[path].mode == FileMode.COMMIT)
+    except KeyError:
+        return False
+
+
+def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str]) -> pygit2.Diff:
+    """Index-to-workdir diff limited to literal ``paths``.
+
+    pygit2's ``diff_to_workdir`` takes no pathspec, so the same libgit2 call
+    is made here through pygit2's own cffi binding.
+    """
+    opts = ffi.new("git_diff_options *")
+    _check(C.git_diff_options_init(opts, 1))
+    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH)
+    out = ffi.new("git_diff **")
+    with StrArray(paths) as array:
+        array.assign_to(opts.pathspec)
+        _check(C.git_diff_index_to_workdir(out, repo._repo, index._index, opts))
+    return pygit2.Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
+
+
+def _check(rc: int) -> None:
+    if rc < 0:
+        from pygit2.errors import check_error
+
+        check_error(rc)

@@ -1,0 +1,123 @@
+"""Opening a git working tree with a private index that the toolkit owns.
+
+pygit2 only stages into a repository's own index, and a repository's own
+index is the user's ``.git/index``.  libgit2 can swap a repository's index
+for another file (``git_repository_set_index``, the call libgit2 itself makes
+for ``$GIT_INDEX_FILE``), but pygit2 does not wrap it, so it is called here
+through ctypes on the very libgit2 that pygit2 loaded.  From then on every
+index operation of that repository object (staging, ignore-aware diffs,
+submodules) reads and writes the private file, and ``.git/index`` is never
+opened for writing.
+
+The private index lives in the worktree's own git folder (per linked worktree
+and per submodule), ``<git dir>/durability/index-<hash of the worktree>``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from pygit2 import _pygit2
+from pygit2.ffi import ffi
+
+from durability.errors import GitFailed, NotARepo
+
+__all__ = ["open_worktree", "private_index_path"]
+
+_bridge_lock = threading.Lock()
+_set_index: Any = None
+
+
+def _libgit2_set_index() -> Any:
+    """``git_repository_set_index`` from the libgit2 that pygit2 is linked to.
+
+    Opening pygit2's own extension module again returns the handle already
+    loaded, and a symbol lookup through it searches its dependencies, so this
+    is the same libgit2 instance, never a second copy.
+    """
+    global _set_index
+    with _bridge_lock:
+        if _set_index is None:
+            lib = ctypes.CDLL(_pygit2.__file__)
+            func = lib.git_repository_set_index
+            func.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            func.restype = ctypes.c_int
+            _set_index = func
+        return _set_index
+
+
+def _address(pointer: Any) -> int:
+    return int(ffi.cast("uintptr_t", pointer))
+
+
+def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
+    """Where the toolkit keeps the index of ``worktree``."""
+    digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:16]
+    return Path(repo.path) / "durability" / f"index-{digest}"
+
+
+def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
+    """The repository of ``worktree`` with its private index attached.
+
+    Returns the repository and its index; the index is the repository's, so
+    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules.
+    """
+    try:
+        repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except pygit2.GitError as exc:
+        raise NotARepo(f"{worktree} is not a git working tree: {exc}") from exc
+    if repo.is_bare or repo.workdir is None:
+        raise NotARepo(f"{worktree} is a bare git repository, not a working tree")
+    if Path(repo.workdir).resolve() != worktree.resolve():
+        raise NotARepo(f"{worktree} is not the top of its git working tree ({repo.workdir})")
+    path = private_index_path(repo, worktree)
+    fresh = not path.exists()
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        private = pygit2.Index(str(path))
+        _attach(repo, private)
+        index = repo.index
+        if fresh:
+            _seed(repo, index)
+        # Written once before any staging: libgit2 judges an entry "racily
+        # clean" against the time the index file was last read or written,
+        # and an index never read or written has no such time at all.
+        index.write()
+    except (pygit2.GitError, OSError) as exc:
+        raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
+    return repo, index
+
+
+def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
+    rc = _libgit2_set_index()(_address(repo._repo), _address(index._index))
+    if rc != 0 or repo.index._index != index._index:
+        raise GitFailed(f"libgit2 refused the private index (error {rc})")
+
+
+def _seed(repo: pygit2.Repository, index: pygit2.Index) -> None:
+    """Start from what the user tracks, as ``git add -A`` would: the entries of
+    ``.git/index`` (read, never written), else HEAD's tree.
+
+    Entries are copied without their stat data, so the first capture hashes
+    every tracked file once rather than trusting timestamps recorded against
+    another index file.
+    """
+    user_index = Path(repo.path) / "index"
+    try:
+        if user_index.is_file():
+            for entry in pygit2.Index(str(user_index)):
+                index.add(pygit2.IndexEntry(entry.path, entry.id, entry.mode))
+            return
+    except pygit2.GitError:
+        index.clear()  # an index libgit2 cannot read (split, sparse): use HEAD
+    if not repo.head_is_unborn:
+        try:
+            index.read_tree(repo.head.peel(pygit2.Commit).tree)
+        except (pygit2.GitError, KeyError):
+            index.clear()
