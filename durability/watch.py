@@ -31,9 +31,10 @@ DEFAULT_MAX_DELAY_MS = 5000
 #: Takes one capture and returns its outcome (blocking).
 Capture = Callable[[CaptureRequest], Outcome]
 
-# Events that say a file or folder changed.  Opens and reads are left out: a
-# capture reads every file, and must not trigger the next one.
-_CHANGES = frozenset({"created", "deleted", "modified", "moved", "closed"})
+# Events that say a file or folder changed ("attrib": a chmod +x, which jj
+# records).  Opens and reads are left out: a capture reads changed files, and
+# must not trigger the next one.
+_CHANGES = frozenset({"created", "deleted", "modified", "moved", "closed", "attrib"})
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Watch:
         """A watchdog event (called on the observer thread: must stay cheap)."""
         if event.event_type not in _CHANGES:
             return
-        if event.is_directory and event.event_type in ("modified", "closed"):
+        if event.is_directory and event.event_type in ("modified", "closed", "attrib"):
             return  # a folder's own mtime: its child's event says what changed
         src = _text(event.src_path)
         if event.event_type == "deleted" and src == str(self.spec.worktree):
