@@ -40,7 +40,8 @@ from benchkit import Bench, Samples, StubService, timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("raw jj util snapshot", "jj log -r @", "in-process Capturer", "service call",
-           "hook end to end", "git add -A + write-tree")
+           "hook end to end", "git add -A + write-tree", "  of which pygit2 pin",
+           "  of which SQLite row")
 
 
 @dataclass
@@ -81,7 +82,9 @@ class Runner:
             repo, "log", "-r", "@", "--no-graph", "-T", 'commit_id ++ " " ++ change_id'),
             env=b.env)[0])
         b.edit_one(repo, self.n)
-        result.col(COLUMNS[2]).add(self._in_process())
+        elapsed, commit_id = self._in_process()
+        result.col(COLUMNS[2]).add(elapsed)
+        self._parts(result, commit_id)
         b.edit_one(repo, self.n)
         result.col(COLUMNS[3]).add(self._socket_call(f"bench-svc-{self.n}"))
         path = b.edit_one(repo, self.n)
@@ -93,7 +96,25 @@ class Runner:
         result.col(COLUMNS[5]).add(add_s + timed([b.git, "-C", str(repo), "write-tree"],
                                                  env=genv)[0])
 
-    def _in_process(self) -> float:
+    def _parts(self, result: SizeResult, commit_id: str) -> None:
+        """Two pieces of the Capturer's time beyond jj, timed on their own:
+        pinning the commit (pygit2 opens the repo, writes a ref) and recording
+        the row (one SQLite transaction, synchronous=FULL)."""
+        from durability.backends.jj import git_dir, pin
+        from engine import AttemptKey, NewCheckpoint
+
+        started = time.perf_counter()
+        pin(git_dir(self.repo), commit_id)
+        result.col(COLUMNS[6]).add(time.perf_counter() - started)
+        row = NewCheckpoint(key=AttemptKey(f"bench-row-{self.n}", "bench"), commit_id=commit_id,
+                            worktree=str(self.repo), source="manual",
+                            request_id=str(uuid.uuid4()))
+        store = self.capturer._store()  # the Capturer's own, already open
+        started = time.perf_counter()
+        store.record_checkpoint(row)
+        result.col(COLUMNS[7]).add(time.perf_counter() - started)
+
+    def _in_process(self) -> tuple[float, str]:
         from durability.capture import CaptureRequest
         from engine import AttemptKey
 
@@ -103,9 +124,9 @@ class Runner:
         started = time.perf_counter()
         outcome = self.capturer.capture([request], lock_timeout_s=120)[0]
         elapsed = time.perf_counter() - started
-        if not outcome.ok or outcome.deduped:
+        if not outcome.ok or outcome.deduped or outcome.commit_id is None:
             sys.exit(f"bench: in-process capture failed or found nothing new: {outcome}")
-        return elapsed
+        return elapsed, outcome.commit_id
 
     def _socket_call(self, run_id: str, *, expect_new: bool = True) -> float:
         from durability import client
@@ -257,7 +278,16 @@ def machine(bench: Bench) -> dict[str, Any]:
     _, jj_out = timed([bench.jj, "--version"], env=bench.env)
     return {"nproc": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1),
             "jj": jj_out.stdout.decode().strip(), "python": platform.python_version(),
-            "kernel": platform.release(), "arch": platform.machine()}
+            "kernel": platform.release(), "arch": platform.machine(),
+            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def wait_for_quiet(limit: float, max_wait_s: float = 1800) -> None:
+    deadline = time.monotonic() + max_wait_s
+    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
+        print(f"bench: load average {os.getloadavg()[0]:.2f} >= {limit}; waiting ...",
+              flush=True)
+        time.sleep(30)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -272,6 +302,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rounds of concurrent calls per size (default: %(default)s)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where to build the repositories (default: a temp folder)")
+    parser.add_argument("--wait-for-load", type=float, default=None, metavar="LOAD",
+                        help="first wait (up to 30 min) until the 1-minute load average "
+                             "is below LOAD: other work on the machine skews every figure")
     parser.add_argument("--no-json", action="store_true",
                         help="do not write bench/results/capture-<time>.json")
     args = parser.parse_args(argv)
@@ -288,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     from report import print_report, to_json
 
     args = parse_args(argv)
+    if args.wait_for_load is not None:
+        wait_for_quiet(args.wait_for_load)
     command = " ".join(["bench/bench_capture.py", *(sys.argv[1:] if argv is None else argv)])
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="durability-bench-", dir=args.workdir)).resolve()
@@ -305,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.stop_service()
         shutil.rmtree(root, ignore_errors=True)
     total_s = time.perf_counter() - started
+    # Other work on the machine shows in every figure: say how busy it was.
+    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print_report(command, info, base, results, args.concurrency, total_s)
     if not args.no_json:
         RESULTS.mkdir(exist_ok=True)

@@ -25,6 +25,8 @@ def print_report(command: str, info: dict[str, Any], base: dict[str, Samples],
     print(f"\n{'=' * 100}\nCapture benchmark  ({command})")
     print(f"machine: {info['nproc']} cores, {info['memory_gib']} GiB, {info['jj']}, "
           f"Python {info['python']}, Linux {info['kernel']}; whole run {total_s:.0f}s")
+    print(f"load average (1, 5, 15 min): {info['loadavg_at_start']} at start, "
+          f"{info.get('loadavg_at_end')} at end")
     print("\nProcess floor, median / p90 ms (size independent):")
     for s in base.values():
         print(f"  {s.name:<40} {s.cell()}")
@@ -37,10 +39,10 @@ def print_report(command: str, info: dict[str, Any], base: dict[str, Samples],
 def _per_capture(results: list[SizeResult]) -> None:
     names = list(results[0].samples) if results else []
     print("\nOne capture after a one-file edit, median / p90 ms:")
-    print(f"  {'files':>8} {'reps':>4}  " + "  ".join(f"{n:>23}" for n in names))
-    for r in results:
-        cells = "  ".join(f"{r.samples[n].cell():>23}" for n in names)
-        print(f"  {r.n_files:>8,} {r.reps:>4}  {cells}")
+    print(f"  {'':<28}" + "".join(f"{f'{r.n_files:,} files ({r.reps} reps)':>24}"
+                                  for r in results))
+    for name in names:
+        print(f"  {name:<28}" + "".join(f"{r.samples[name].cell():>24}" for r in results))
 
 
 def _med(r: SizeResult, name: str) -> float:
