@@ -78,7 +78,11 @@ class WatchManager:
             self._teardown(old, final=True)
         watch = Watch(spec, capture=self.capture, on_missing=self._report_missing)
         watch.start()
-        self._arm(watch)
+        try:
+            self._arm(watch)
+        except BaseException:
+            watch.end(final=False)
+            raise
         # A baseline capture: records the tree as it is when watching starts,
         # and catches what changed while nothing watched (a service restart).
         watch.debouncer.touch()

@@ -12,12 +12,17 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from durability.watch_ignore import IgnoreRules
 
 __all__ = ["Poller", "fingerprint"]
+
+# A huge tree is polled less often: at least this many times the cost of one
+# walk between walks, so polling never takes more than ~10% of a core.
+_BUDGET = 10.0
 
 
 def fingerprint(worktree: Path, rules: IgnoreRules) -> str | None:
@@ -76,12 +81,16 @@ class Poller:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        last = fingerprint(self.worktree, self.rules)
-        while not self._stop.wait(self.interval_s):
-            now = fingerprint(self.worktree, self.rules)
+        last, cost = self._measure()
+        while not self._stop.wait(max(self.interval_s, _BUDGET * cost)):
+            now, cost = self._measure()
             if now is None:
                 self._on_missing()
                 return
             if now != last:
                 last = now
                 self._on_change()
+
+    def _measure(self) -> tuple[str | None, float]:
+        start = time.monotonic()
+        return fingerprint(self.worktree, self.rules), time.monotonic() - start

@@ -69,6 +69,8 @@ def answer(manager: WatchManager, req: WatchOp) -> dict[str, Any]:
         return protocol.error_response(exc.code, str(exc))
     except RuntimeError as exc:
         return protocol.error_response("service-unreachable", str(exc))
+    except OSError as exc:  # inotify refused the folder for another reason
+        return protocol.error_response("internal-error", f"cannot watch: {exc}")
 
 
 def _watch(manager: WatchManager, req: protocol.WatchReq) -> dict[str, Any]:
