@@ -302,3 +302,15 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def make_git_repo(path: Path, *, commit: bool = True) -> Path:
+    """A plain git repository (no jj) at ``path`` with one committed file, or
+    an unborn branch when ``commit`` is false."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    if commit:
+        (path / "README.md").write_text("hello\n")
+        git(path, "add", "README.md")
+        git(path, "commit", "-q", "-m", "init")
+    return path

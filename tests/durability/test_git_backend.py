@@ -25,20 +25,9 @@ from durability.config import Settings
 from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
 from durability.inprocess import lazy_store
 from engine import AttemptKey
-from tests.helpers import git, make_jj_repo
+from tests.helpers import git, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-g", "node", 0, 1)
-
-
-def make_git_repo(path: Path, *, commit: bool = True) -> Path:
-    """A plain git repository with one committed file (or an unborn branch)."""
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", "-b", "main")
-    if commit:
-        (path / "README.md").write_text("hello\n")
-        git(path, "add", "README.md")
-        git(path, "commit", "-q", "-m", "init")
-    return path
 
 
 def git_tree(worktree: Path, index_file: Path) -> str:
