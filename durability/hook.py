@@ -60,16 +60,26 @@ class _Hook:
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
         process exits right after (see ``spool.append_last_gap``)."""
-        with self.done:
+        # Held while writing: the watchdog, which exits the process next, waits
+        # for a gap being written instead of cutting it off (briefly, so that
+        # it still exits on time).
+        if not self.done.acquire(timeout=_MARGIN_S / 2 if last else -1):
+            return
+        try:
             if self.finished:
                 return
             self.finished = True
-        from durability import spool
+            self._write(reason, detail, last=last)
+        finally:
+            self.done.release()
 
-        record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
-                                  reason=reason, detail=detail, **self.fields)
-        append = spool.append_last_gap if last else spool.append_gap
+    def _write(self, reason: str, detail: str, *, last: bool) -> None:
         try:
+            from durability import spool
+
+            record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
+                                      reason=reason, detail=detail, **self.fields)
+            append = spool.append_last_gap if last else spool.append_gap
             append(paths.spool_dir(self.env), record)
         except Exception as exc:
             sys.stderr.write(f"durability: could not record gap {reason}: {exc}\n")
@@ -108,14 +118,39 @@ def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) ->
 
 
 def _give_up(hook: _Hook, budget_s: float) -> None:
-    from durability import proc
+    """The watchdog: past the budget, file a timeout gap, stop jj, exit 0."""
+    try:
+        _import_spool()
+        # Record first, keeping the spool locked until exit: the main thread,
+        # whose jj is killed next, must not file a second gap for this request.
+        hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
+        # Not imported means no jj was started; importing it here could race
+        # the main thread's imports (see _import_spool).
+        kill_all = getattr(sys.modules.get("durability.proc"), "kill_all", None)
+        if kill_all is not None:
+            kill_all()
+    except Exception as exc:  # the exit below must happen whatever failed
+        sys.stderr.write(f"durability: hook watchdog: {type(exc).__name__}: {exc}\n")
+    finally:
+        sys.stderr.flush()
+        os._exit(0)
 
-    # Record first, keeping the spool locked until exit: the main thread, whose
-    # jj is killed next, must not file a second gap for this request.
-    hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
-    proc.kill_all()
-    sys.stderr.flush()
-    os._exit(0)
+
+def _import_spool() -> None:
+    """Import the spool module from the watchdog thread.
+
+    The main thread may be importing modules the spool needs at this very
+    moment (its own gap, the in-process fallback); two threads importing
+    each other's dependencies can be handed a partially initialised module.
+    A failed import is undone, so trying again once the other is done works.
+    """
+    for _ in range(10):
+        try:
+            from durability import spool  # noqa: F401
+        except (ImportError, AttributeError):
+            time.sleep(0.02)
+        else:
+            return
 
 
 def _budget_ms(env: Mapping[str, str]) -> int:

@@ -229,6 +229,16 @@ def test_doctor_fails_when_jj_is_missing(tmp_path: Path) -> None:
     assert [c["ok"] for c in checks if c["name"] == "jj"] == [False]
 
 
+def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
+    real = tmp_path / "real-spool"
+    real.mkdir(mode=0o700)
+    Path(os.environ["DURABILITY_SPOOL_DIR"]).symlink_to(real)
+    done = cli("doctor")
+    assert done.returncode == 1
+    [spool_line] = [ln for ln in done.stdout.splitlines() if ln.split()[1] == "spool"]
+    assert spool_line.startswith("FAIL") and "symlink" in spool_line
+
+
 # -- bad input ---------------------------------------------------------------------
 
 BAD_ID_COMMANDS = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -297,6 +298,19 @@ def test_hanging_jj_is_bounded_by_the_hook_budget(repo: Path, tmp_path: Path,
     pid = int(pid_file.read_text())
     wait_for(lambda: _gone(pid), timeout=30)
     assert checkpoints("sess-hang") == []
+
+
+def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:
+    # Something listens on the socket and never answers (a wedged service).
+    sock_path = os.environ["DURABILITY_SOCKET"]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wedged:
+        wedged.bind(sock_path)
+        wedged.listen(8)
+        run_hook(hook_payload(repo, session_id="sess-wedged"), timeout=60,
+                 env={"DURABILITY_HOOK_TIMEOUT_MS": "1500"})
+    gap = one_gap("sess-wedged", "timeout")
+    assert gap["worktree"] == str(repo)
+    assert checkpoints("sess-wedged") == []
 
 
 # -- the fast path ---------------------------------------------------------------------
