@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import threading
 import uuid
 import warnings
@@ -24,6 +23,12 @@ from durability import spool
 from durability.capture import Outcome, write_gap
 from durability.config import Settings
 from durability.watch import Capture, Watch, WatchSpec
+from durability.watch_inotify import (
+    OverflowListener,
+    default_observer,
+    event_filter,
+    too_big_for_inotify,
+)
 from engine import Store
 
 __all__ = ["DEFAULT_POLL_S", "WatchManager"]
@@ -34,9 +39,6 @@ DEFAULT_POLL_S = 2.0
 # How often the housekeeper checks that watched worktrees still exist (a
 # renamed root sends no event).  One stat per watch: negligible.
 _CHECK_S = 5.0
-# Use at most this share of the user's inotify watches for one worktree; past
-# it the tree is polled (another watcher, an IDE, may need the rest).
-_INOTIFY_SHARE = 0.5
 _LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
 
 ObserverFactory = Callable[[], Any]
@@ -53,7 +55,7 @@ class WatchManager:
         self.settings = settings
         self._store = store
         self.registry = registry  # engine.watches.Watches, or None (foreground)
-        self._observer_factory = observer_factory or _default_observer
+        self._observer_factory = observer_factory or default_observer
         self._observer: Any = None
         self.poll_interval_s = poll_interval_s
         self._watches: dict[Path, Watch] = {}
@@ -61,7 +63,7 @@ class WatchManager:
         self._wake = threading.Condition()
         self._missing: list[Watch] = []
         self._closed = False
-        self._overflow = _OverflowListener(self.on_overflow)
+        self._overflow = OverflowListener(self.on_overflow)
         self._housekeeper = threading.Thread(target=self._housekeep, name="watch-housekeeper",
                                              daemon=True)
         self._housekeeper.start()
@@ -162,7 +164,7 @@ class WatchManager:
         if watch.spec.poll:
             watch.start_polling(self.poll_interval_s)
             return
-        too_big = _too_big_for_inotify(watch.spec.worktree)
+        too_big = too_big_for_inotify(watch.spec.worktree)
         if too_big:
             self._degraded(watch, too_big)
             watch.start_polling(self.poll_interval_s)
@@ -192,7 +194,7 @@ class WatchManager:
                 self._observer = observer
                 self._overflow.attach()
             return self._observer.schedule(handler, str(watch.spec.worktree), recursive=True,
-                                           event_filter=_event_filter())
+                                           event_filter=event_filter())
 
     def _teardown(self, watch: Watch, *, final: bool) -> Outcome | None:
         self._unschedule(watch)
@@ -255,60 +257,3 @@ class WatchManager:
         self._unschedule(watch)
         watch.end(final=False)
         self._end_missing_row(watch.spec)
-
-
-def _event_filter() -> list[Any]:
-    """The events a watch needs; opens, reads and folder mtimes are left to the
-    kernel, which then never queues them (less CPU, fewer overflows)."""
-    from watchdog import events as e
-
-    return [e.FileCreatedEvent, e.DirCreatedEvent, e.FileDeletedEvent, e.DirDeletedEvent,
-            e.FileMovedEvent, e.DirMovedEvent, e.FileModifiedEvent, e.FileClosedEvent,
-            e.FileAttribEvent]
-
-
-def _default_observer() -> Any:
-    from watchdog.observers import Observer
-
-    return Observer()
-
-
-def _too_big_for_inotify(worktree: Path) -> str | None:
-    """Why inotify cannot cover ``worktree`` (more folders than a fair share of
-    the user's watch limit), or None."""
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
-            limit = int(f.read().strip())
-    except (OSError, ValueError):
-        return None  # not Linux: no such limit
-    budget = int(limit * _INOTIFY_SHARE)
-    folders = 0
-    for _root, dirs, _files in os.walk(worktree):
-        folders += len(dirs)
-        if folders > budget:
-            return (f"{worktree} has more than {budget} folders, over half the inotify watch "
-                    f"limit ({limit}); polling instead")
-    return None
-
-
-class _OverflowListener(logging.Handler):
-    """watchdog reports a kernel queue overflow only in its log; listen there."""
-
-    _LOGGER = "watchdog.observers.inotify_c"
-
-    def __init__(self, callback: Callable[[], None]) -> None:
-        super().__init__(level=logging.WARNING)
-        self._callback = callback
-
-    def attach(self) -> None:
-        logger = logging.getLogger(self._LOGGER)
-        logger.addHandler(self)
-        if logger.getEffectiveLevel() > logging.WARNING:
-            logger.setLevel(logging.WARNING)
-
-    def detach(self) -> None:
-        logging.getLogger(self._LOGGER).removeHandler(self)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" in record.getMessage().lower():
-            threading.Thread(target=self._callback, name="watch-overflow", daemon=True).start()
