@@ -11,7 +11,6 @@ stdlib-only modules; the in-process fallback imports the rest on demand.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -217,7 +216,7 @@ def _identify(hook: _Hook, payload: dict[str, Any]) -> str | None:
         # twice; a deterministic id makes the second one a replay.
         basis = "\0".join([run_id, node_id, str(iteration), str(attempt), call_key,
                            str(payload.get("hook_event_name"))])
-        hook.request_id = "hook-" + hashlib.sha256(basis.encode()).hexdigest()[:32]
+        hook.request_id = "hook-" + ids.sha256_hex(basis.encode())[:32]
     return None
 
 
@@ -244,7 +243,7 @@ def _call_key(payload: dict[str, Any]) -> str | None:
         return None
     call = json.dumps([payload.get("tool_name"), payload.get("tool_input")], sort_keys=True,
                       default=str)
-    return f"gemini:{stamp[:64]}:{hashlib.sha256(call.encode()).hexdigest()[:16]}"
+    return f"gemini:{stamp[:64]}:{ids.sha256_hex(call.encode())[:16]}"
 
 
 def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, str]:
