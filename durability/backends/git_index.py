@@ -30,8 +30,11 @@ from durability.backends.git_repo import open_worktree
 
 __all__ = ["WorktreeIndex"]
 
+# UPDATE_INDEX: when an entry's stat data is stale but its content turns out
+# unchanged (a seeded entry, a touched file), libgit2 refreshes the entry's
+# stat data in the private index, so the next scan does not hash it again.
 _SCAN_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
-               | DiffOption.INCLUDE_TYPECHANGE)
+               | DiffOption.INCLUDE_TYPECHANGE | DiffOption.UPDATE_INDEX)
 # A change to any of these can change what every other path stages to.
 _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 

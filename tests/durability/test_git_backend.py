@@ -368,3 +368,19 @@ def test_missing_and_broken_worktrees(tmp_path: Path, grepo: Path) -> None:
     with pytest.raises(GitFailed) as info:
         GitBackend().snapshot(grepo, [stamp(seq=2)])
     assert info.value.code == "git-failed"
+
+
+def test_seeded_entries_get_their_stat_data_on_the_first_scan(grepo: Path) -> None:
+    """Entries copied from the user's index carry no stat data; the first scan
+    must record it, or every later full scan would hash every tracked file."""
+    for i in range(5):
+        (grepo / f"t{i}.txt").write_text(f"tracked {i}\n")
+    git(grepo, "add", ".")
+    GitBackend().snapshot(grepo, [stamp(seq=1)])
+    [private] = (grepo / ".git" / "durability").iterdir()
+    env = {**os.environ, "GIT_INDEX_FILE": str(private)}
+    listing = subprocess.run(["git", "-C", str(grepo), "ls-files", "--debug"], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    sizes = [line.split("size: ")[1].split()[0] for line in listing.splitlines()
+             if "size: " in line]
+    assert len(sizes) == 6 and "0" not in sizes
