@@ -143,6 +143,16 @@ def test_non_socket_at_socket_path_is_left_alone(tmp_path: Path, sock: Path, kin
     assert sock.is_symlink() == (kind == "symlink")
 
 
+def test_serve_detach_reports_why_the_service_did_not_start(sock: Path) -> None:
+    sock.write_text("keep me\n")
+    done = cli("serve", "--detach", timeout=60)
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("durability: ") and "insecure-path" in done.stderr
+    assert done.stdout == ""
+    assert sock.read_text() == "keep me\n"
+
+
 def test_sigterm_shuts_down_cleanly_and_removes_socket(tmp_path: Path, sock: Path) -> None:
     svc = start_service(tmp_path)
     assert sock.exists()
