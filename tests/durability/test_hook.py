@@ -197,6 +197,13 @@ def test_input_that_is_not_an_object_is_one_gap(raw: bytes) -> None:
     one_gap("_invalid", "bad-hook-input")
 
 
+@pytest.mark.parametrize("raw", [b"[1]", b'{"session_id": "sess-other", "cwd'])
+def test_unreadable_input_is_filed_under_the_environment_run(raw: bytes) -> None:
+    run_hook(raw=raw, env={"DURABILITY_RUN_ID": "run-from-env"})
+    one_gap("run-from-env", "bad-hook-input")
+    assert spool_lines("sess-other") == [] and spool_lines("_invalid") == []
+
+
 def test_oversized_input_is_one_gap(repo: Path) -> None:
     head = json.dumps(hook_payload(repo, session_id="sess-big"))[:-1]
     pad = b"x" * (hook_module.MAX_INPUT_BYTES + 10)
