@@ -81,7 +81,10 @@ def ensure_private_dir(path: Path) -> Path:
         pass
     except OSError as exc:
         raise InsecurePath(f"cannot create {path}: {exc.strerror}") from exc
-    st = os.lstat(path)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:  # a parent that exists but is not a folder
+        raise InsecurePath(f"cannot create {path}: {exc.strerror}") from exc
     if stat.S_ISLNK(st.st_mode):
         raise InsecurePath(f"{path} is a symlink; refusing to use it")
     if not stat.S_ISDIR(st.st_mode):

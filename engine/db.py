@@ -26,7 +26,10 @@ BUSY_TIMEOUT_MS = 10_000
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open ``path`` with the pragmas every connection needs."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
+        raise StoreUnavailable(f"cannot create {path.parent}: {exc.strerror}") from exc
     old = os.umask(0o077)  # the database holds paths and labels: owner only
     try:
         conn = sqlite3.connect(

@@ -239,6 +239,28 @@ def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
     assert spool_line.startswith("FAIL") and "symlink" in spool_line
 
 
+@pytest.mark.parametrize("args", [["gaps", "r"], ["snapshots", "r"], ["attempts", "r"],
+                                  ["restore", "r", "--node", "n"]])
+def test_unusable_state_folder_is_one_line_store_unavailable(tmp_path: Path,
+                                                             args: list[str]) -> None:
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("not a folder\n")
+    env = {**os.environ, "DURABILITY_HOME": str(blocker)}
+    one_line_error(cli(*args, env=env), "store-unavailable", 6)
+
+
+def test_snapshot_with_an_unusable_state_folder_fails_in_one_line(tmp_path: Path,
+                                                                  repo: Path) -> None:
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("not a folder\n")
+    env = {**os.environ, "DURABILITY_HOME": str(blocker)}
+    done = cli("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
+    assert done.returncode != 0
+    assert done.stderr.startswith("durability: ") and len(done.stderr.splitlines()) == 1
+    assert "Traceback" not in done.stderr
+    assert blocker.read_text() == "not a folder\n"
+
+
 # -- bad input ---------------------------------------------------------------------
 
 BAD_ID_COMMANDS = {
