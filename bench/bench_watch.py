@@ -132,10 +132,12 @@ def burst(store: Store, repo: Path, n: int) -> dict[str, Any]:
               "    (root / f'b{i:06}.txt').write_text(str(i))\n")
     subprocess.run([sys.executable, "-c", writer, str(repo / "burst"), str(n)], check=True)
     written = time.monotonic()
-    after = quiet(store, 2.0)
+    captured = wait_rows(store, before + 1)  # the capture of a big tree takes a while
+    after = quiet(store, 3.0)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     jj_cpu = (children.ru_utime + children.ru_stime) - (children0.ru_utime + children0.ru_stime)
     return {"files": n, "write_s": round(written - t0, 3),
+            "last_write_to_checkpoint_s": round(captured - written, 3),
             "watcher_cpu_s": round(time.process_time() - cpu0, 3),
             "children_cpu_s (jj, writer)": round(jj_cpu, 3),
             "checkpoints": after - before}
