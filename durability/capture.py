@@ -19,7 +19,7 @@ import filelock
 from durability import spool
 from durability.backends import Backend, Snapshot, Stamp, backend_for
 from durability.config import Settings
-from durability.errors import CaptureError, LockTimeout
+from durability.errors import CaptureError, DurabilityError, LockTimeout
 from durability.paths import ensure_private_dir
 from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
 
@@ -176,21 +176,25 @@ class Capturer:
 def write_gap(
     settings: Settings, record: dict[str, object], store: Callable[[], Store] | None = None
 ) -> bool:
-    """Spool a gap, then ingest it at once when the store is at hand."""
+    """Spool a gap, then ingest it at once when the store is at hand.
+
+    Whether the gap is on record: in the spool, or in the store when the
+    spool folder is unusable (insecure-path) but the store is not.
+    """
     try:
         spool.append_gap(settings.spool_dir, record)
-    except OSError:
-        return False
-    except CaptureError:
-        return False
+        spooled = True
+    except (OSError, DurabilityError):
+        spooled = False
     if store is not None:
         from durability.ingest import ingest_records
 
         try:
             ingest_records(store(), [record])
         except EngineError:
-            pass  # it is on record in the spool; the next ingest picks it up
-    return True
+            return spooled  # in the spool, the next ingest picks it up
+        return True
+    return spooled
 
 
 def _changed_paths(requests: list[CaptureRequest]) -> frozenset[str] | None:

@@ -142,6 +142,33 @@ def test_gaps_command_refuses_a_foreign_spool(spool_dir: Path, tmp_path: Path,
         assert s.gaps("run-p") == []
 
 
+def test_service_with_an_unusable_spool_still_answers_and_records(
+    spool_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real-spool"
+    real.mkdir(mode=0o700)
+    spool_dir.symlink_to(real)
+    monkeypatch.setenv("DURABILITY_BACKEND", "jj")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    svc = start_service(tmp_path)
+    try:
+        from durability import client
+
+        answer = client.call(svc.socket_path, {
+            "v": 1, "op": "capture", "request_id": "r-unspooled", "run_id": "run-u",
+            "node_id": "n", "worktree": str(plain), "source": "manual"}, timeout_s=60)
+    finally:
+        assert svc.stop() == 0
+    assert answer["ok"] is False and answer["error"]["code"] == "not-a-jj-repo"
+    # The spool could not take it; the store did.
+    assert answer["gap_recorded"] is True
+    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as s:
+        assert [g.request_id for g in s.gaps("run-u")] == ["r-unspooled"]
+    assert list(real.iterdir()) == []
+    assert "Traceback" not in svc.log()
+
+
 # -- torn lines and ingestion ---------------------------------------------------------
 
 
