@@ -20,6 +20,7 @@ from typing import Any
 from durability.capture import CaptureRequest, Outcome
 from durability.watch_debounce import Debouncer
 from durability.watch_ignore import IgnoreRules
+from durability.watch_paths import ChangedPaths
 from durability.watch_poll import Poller
 from engine import AttemptKey
 
@@ -61,6 +62,7 @@ class Watch:
                  on_missing: Callable[[Watch], None]) -> None:
         self.spec = spec
         self.rules = IgnoreRules(spec.worktree)
+        self.changed = ChangedPaths(spec.worktree, self.rules)
         self.mode = "inotify"
         self.captures = 0
         self.last_outcome: Outcome | None = None
@@ -80,6 +82,7 @@ class Watch:
     def start_polling(self, interval_s: float) -> None:
         """Fall back to polling (watch limits reached, or asked for)."""
         self.mode = "poll"
+        self.changed.enabled = False  # a poll cannot say what changed
         self.poller = Poller(self.spec.worktree, self.rules, interval_s=interval_s,
                              on_change=self.debouncer.touch, on_missing=self.report_missing,
                              name=f"watch-poll:{self.spec.worktree}")
@@ -92,15 +95,19 @@ class Watch:
         if event.is_directory and event.event_type in ("modified", "closed", "attrib"):
             return  # a folder's own mtime: its child's event says what changed
         src = _text(event.src_path)
+        if self.changed.is_barrier(src):
+            return
         if event.event_type == "deleted" and src == str(self.spec.worktree):
             self.report_missing()
             return
-        for path in (src, _text(getattr(event, "dest_path", ""))):
-            if path and self.rules.triggers(path, is_dir=event.is_directory):
-                if os.path.basename(path) == ".gitignore":
-                    self.rules.forget()
-                self.debouncer.touch()
-                return
+        ends = (src, _text(getattr(event, "dest_path", "")))
+        triggering = [p for p in ends if p and self.rules.triggers(p, is_dir=event.is_directory)]
+        if not triggering:
+            return
+        if any(os.path.basename(p) == ".gitignore" for p in triggering):
+            self.rules.forget()
+        self.changed.add(ends)  # both ends of a move, even an ignored one
+        self.debouncer.touch()
 
     def alive(self) -> bool:
         """Whether the worktree folder is still the one being watched."""
@@ -121,10 +128,13 @@ class Watch:
 
     def _fire(self, reason: str) -> None:
         request = CaptureRequest(key=self.spec.key, worktree=self.spec.worktree, source="watch",
-                                 request_id=f"watch-{uuid.uuid4()}", label=f"watch {reason}")
+                                 request_id=f"watch-{uuid.uuid4()}", label=f"watch {reason}",
+                                 changed_paths=self.changed.take())
         outcome = self._capture(request)
         self.captures += 1
         self.last_outcome = outcome
+        if not outcome.ok:
+            self.changed.lost()  # what it would have captured is unknown again
         if outcome.error_code == "worktree-missing" and reason != "final":
             self.report_missing()
 

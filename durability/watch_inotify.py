@@ -57,9 +57,10 @@ class OverflowListener(logging.Handler):
 
     _LOGGER = "watchdog.observers.inotify_c"
 
-    def __init__(self, callback: Callable[[], None]) -> None:
+    def __init__(self, callback: Callable[[], None], at_once: Callable[[], None]) -> None:
         super().__init__(level=logging.WARNING)
         self._callback = callback
+        self._at_once = at_once
 
     def attach(self) -> None:
         logger = logging.getLogger(self._LOGGER)
@@ -72,4 +73,7 @@ class OverflowListener(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if "overflow" in record.getMessage().lower():
+            # On watchdog's reader thread, before it reads any later event: an
+            # event barrier can then never vouch for paths the overflow lost.
+            self._at_once()
             threading.Thread(target=self._callback, name="watch-overflow", daemon=True).start()

@@ -63,7 +63,7 @@ class WatchManager:
         self._wake = threading.Condition()
         self._missing: list[Watch] = []
         self._closed = False
-        self._overflow = OverflowListener(self.on_overflow)
+        self._overflow = OverflowListener(self.on_overflow, self._events_lost)
         self._housekeeper = threading.Thread(target=self._housekeep, name="watch-housekeeper",
                                              daemon=True)
         self._housekeeper.start()
@@ -150,8 +150,16 @@ class WatchManager:
             self._observer = None
         self._overflow.detach()
 
+    def _events_lost(self) -> None:
+        """No watch may name its changed paths until its next full scan."""
+        with self._lock:
+            watches = list(self._watches.values())
+        for watch in watches:
+            watch.changed.lost()
+
     def on_overflow(self) -> None:
         """The kernel dropped events: capture every inotify watch's whole tree."""
+        self._events_lost()
         with self._lock:
             watches = [w for w in self._watches.values() if w.mode == "inotify"]
         for watch in watches:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from durability import client
-from durability.capture import Capturer
+from durability.capture import Capturer, CaptureRequest, Outcome
 from durability.coalesce import Coalescer
 from durability.config import Settings
 from durability.ingest import ingest_spool
@@ -32,7 +32,17 @@ from durability.watch_manager import WatchManager
 from durability.watch_service import coalesced_capture
 from engine import AttemptKey, Checkpoint, Store
 from engine.watches import Watches
-from tests.helpers import cli, cli_json, durability_exe, jj, make_jj_repo, start_service, wait_for
+from tests.helpers import (
+    cli,
+    cli_json,
+    durability_exe,
+    git,
+    jj,
+    make_git_repo,
+    make_jj_repo,
+    start_service,
+    wait_for,
+)
 
 RUN = "run-w"
 
@@ -375,3 +385,41 @@ def test_idle_watch_takes_no_cpu(manager: Any, settings: Settings, repo: Path) -
     # No busy loop: the settle thread sleeps on its condition variable.
     assert time.process_time() - cpu < 0.2
     assert os.path.isdir(repo)
+
+
+def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path: Path) -> None:
+    """The watcher-informed capture (docs/GIT_BACKEND.md): paths only when no
+    event can have been lost, and the checkpoint still holds every change."""
+    grepo = make_git_repo(tmp_path / "g").resolve()
+    store = Store(settings.db_path)
+    capturer = Capturer(settings=settings, store=lambda: store)
+    coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=60))
+    seen: list[CaptureRequest] = []
+    inner = coalesced_capture(coalescer)
+
+    def capture(request: CaptureRequest) -> Outcome:
+        seen.append(request)
+        return inner(request)
+
+    manager = WatchManager(capture=capture, settings=settings, store=lambda: store)
+    try:
+        watch = manager.add(_spec(grepo))
+        wait_for(lambda: watch.captures >= 1)
+        assert seen[0].changed_paths is None  # the first request scans everything
+        (grepo / "src").mkdir()
+        (grepo / "src" / "a.py").write_text("a = 1\n")
+        (grepo / "README.md").rename(grepo / "READ.md")
+        wait_for(lambda: watch.captures >= 2)
+        named = seen[1].changed_paths
+        assert named is not None and {"src/a.py", "README.md", "READ.md"} <= named
+        tree = git(grepo, "ls-tree", "-r", "--name-only", _rows(settings)[-1].commit_id).stdout
+        assert tree.split() == ["READ.md", "src/a.py"]
+        logging.getLogger("watchdog.observers.inotify_c").warning(
+            "Inotify queue overflowed; filesystem events were lost")
+        wait_for(lambda: watch.captures >= 3)
+        assert seen[2].changed_paths is None  # events may have been lost
+        assert not list((grepo / ".git").glob("durability-barrier-*"))
+    finally:
+        manager.close(final=False)
+        coalescer.close()
+        store.close()
