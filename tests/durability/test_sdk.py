@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from claude_agent_sdk import (
     ClaudeAgentOptions,
+    ClaudeSDKClient,
     HookContext,
     HookMatcher,
     PostToolUseFailureHookInput,
     PostToolUseHookInput,
+    Transport,
 )
 
 import durability
@@ -102,3 +106,68 @@ def test_hook_matchers_plug_into_claude_agent_options(repo: Path) -> None:
 def test_callbacks_are_coroutines_the_sdk_can_await(event: str) -> None:
     [matcher] = hook_matchers()[event]  # type: ignore[index]
     assert asyncio.iscoroutinefunction(matcher.hooks[0])
+
+
+class FakeCLI(Transport):
+    """The Claude Code side of the SDK's control protocol, in memory: it
+    answers ``initialize`` and then reports one tool call to the hooks the SDK
+    registered, as the CLI does after running a tool."""
+
+    def __init__(self) -> None:
+        self.to_sdk: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.hooks: dict[str, Any] = {}
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.answered = asyncio.Event()
+
+    async def connect(self) -> None:
+        return None
+
+    async def write(self, data: str) -> None:
+        for line in data.splitlines():
+            message = json.loads(line)
+            if message.get("type") == "control_request" and \
+                    message["request"]["subtype"] == "initialize":
+                self.hooks = message["request"]["hooks"] or {}
+                await self.to_sdk.put({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": message["request_id"], "response": {}}})
+            elif message.get("type") == "control_response":
+                self.answers[message["response"]["request_id"]] = message["response"]
+                self.answered.set()
+
+    async def read_messages(self) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+        while (message := await self.to_sdk.get()) is not None:
+            yield message
+
+    async def report_tool_call(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        callback_id = self.hooks[event][0]["hookCallbackIds"][0]
+        await self.to_sdk.put({"type": "control_request", "request_id": "cli-1", "request": {
+            "subtype": "hook_callback", "callback_id": callback_id, "input": payload,
+            "tool_use_id": payload["tool_use_id"]}})
+        await asyncio.wait_for(self.answered.wait(), 60)
+        return self.answers["cli-1"]
+
+    async def end_input(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        await self.to_sdk.put(None)
+
+    def is_ready(self) -> bool:
+        return True
+
+
+def test_the_sdk_dispatches_a_tool_call_to_the_callback(settings: Settings, repo: Path) -> None:
+    (repo / "notes.md").write_text("via the control protocol\n")
+    payload = dict(_post(repo, tool_use_id="toolu_wire"))
+
+    async def session() -> dict[str, Any]:
+        cli_side = FakeCLI()
+        options = ClaudeAgentOptions(cwd=str(repo), hooks=hook_matchers())  # type: ignore[arg-type]
+        async with ClaudeSDKClient(options=options, transport=cli_side):
+            assert set(cli_side.hooks) == {"PostToolUse", "PostToolUseFailure"}
+            return await cli_side.report_tool_call("PostToolUse", payload)
+
+    answer = asyncio.run(session())
+    assert answer == {"subtype": "success", "request_id": "cli-1", "response": {}}
+    [row] = _rows(settings, "sess-sdk")
+    assert (row.tool_use_id, row.label) == ("toolu_wire", "Write notes.md")
