@@ -57,6 +57,7 @@ class WorktreeIndex:
         #: the benchmark check that informed captures really are informed).
         self.last_scan = ""
         self._rules = self._rule_stamp()
+        self._submodules: list[str] = []
 
     # -- scanning ------------------------------------------------------------
 
@@ -72,6 +73,7 @@ class WorktreeIndex:
         else:
             self._stage_all()
             self.index.write()
+            self._submodules = self.repo.listall_submodules()
             self.scanned = True
             self.last_scan = "full"
         self._rules = rules
@@ -87,9 +89,14 @@ class WorktreeIndex:
         descends only into the folders named, so the cost follows the paths,
         not the size of the tree.
         """
-        cleaned = sorted({c for c in map(_clean, paths) if c is not None})
+        cleaned = {c for c in map(_clean, paths) if c is not None}
+        # A submodule's HEAD moves inside the superproject's .git (modules/),
+        # where a watcher does not look: its gitlink is always rechecked (one
+        # HEAD read each), and a path inside it stands for the submodule.
+        for sub in self._submodules:
+            cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
         if cleaned:
-            self._apply(_diff_paths(self.repo, self.index, cleaned))
+            self._apply(_diff_paths(self.repo, self.index, sorted(cleaned)))
 
     def _apply(self, diff: pygit2.Diff) -> None:
         for delta in diff.deltas:

@@ -384,3 +384,23 @@ def test_seeded_entries_get_their_stat_data_on_the_first_scan(grepo: Path) -> No
     sizes = [line.split("size: ")[1].split()[0] for line in listing.splitlines()
              if "size: " in line]
     assert len(sizes) == 6 and "0" not in sizes
+
+
+def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: Path) -> None:
+    """A submodule's HEAD lives in the superproject's .git/modules/, which a
+    watcher does not report: informed captures recheck every gitlink."""
+    upstream = make_git_repo(tmp_path / "upstream")
+    first = git(upstream, "rev-parse", "HEAD").stdout.strip()
+    (upstream / "more.txt").write_text("more\n")
+    git(upstream, "add", "more.txt")
+    git(upstream, "commit", "-q", "-m", "more")
+    git(grepo, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+        str(upstream), "sub")
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(seq=1)])
+    git(grepo / "sub", "checkout", "-q", first)
+    snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"sub/more.txt"})
+    assert worktree_index(grepo).last_scan == "paths"
+    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    assert str(tree["sub"].id) == first
+    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
