@@ -45,8 +45,13 @@ def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> Watch
     def get_store() -> Store:
         return store() if callable(store) else store  # type: ignore[no-any-return]
 
+    try:
+        registry: Watches | None = Watches(settings.db_path)
+    except EngineError as exc:  # the service still captures; watches are not kept
+        log.warning("watches will not be recorded: %s", exc)
+        registry = None
     manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings,
-                           store=get_store, registry=Watches(settings.db_path))
+                           store=get_store, registry=registry)
     try:
         resumed = manager.resume()
     except (EngineError, OSError, CaptureError) as exc:
