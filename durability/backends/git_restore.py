@@ -54,6 +54,7 @@ def plan_restore(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
     plan = Plan([], [])
     for delta in current.diff_to_tree(target).deltas:
         old, new = _entry(delta.old_file), _entry(delta.new_file)
+        _check_safe(new.path)
         if delta.status == DeltaStatus.ADDED:
             plan.writes.append((None, new))
         elif delta.status == DeltaStatus.DELETED:
@@ -76,6 +77,15 @@ def restore_tree(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
     for old, new in sorted(plan.writes, key=lambda w: w[1].path):
         _write(state.repo, root, old, new)
     return plan
+
+
+def _check_safe(path: str) -> None:
+    """A tree read from the repository could name ``..`` or ``.git``: such a
+    path is never written (captures never produce one)."""
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+        raise RestoreError(f"nothing restored: the checkpoint names an unsafe path {path!r}",
+                           code="restore-conflict")
 
 
 def _entry(file: pygit2.DiffFile) -> _Entry:

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import stat
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,3 +235,28 @@ def test_plain_folder_is_not_a_repo_for_the_hook(tmp_path: Path) -> None:
     assert done.returncode == 0 and "not-a-repo" in done.stderr
     gaps = cli_json("gaps", "run-p")
     assert [g["reason"] for g in gaps] == ["not-a-repo"]
+
+
+def test_a_tree_naming_dot_git_is_never_written(grepo: Path) -> None:
+    """Checkpoints come from captures, which never hold .git; a crafted
+    commit in a checkpoint's place still cannot write into .git (libgit2
+    refuses to build such a tree, git mktree does not)."""
+    from durability.backends.git import GitBackend
+
+    def mktree(line: str) -> str:
+        done = subprocess.run(["git", "-C", str(grepo), "mktree"], input=line + "\n",
+                              capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    blob = subprocess.run(["git", "-C", str(grepo), "hash-object", "-w", "--stdin"],
+                          input="#!/bin/sh\necho owned\n", capture_output=True, text=True,
+                          check=True).stdout.strip()
+    hooks = mktree(f"100755 blob {blob}\tpost-checkout")
+    dotgit = mktree(f"040000 tree {hooks}\thooks")
+    top = mktree(f"040000 tree {dotgit}\t.git")
+    crafted = git(grepo, "commit-tree", top, "-m", "crafted").stdout.strip()
+    with pytest.raises(RestoreError) as info:
+        GitBackend().restore(grepo, crafted)
+    assert info.value.code == "restore-conflict" and ".git" in str(info.value)
+    assert not (grepo / ".git" / "hooks" / "post-checkout").exists()
+    assert (grepo / "README.md").exists()
