@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchkit import Bench, Samples, StubService, timed
+from benchkit import Bench, Samples, StubService, timed, timed_cpu
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("raw jj util snapshot", "jj log -r @", "in-process Capturer", "service call",
@@ -76,7 +76,7 @@ class Runner:
         """One sample of every column, each after its own one-file edit."""
         b, repo = self.bench, self.repo
         b.edit_one(repo, self.n)
-        result.col(COLUMNS[0]).add(timed(b.jj_argv(repo, "util", "snapshot"), env=b.env)[0])
+        result.col(COLUMNS[0]).add(*timed_cpu(b.jj_argv(repo, "util", "snapshot"), env=b.env))
         b.edit_one(repo, self.n)
         result.col(COLUMNS[1]).add(timed(b.jj_argv(
             repo, "log", "-r", "@", "--no-graph", "-T", 'commit_id ++ " " ++ change_id'),
@@ -88,8 +88,8 @@ class Runner:
         b.edit_one(repo, self.n)
         result.col(COLUMNS[3]).add(self._socket_call(f"bench-svc-{self.n}"))
         path = b.edit_one(repo, self.n)
-        result.col(COLUMNS[4]).add(timed([b.durability, "snapshot-hook"], env=b.env,
-                                         stdin=self._payload(path))[0])
+        result.col(COLUMNS[4]).add(*timed_cpu([b.durability, "snapshot-hook"], env=b.env,
+                                              stdin=self._payload(path)))
         b.edit_one(repo, self.n)
         genv = b.git_env(self.n)
         add_s = timed([b.git, "-C", str(repo), "add", "-A"], env=genv)[0]
@@ -268,7 +268,7 @@ def floor(bench: Bench, reps: int) -> dict[str, Samples]:
     with StubService(bench.root / "stub.sock"):
         for _ in range(reps):
             for name, (argv, stdin) in runs.items():
-                out[name].add(timed(argv, env=stub_env, stdin=stdin)[0])
+                out[name].add(*timed_cpu(argv, env=stub_env, stdin=stdin))
     return out
 
 
@@ -294,8 +294,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000,10000,100000",
                         help="comma-separated file counts (default: %(default)s)")
-    parser.add_argument("--reps", type=int, default=None,
-                        help="repetitions per size (default: 15, or 7 from 100,000 files)")
+    parser.add_argument("--reps", type=int, default=15,
+                        help="repetitions per size (default: %(default)s)")
     parser.add_argument("--concurrency", type=int, default=16,
                         help="simultaneous hook calls (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3,
@@ -312,7 +312,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.sizes = [int(x.replace("_", "")) for x in args.sizes.split(",") if x.strip()]
     except ValueError:
         parser.error("--sizes takes comma-separated whole numbers")
-    if not args.sizes or min(args.sizes) < 10 or (args.reps is not None and args.reps < 1):
+    if not args.sizes or min(args.sizes) < 10 or args.reps < 1:
         parser.error("sizes must be >= 10 files and --reps >= 1")
     return args
 
@@ -334,8 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.start_service()
         base = floor(bench, 20)
         for n in args.sizes:
-            reps = args.reps or (15 if n < 100_000 else 7)
-            results.append(measure(bench, n, reps, args.concurrency, args.rounds))
+            results.append(measure(bench, n, args.reps, args.concurrency, args.rounds))
     finally:
         bench.stop_service()
         shutil.rmtree(root, ignore_errors=True)
