@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Bench", "Samples", "StubService", "find_tool", "timed"]
+__all__ = ["Bench", "Samples", "StubService", "find_tool", "timed", "timed_cpu"]
 
 # A generous ceiling per command: the first snapshot of 100,000 files on a
 # slow disk takes tens of seconds.
@@ -46,9 +47,18 @@ class Samples:
 
     name: str
     ms: list[float] = field(default_factory=list)
+    #: CPU time (user + system) of the timed process, when known: unlike wall
+    #: time it barely moves when other work shares the machine.
+    cpu_ms: list[float] = field(default_factory=list)
 
-    def add(self, seconds: float) -> None:
+    def add(self, seconds: float, cpu_seconds: float | None = None) -> None:
         self.ms.append(seconds * 1000)
+        if cpu_seconds is not None:
+            self.cpu_ms.append(cpu_seconds * 1000)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_ms) if self.cpu_ms else math.nan
 
     @property
     def median(self) -> float:
@@ -66,8 +76,11 @@ class Samples:
         return f"{self.median:7.1f} / {self.p90:7.1f}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"median_ms": round(self.median, 2), "p90_ms": round(self.p90, 2),
-                "samples_ms": [round(x, 2) for x in self.ms]}
+        out = {"median_ms": round(self.median, 2), "p90_ms": round(self.p90, 2),
+               "samples_ms": [round(x, 2) for x in self.ms]}
+        if self.cpu_ms:
+            out["cpu_median_ms"] = round(self.cpu_median, 2)
+        return out
 
 
 def timed(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None,
@@ -82,6 +95,16 @@ def timed(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = Non
         sys.exit(f"bench: {' '.join(argv)} exited {done.returncode}: "
                  f"{done.stderr.decode(errors='replace').strip()[:500]}")
     return elapsed, done
+
+
+def timed_cpu(argv: Sequence[str], *, env: Mapping[str, str],
+              stdin: bytes | None = None) -> tuple[float, float]:
+    """As ``timed``: (wall seconds, CPU seconds of the process and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, _ = timed(argv, env=env, stdin=stdin)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 class Bench:
