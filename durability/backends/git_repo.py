@@ -85,10 +85,10 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
         index = repo.index
         if fresh:
             _seed(repo, index)
-        # Written once before any staging: libgit2 judges an entry "racily
-        # clean" against the time the index file was last read or written,
-        # and an index never read or written has no such time at all.
-        index.write()
+            # Written before any staging: libgit2 judges an entry "racily
+            # clean" against the time the index file was last read or
+            # written, and an index never read or written has no such time.
+            index.write()
     except (pygit2.GitError, OSError) as exc:
         raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
     return repo, index

@@ -404,3 +404,31 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert str(tree["sub"].id) == first
     assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+
+
+def test_concurrent_captures_of_one_worktree_are_serialised(grepo: Path,
+                                                           tmp_path: Path) -> None:
+    """Threads sharing the open state (the service's case) never interleave a
+    capture: every one succeeds, and the last one sees the final tree."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for j in range(10):
+                (grepo / f"t{i}-{j}.txt").write_text(f"{i} {j}\n")
+                GitBackend().snapshot(grepo, [stamp(AttemptKey("run-t", f"n{i}", 0, 1))])
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    final = GitBackend().snapshot(grepo, [stamp(seq=1)])
+    assert tree_of(grepo, final.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert len([r for r in pygit2.Repository(str(grepo)).references
+                if r.startswith(PIN_PREFIX)]) == 5
