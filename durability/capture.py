@@ -19,7 +19,7 @@ import filelock
 from durability import spool
 from durability.backends import Backend, Snapshot, Stamp, backend_for
 from durability.config import Settings
-from durability.errors import CaptureError, DurabilityError, LockTimeout
+from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.paths import ensure_private_dir
 from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
 
@@ -90,11 +90,20 @@ class Capturer:
         """One snapshot of the requests' worktree answers all of them."""
         worktree = requests[0].worktree
         try:
-            with self.lock(worktree, lock_timeout_s):
-                return self.capture_locked(requests)
+            lock = self.lock(worktree, lock_timeout_s)
+            lock.acquire()
         except filelock.Timeout:
             err = LockTimeout(f"worktree {worktree} stayed locked for {lock_timeout_s:g}s")
             return [self.fail(r, err) for r in requests]
+        except (InsecurePath, OSError) as exc:
+            # The lock folder lives in the state folder: if it cannot be made,
+            # neither can the record.
+            unusable = DurabilityError(f"state folder unusable: {exc}", code="store-unavailable")
+            return [self.fail(r, unusable) for r in requests]
+        try:
+            return self.capture_locked(requests)
+        finally:
+            lock.release()
 
     def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
         """As ``capture``, for a caller that already holds the worktree lock."""

@@ -258,7 +258,20 @@ class Service:
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
             return watch_service.answer(self.watcher, req)
-        return protocol.outcome_response(self._capture(req))
+        try:
+            return protocol.outcome_response(self._capture(req))
+        except Exception as exc:  # a bug must still be answered, and be on record
+            log.exception("capture of %s failed unexpectedly", req.worktree)
+            return protocol.outcome_response(self._internal_error(req, exc))
+
+    def _internal_error(self, req: protocol.CaptureReq, exc: Exception) -> Outcome:
+        assert self.capturer is not None
+        request = CaptureRequest(
+            key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
+            worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
+            tool_use_id=req.tool_use_id, label=req.label)
+        error = DurabilityError(f"{type(exc).__name__}: {exc}", code="internal-error")
+        return self.capturer.fail(request, error)
 
     def _capture(self, req: protocol.CaptureReq) -> Outcome:
         assert self.capturer is not None and self.coalescer is not None
