@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from durability import ids
+from tests.helpers import cli
 
 # Each of these was measured on the fast path at 3-9 ms (or pulls in the
 # third-party stack the fallback needs); none is needed when the service answers.
@@ -36,3 +37,13 @@ def test_safe_filename_of_an_odd_id_is_stable() -> None:
     digest = hashlib.sha256(b"../../x").hexdigest()[:12]
     assert name == f"_.._x-{digest}"
     assert "/" not in name
+
+
+def test_the_installed_hook_flushes_its_reason_before_its_fast_exit() -> None:
+    # __main__ leaves through os._exit to skip the interpreter's teardown;
+    # the one-line reason on stderr must still reach the harness.
+    done = cli("snapshot-hook", input=b'{"session_id": "sess-exit", "cwd": "/tmp", "tool_')
+    assert done.returncode == 0
+    assert done.stdout == ""
+    assert "bad-hook-input" in done.stderr
+    assert done.stderr.endswith("\n")
