@@ -66,6 +66,10 @@ def restore(
     root = resolve_worktree(worktree or target.worktree)
     capturer = Capturer(settings=settings, store=store_get, env=env)
     with capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
+        # A commit the target's repository does not hold can never be
+        # restored: refuse before the pre-restore capture, which would file a
+        # row (and move jj_pointer) for a worktree the attempt never used.
+        want = capturer.backend(root).tree_id(root, target.commit_id)
         pre = capturer.capture_locked([CaptureRequest(
             key=target.key, worktree=root, source="pre-restore",
             request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
@@ -76,13 +80,12 @@ def restore(
         assert pre.seq is not None and pre.commit_id is not None
         backend = capturer.backend(root)
         backend.restore(root, target.commit_id)
-        _verify(backend, root, target)
+        _verify(backend, root, target, want)
     return Restored(str(root), target, pre.seq, pre.commit_id)
 
 
-def _verify(backend: Backend, root: Path, target: Checkpoint) -> None:
+def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None:
     now = backend.snapshot(root)
-    want = backend.tree_id(root, target.commit_id)
     got = backend.tree_id(root, now.commit_id)
     if want != got:
         raise RestoreError(
