@@ -278,7 +278,13 @@ def _label(payload: dict[str, Any], root: Path) -> str | None:
             value = tool_input.get(key)
             if isinstance(value, str) and value:
                 try:
-                    value = os.path.relpath(value, root) if os.path.isabs(value) else value
+                    if os.path.isabs(value):
+                        # The root is a real path; the payload's may go through
+                        # a symlink (the cwd as the user reached it).
+                        rel = os.path.relpath(value, root)
+                        if rel.startswith(".."):
+                            rel = os.path.relpath(os.path.realpath(value), root)
+                        value = rel
                 except ValueError:
                     pass
                 return f"{tool} {value}"[:1000]

@@ -137,6 +137,18 @@ def test_without_service_captures_in_process(repo: Path) -> None:
     assert cli_json("gaps", "sess-local") == []
 
 
+def test_label_is_relative_to_the_root_when_cwd_is_a_symlink(repo: Path, tmp_path: Path) -> None:
+    # Claude Code reports the cwd as the user typed it (macOS /tmp is one):
+    # the label names the file inside the worktree, not a way around it.
+    link = tmp_path / "via-link"
+    link.symlink_to(repo)
+    payload = hook_payload(link, session_id="sess-link", tool_use_id="toolu_L",
+                           tool_name="Edit", file_path=str(link / "README.md"))
+    run_hook(payload)
+    [row] = checkpoints("sess-link")
+    assert (row.worktree, row.label) == (str(repo.resolve()), "Edit README.md")
+
+
 def test_identity_from_environment_overrides_session(service: ServiceProcess,
                                                      repo: Path) -> None:
     payload = hook_payload(repo, session_id="sess-ignored", tool_use_id="toolu_04")
