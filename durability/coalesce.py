@@ -4,11 +4,19 @@ Contract 2: requests that arrive while a capture of their worktree is running
 wait for the *next* capture, which starts after they arrived; one capture then
 answers all of them.  A batch is cut the moment a capture begins, so a request
 is never answered by a capture that began before it was received.
+
+Bursts: when requests queued up while a capture ran (parallel tool calls, many
+agents on one tree), the next capture waits until arrivals have paused for
+``burst_quiet_s`` (at most ``burst_max_s``), so a burst of hook processes that
+trickle in over a few hundred ms (each a Python start) costs two or three jj
+snapshots instead of one per arrival.  A request reaching an idle worktree is
+captured at once: sequential tool calls never wait.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -25,14 +33,26 @@ class _Queue:
         self.pending: list[tuple[CaptureRequest, Future[Outcome]]] = []
         self.wake = threading.Condition()
         self.captures = 0
+        self.last_arrival = 0.0
+        #: Requests were waiting when the last capture finished.
+        self.burst = False
 
 
 class Coalescer:
     """One worker thread per busy worktree; idle workers exit."""
 
-    def __init__(self, run_batch: RunBatch, *, idle_exit_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        run_batch: RunBatch,
+        *,
+        idle_exit_s: float = 30.0,
+        burst_quiet_s: float = 0.0,
+        burst_max_s: float = 0.0,
+    ) -> None:
         self._run_batch = run_batch
         self._idle_exit_s = idle_exit_s
+        self._burst_quiet_s = burst_quiet_s
+        self._burst_max_s = burst_max_s
         self._lock = threading.Lock()
         self._queues: dict[Path, _Queue] = {}
         self._threads: dict[Path, threading.Thread] = {}
@@ -56,6 +76,7 @@ class Coalescer:
                 thread.start()
             with queue.wake:
                 queue.pending.append((request, future))
+                queue.last_arrival = time.monotonic()
                 queue.wake.notify()
         return future
 
@@ -70,6 +91,8 @@ class Coalescer:
             while not queue.pending and not self._stopping:
                 if not queue.wake.wait(self._idle_exit_s):
                     break
+            if queue.burst and queue.pending:
+                self._gather(queue)
         with self._lock, queue.wake:
             if not queue.pending:
                 # Only forget our own queue: a new worker may already own the
@@ -80,6 +103,18 @@ class Coalescer:
                 return []
             batch, queue.pending = queue.pending, []
         return [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
+
+    def _gather(self, queue: _Queue) -> None:
+        """Let a burst settle: wait until no request has arrived for the quiet
+        period, or the longest wait has passed.  The caller holds ``queue.wake``."""
+        start = time.monotonic()
+        while not self._stopping:
+            now = time.monotonic()
+            left = min(queue.last_arrival + self._burst_quiet_s,
+                       start + self._burst_max_s) - now
+            if left <= 0:
+                return
+            queue.wake.wait(left)
 
     def _work(self, worktree: Path, queue: _Queue) -> None:
         while True:
@@ -98,6 +133,8 @@ class Coalescer:
                 continue
             for (_, fut), outcome in zip(batch, outcomes, strict=True):
                 fut.set_result(outcome)
+            with queue.wake:
+                queue.burst = bool(queue.pending)
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Answer what is queued, then stop every worker."""

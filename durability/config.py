@@ -22,6 +22,10 @@ class Settings:
     jj_timeout_s: float = 120.0
     #: The hook's whole budget, from process start to exit.
     hook_timeout_ms: int = 10_000
+    #: In a burst of requests, the next capture waits for this much quiet...
+    burst_quiet_ms: int = 30
+    #: ...but never longer than this (see ``durability.coalesce``).
+    burst_max_ms: int = 300
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -31,6 +35,8 @@ class Settings:
             spool_dir=paths.spool_dir(env),
             jj_timeout_s=_number(env, "DURABILITY_JJ_TIMEOUT_MS", 120_000) / 1000,
             hook_timeout_ms=int(_number(env, "DURABILITY_HOOK_TIMEOUT_MS", 10_000)),
+            burst_quiet_ms=int(_number(env, "DURABILITY_BURST_QUIET_MS", 30, zero_ok=True)),
+            burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS", 300, zero_ok=True)),
         )
 
     @property
@@ -46,7 +52,7 @@ class Settings:
         return self.state_dir / "service.log"
 
 
-def _number(env: Mapping[str, str], name: str, default: int) -> float:
+def _number(env: Mapping[str, str], name: str, default: int, *, zero_ok: bool = False) -> float:
     raw = env.get(name)
     if not raw:
         return float(default)
@@ -54,6 +60,6 @@ def _number(env: Mapping[str, str], name: str, default: int) -> float:
         value = float(raw)
     except ValueError:
         raise InvalidInput(f"{name}={raw!r} is not a number of milliseconds") from None
-    if value <= 0:
+    if value < 0 or (value == 0 and not zero_ok):
         raise InvalidInput(f"{name}={raw!r} must be positive")
     return value

@@ -95,7 +95,9 @@ class Service:
             self._claim_socket(path)
             self.store = Store(self.settings.db_path)
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
-            self.coalescer = Coalescer(self._run_batch)
+            self.coalescer = Coalescer(
+                self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
+                burst_max_s=self.settings.burst_max_ms / 1000)
             self._ingest()
         except BaseException:
             self._release()

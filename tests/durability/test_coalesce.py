@@ -314,3 +314,37 @@ def test_service_answers_requests_sent_during_a_capture_with_the_next_capture(
     assert "during.txt" not in commit_manifest(repo, a["commit_id"])
     assert "during.txt" in commit_manifest(repo, answers[0]["commit_id"])
     assert captures == 2
+
+
+def test_a_burst_is_gathered_into_one_capture_after_the_running_one(tmp_path: Path) -> None:
+    """Requests that queued during a capture start a burst: the next capture
+    waits for arrivals to pause, so a request arriving just after the first
+    capture ended joins the same batch instead of costing a capture of its own."""
+    run = HeldBatches()
+    coalescer = Coalescer(run, burst_quiet_s=2.0, burst_max_s=30.0)
+    try:
+        a = coalescer.submit(_request(tmp_path, "a"))
+        run.wait_entered()
+        b = coalescer.submit(_request(tmp_path, "b"))
+        wait_for(lambda: coalescer.queued() == 1)
+        run.release.set()  # capture 1 ends with b waiting: a burst
+        assert a.result(timeout=30).seq == 1
+        c = coalescer.submit(_request(tmp_path, "c"))  # well inside the quiet period
+        assert b.result(timeout=30).seq == c.result(timeout=30).seq == 2
+        assert run.batches == [["a"], ["b", "c"]]
+    finally:
+        run.release.set()
+        coalescer.close()
+
+
+def test_a_request_at_an_idle_worktree_is_not_held_for_a_burst(tmp_path: Path) -> None:
+    """Sequential tool calls never wait for the burst window (here 60 s)."""
+    run = HeldBatches()
+    run.release.set()
+    coalescer = Coalescer(run, burst_quiet_s=60.0, burst_max_s=60.0)
+    try:
+        for name in ("x", "y", "z"):
+            assert coalescer.submit(_request(tmp_path, name)).result(timeout=20).ok
+        assert run.batches == [["x"], ["y"], ["z"]]
+    finally:
+        coalescer.close()
