@@ -32,12 +32,18 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (DurabilityError, EngineError) as exc:
             if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
-                click.echo(f"durability: {exc.code}: {exc}", err=True)
+                click.echo(f"durability: {exc.code}: {_one_line(str(exc))}", err=True)
             ctx.exit(exit_code(exc))
         except click.UsageError as exc:
             # A bad option is a user error too: one line with its code, like the rest.
             click.echo(f"durability: invalid-value: {exc.format_message()}", err=True)
             ctx.exit(2)
+
+
+def _one_line(message: str) -> str:
+    """A message that may span lines (a task's exception, jj's stderr) as one
+    line: scripts read the first line of stderr as the whole error."""
+    return " | ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 def _run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
