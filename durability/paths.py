@@ -91,6 +91,10 @@ def ensure_private_dir(path: Path) -> Path:
         raise InsecurePath(f"{path} is not a folder")
     if st.st_uid != os.getuid():
         raise InsecurePath(f"{path} is owned by uid {st.st_uid}, not by you")
+    if st.st_mode & stat.S_ISVTX:
+        # A sticky folder (/tmp, /var/tmp) is shared by design: as root it is
+        # "ours", and tightening it would lock every other user out of it.
+        raise InsecurePath(f"{path} is a shared folder (sticky bit); use a folder of your own")
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path

@@ -182,6 +182,26 @@ def test_serve_tightens_an_open_socket_folder_of_its_own(tmp_path: Path) -> None
         assert svc.stop() == 0
 
 
+@pytest.mark.parametrize("use", ["socket", "spool"])
+def test_a_shared_sticky_folder_is_refused_never_tightened(tmp_path: Path, use: str) -> None:
+    # `DURABILITY_SOCKET=/tmp/d.sock` run as root (containers): tightening
+    # its folder would chmod /tmp to 0700 and lock every other user out.
+    shared = Path(os.environ["DURABILITY_SOCKET"]).parent / "shared-tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    if use == "socket":
+        done = cli("serve", "--socket", str(shared / "s.sock"), timeout=60)
+        assert done.returncode == 4, done.stderr
+        assert done.stderr.startswith("durability: insecure-path: ")
+        assert len(done.stderr.strip().splitlines()) == 1
+    else:
+        with pytest.raises(InsecurePath, match="sticky"):
+            spool.append_gap(shared, spool.gap_record(run_id="r", request_id="q",
+                                                      reason="timeout"))
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    assert list(shared.iterdir()) == []
+
+
 def test_default_socket_skips_a_runtime_folder_that_is_not_private(tmp_path: Path) -> None:
     ours = tmp_path / "run-ours"
     ours.mkdir(mode=0o700)
