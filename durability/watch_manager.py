@@ -94,7 +94,7 @@ class WatchManager:
             from engine.watches import WatchRow
 
             self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
-                                       spec.max_delay_ms))
+                                       spec.max_delay_ms, poll=spec.poll))
         return watch
 
     def remove(self, worktree: Path, *, final: bool = True) -> tuple[WatchSpec, Outcome | None]:
@@ -125,7 +125,8 @@ class WatchManager:
             return 0
         resumed = 0
         for row in self.registry.all():
-            spec = WatchSpec(Path(row.worktree), row.key, row.settle_ms, row.max_delay_ms)
+            spec = WatchSpec(Path(row.worktree), row.key, row.settle_ms, row.max_delay_ms,
+                             row.poll)
             if not spec.worktree.is_dir():
                 self._end_missing_row(spec)
                 continue

@@ -19,7 +19,8 @@ from engine.store import now_ms
 
 __all__ = ["WatchRow", "Watches"]
 
-_COLS = "worktree, run_id, node_id, iteration, attempt, settle_ms, max_delay_ms, created_at_ms"
+_COLS = ("worktree, run_id, node_id, iteration, attempt, settle_ms, max_delay_ms, created_at_ms, "
+         "poll")
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,14 @@ class WatchRow:
     settle_ms: int
     max_delay_ms: int
     created_at_ms: int = 0
+    poll: bool = False
 
     def to_dict(self) -> dict[str, object]:
         k = self.key
         return {"worktree": self.worktree, "run_id": k.run_id, "node_id": k.node_id,
                 "iteration": k.iteration, "attempt": k.attempt, "settle_ms": self.settle_ms,
-                "max_delay_ms": self.max_delay_ms, "created_at_ms": self.created_at_ms}
+                "max_delay_ms": self.max_delay_ms, "created_at_ms": self.created_at_ms,
+                "poll": self.poll}
 
 
 class Watches:
@@ -54,11 +57,11 @@ class Watches:
         """Record a watch, replacing any earlier watch of the same worktree."""
         k = row.key
         values = (row.worktree, k.run_id, k.node_id, k.iteration, k.attempt, row.settle_ms,
-                  row.max_delay_ms, row.created_at_ms or now_ms())
+                  row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
         try:
             with self._open() as conn, write_transaction(conn):
                 conn.execute(f"INSERT OR REPLACE INTO watches ({_COLS}) "
-                             "VALUES (?,?,?,?,?,?,?,?)", values)
+                             "VALUES (?,?,?,?,?,?,?,?,?)", values)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record watch: {exc}") from exc
 
@@ -84,9 +87,10 @@ class Watches:
 
 
 def _row(r: tuple[object, ...]) -> WatchRow:
-    worktree, run_id, node_id, iteration, attempt, settle, max_delay, created = r
+    worktree, run_id, node_id, iteration, attempt, settle, max_delay, created, poll = r
     key = AttemptKey(str(run_id), str(node_id), int(str(iteration)), int(str(attempt)))
-    return WatchRow(str(worktree), key, int(str(settle)), int(str(max_delay)), int(str(created)))
+    return WatchRow(str(worktree), key, int(str(settle)), int(str(max_delay)), int(str(created)),
+                    bool(poll))
 
 
 class _Closing:

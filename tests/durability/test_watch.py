@@ -423,3 +423,16 @@ def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path:
         manager.close(final=False)
         coalescer.close()
         store.close()
+
+
+def test_a_polling_watch_resumes_polling(manager: Any, settings: Settings, repo: Path) -> None:
+    """--poll is chosen where inotify sees nothing (network filesystems): a
+    restarted service that resumed with inotify would silently miss edits."""
+    registry = Watches(settings.db_path)
+    first = manager(registry=registry)
+    assert first.add(_spec(repo, poll=True)).mode == "poll"
+    first.close(final=False)
+    second = manager(registry=Watches(settings.db_path))
+    assert second.resume() == 1
+    resumed = second.get(repo.resolve())
+    assert resumed is not None and resumed.spec.poll and resumed.mode == "poll"
