@@ -47,6 +47,7 @@ def call(socket_path: Path, request: dict[str, Any], *, timeout_s: float) -> dic
             raise Unreachable(f"no service on {socket_path}: {exc.strerror}") from None
         except OSError as exc:
             raise Unreachable(f"cannot connect to {socket_path}: {exc}") from None
+        _check_peer(sock, socket_path)
         try:
             sock.sendall(line)
             return _read_response(sock, deadline)
@@ -56,6 +57,22 @@ def call(socket_path: Path, request: dict[str, Any], *, timeout_s: float) -> dic
             raise ConnectionLost(f"service connection lost: {exc}") from None
     finally:
         sock.close()
+
+
+def _check_peer(sock: socket.socket, socket_path: object) -> None:
+    """Only a service run by this user is believed: another user who took the
+    socket's place first could answer "captured" while nothing was."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:  # not Linux: the private folder is the guard
+        return
+    import os
+    import sys
+
+    # struct ucred {pid_t pid; uid_t uid; gid_t gid;}, read without importing struct.
+    creds = sock.getsockopt(socket.SOL_SOCKET, opt, 12)
+    uid = int.from_bytes(creds[4:8], sys.byteorder)
+    if uid != os.getuid():
+        raise Unreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
 
 
 def _read_response(sock: socket.socket, deadline: float) -> dict[str, Any]:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,61 @@ def test_other_uid_is_refused_by_peer_credentials(service: ServiceProcess, tmp_p
     assert store_gaps("run-s") == []
     assert "pid" not in answer  # nothing about the service leaks either
     assert ping(path) is not None
+
+
+_FAKE_SERVICE_AS_NOBODY = r"""
+import json, os, socket, sys
+os.setgroups([])
+os.setgid(int(sys.argv[2]))
+os.setuid(int(sys.argv[3]))
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+listener.listen(8)
+print("ready", flush=True)
+while True:
+    conn, _ = listener.accept()
+    conn.recv(65536)
+    conn.sendall(json.dumps({"ok": True, "pid": 1, "seq": 1, "commit_id": "0" * 40,
+                             "deduped": False, "gap_recorded": True}).encode() + b"\n")
+    conn.close()
+"""
+
+
+def test_a_service_run_by_another_uid_is_never_believed(tmp_path: Path) -> None:
+    # Another user who gets to the default socket folder first (/tmp/durability-UID
+    # when there is no runtime folder) must not be able to answer "captured"
+    # for our tool calls: nothing would be captured and no gap filed.
+    repo = make_jj_repo(tmp_path / "repo")
+    (repo / "work.txt").write_text("w\n")
+    base = Path(tempfile.mkdtemp(prefix="dur-evil-"))
+    os.chmod(base, 0o755)
+    theirs = base / "durability-0"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY.pw_uid, NOBODY.pw_gid)
+    sock = theirs / "service.sock"
+    fake = subprocess.Popen(
+        [sys.executable, "-I", "-c", _FAKE_SERVICE_AS_NOBODY, str(sock), str(NOBODY.pw_gid),
+         str(NOBODY.pw_uid)], stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+        env = {**os.environ, "DURABILITY_SOCKET": str(sock)}
+        payload = hook_payload(repo, session_id="sess-spoof", tool_use_id="toolu_s")
+        done = cli("snapshot-hook", input=json.dumps(payload), env=env)
+        assert done.returncode == 0 and done.stdout == "", done.stderr
+        assert done.stderr == ""
+        manual = cli("snapshot", str(repo), "--run", "run-spoof", "--node", "n", "--json",
+                     env=env)
+    finally:
+        fake.kill()
+        fake.wait(30)
+        if fake.stdout is not None:
+            fake.stdout.close()
+        shutil.rmtree(base, ignore_errors=True)
+    [row] = store_checkpoints("sess-spoof")  # captured here, not "answered" there
+    assert row.commit_id != "0" * 40
+    assert manual.returncode == 0, manual.stderr
+    assert json.loads(manual.stdout)["commit_id"] != "0" * 40
 
 
 # -- private folders ------------------------------------------------------------------
