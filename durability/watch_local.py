@@ -16,7 +16,13 @@ from durability.backends import resolve_worktree
 from durability.capture import Capturer
 from durability.coalesce import Coalescer
 from durability.config import Settings
-from durability.errors import GAP_REASONS, CaptureError, DurabilityError, ServiceUnreachable
+from durability.errors import (
+    GAP_REASONS,
+    CaptureError,
+    DurabilityError,
+    ServiceUnreachable,
+    WorktreeMissing,
+)
 from durability.inprocess import capture_once, lazy_store
 from durability.watch import WatchSpec
 from durability.watch_manager import WatchManager
@@ -59,7 +65,8 @@ def list_watches(settings: Settings) -> list[dict[str, Any]]:
 def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *,
                    env: Mapping[str, str] = os.environ,
                    started: threading.Event | None = None) -> dict[str, Any]:
-    """Watch in this process until ``stop`` is set; returns the final capture."""
+    """Watch in this process until ``stop`` is set; returns the final capture.
+    Raises ``WorktreeMissing`` when the worktree went away (its gap is filed)."""
     store = lazy_store(settings)
     capturer = Capturer(settings=settings, store=store, env=env)
     lock_timeout = settings.jj_timeout_s + 30
@@ -72,11 +79,16 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
         while not stop.wait(1.0):
             if manager.get(spec.worktree) is None:
                 break  # the worktree went away: the watch ended with a gap
-        _, final = (manager.remove(spec.worktree) if manager.get(spec.worktree)
-                    else (spec, watch.last_outcome))
+        try:
+            gone, final = False, manager.remove(spec.worktree)[1]
+        except KeyError:  # ended by the housekeeper, with its gap
+            gone, final = True, None
     finally:
         manager.close(final=False)
         coalescer.close()
+    if gone:  # a failure, not a stop: there was no final capture to show
+        raise WorktreeMissing(f"watched worktree {spec.worktree} is gone; the watch ended "
+                              "(a worktree-missing gap is on record)")
     return {"watch": spec.to_dict(), "mode": watch.mode, "captures": watch.captures,
             "final": final_dict(final)}
 

@@ -436,3 +436,23 @@ def test_a_polling_watch_resumes_polling(manager: Any, settings: Settings, repo:
     assert second.resume() == 1
     resumed = second.get(repo.resolve())
     assert resumed is not None and resumed.spec.poll and resumed.mode == "poll"
+
+
+def test_a_foreground_watch_whose_worktree_is_deleted_fails_with_its_code(
+        repo: Path, settings: Settings) -> None:
+    """It used to exit 0 and print the last settle capture as a "final" one."""
+    proc = subprocess.Popen([durability_exe(), "watch", str(repo), "--run", RUN, "--node", "n",
+                             "--settle-ms", "100", "--foreground"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rows(settings, 1)
+        shutil.rmtree(repo)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 5, err
+    assert out == ""
+    assert err.splitlines()[-1].startswith("durability: worktree-missing:"), err
+    assert "worktree-missing" in _gap_reasons(settings)
