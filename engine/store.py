@@ -170,7 +170,7 @@ class Store:
             params += (seq,)
         rows = self._read(sql, params)
         if not rows:
-            which = "any checkpoint" if seq is None else f"checkpoint seq {seq}"
+            which = "checkpoints" if seq is None else f"checkpoint seq {seq}"
             raise NotFound(
                 f"run {key.run_id!r} node {key.node_id!r} iteration {key.iteration} "
                 f"attempt {key.attempt} has no {which}"

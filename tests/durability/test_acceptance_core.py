@@ -52,3 +52,11 @@ def test_restore_into_a_repository_without_the_commit_records_nothing(
     assert _rows(settings) == rows_before
     assert [a.jj_pointer for a in Store(settings.db_path).attempts(RUN)] == pointer_before
     assert tree_manifest(other) == files_before
+
+
+def test_restore_of_an_attempt_without_checkpoints_says_so_plainly(repo: Path) -> None:
+    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    done = cli("restore", RUN, "--node", "n", "--attempt", "2")
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr == (f"durability: not-found: run {RUN!r} node 'n' iteration 0 "
+                           "attempt 2 has no checkpoints\n")
