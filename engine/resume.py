@@ -31,8 +31,20 @@ def pid_alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # it exists; it belongs to someone else
-    return True
+        pass  # it exists; it belongs to someone else
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A killed process nobody has reaped yet: gone, though ``kill(pid, 0)``
+    still finds it (containers whose init never reaps keep these forever)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return False  # no /proc (macOS): trust kill()
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def check_claimable(row: RunRow, *, now: int, stale_after_ms: int, force: bool,

@@ -140,3 +140,20 @@ def test_interrupted_attempt_is_restored_to_its_last_checkpoint(tmp_path: Path) 
     assert [c.source for c in first] == ["wrap", "pre-restore"]
     assert first[0].commit_id != first[1].commit_id  # the undo point holds the .partial file
     assert not (repo / "t2.partial").exists()
+
+
+def test_a_killed_owner_left_unreaped_counts_as_gone() -> None:
+    """In a container whose init does not reap, a SIGKILLed owner stays a
+    zombie; its run must still be resumable without --force."""
+    from engine.resume import pid_alive
+
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert pid_alive(proc.pid)
+        proc.kill()  # not waited for: a zombie until reaped below
+        wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text()
+                 .rsplit(")", 1)[1].split()[0] == "Z")
+        assert not pid_alive(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
