@@ -197,10 +197,12 @@ def gaps(run_id: str, as_json: bool) -> None:
         return _emit(rows)
     if not rows:
         click.echo(f"no gaps for run {run_id}", err=True)
+    from durability.table import printable
+
     for g in rows:
         where = f"{g['node_id']}/{g['iteration']}/{g['attempt']}" if g["node_id"] else "-"
-        click.echo(f"{g['ts_ms']}  {g['reason']:<20} {where:<20} {g['tool_use_id'] or '-'}  "
-                   f"{g['detail'] or ''}")
+        click.echo(printable(f"{g['ts_ms']}  {g['reason']:<20} {where:<20} "
+                             f"{g['tool_use_id'] or '-'}  {g['detail'] or ''}"))
 
 
 @cli.command()
