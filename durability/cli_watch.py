@@ -98,7 +98,7 @@ def _final_text(final: dict[str, Any] | None) -> str:
 @click.command("install-hook")
 @click.option("--scope", type=click.Choice(["user", "project", "local"]), default="user",
               show_default=True, help="Which Claude Code settings file.")
-@click.option("--project-dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("--project-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Project folder for --scope project|local (default: here).")
 @click.option("--uninstall", is_flag=True, help="Remove the hook this command added.")
 @json_option
@@ -106,7 +106,10 @@ def install_hook_command(scope: str, project_dir: Path | None, uninstall: bool,
                          as_json: bool) -> None:
     """Add the snapshot hook to Claude Code's settings.json (or remove it)."""
     from durability import install_hook
+    from durability.errors import InvalidInput
 
+    if scope == "user" and project_dir is not None:
+        raise InvalidInput("--project-dir is for --scope project or local")
     path = install_hook.settings_path(scope, project_dir=project_dir)
     changed = (install_hook.uninstall if uninstall else install_hook.install)(path)
     if as_json:

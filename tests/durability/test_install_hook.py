@@ -131,3 +131,20 @@ def test_plugin_hooks_match_install_hook() -> None:
         assert DEFAULT_BUDGET_MS / 1000 < entry["timeout"] <= 60
     manifest = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "worktree-durability"
+
+
+def test_a_project_dir_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    """A typo must not create a fresh folder and report the hook installed."""
+    missing = tmp_path / "typo" / "proj"
+    done = cli("install-hook", "--scope", "project", "--project-dir", str(missing))
+    assert done.returncode == 2
+    assert done.stderr.startswith("durability: invalid-value:")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_project_dir_with_user_scope_is_refused(tmp_path: Path) -> None:
+    """It would be ignored: the hook would land in the home settings instead."""
+    done = cli("install-hook", "--scope", "user", "--project-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.startswith("durability: invalid-value:")
+    assert not (Path(os.environ["HOME"]) / ".claude").exists()
