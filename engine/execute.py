@@ -74,7 +74,8 @@ def resume_run(runs: Runs, run_id: str, *, config: EngineConfig, owner: Owner | 
     meta, loaded = _prepare(row, accept_workflow_change)
     claim = claim_run(runs, row, owner=owner, now=config.clock(),
                       stale_after_ms=config.stale_after_ms, force=force, since_ms=since_ms)
-    runs.start_running(claim, metadata_json=meta.to_json())
+    runs.start_running(claim, metadata_json=meta.to_json(),
+                       plan_json=json.dumps(loaded.workflow.plan()))
     return _drive(runs, loaded, claim, config)
 
 
@@ -90,7 +91,8 @@ def _resume_claimed(runs: Runs, row: RunRow, owner: Owner, epoch: int, config: E
         runs.park(claim, "failed", error={"code": exc.code, "message": exc.message,
                                           "node_id": None})
         raise
-    runs.start_running(claim, metadata_json=meta.to_json())
+    runs.start_running(claim, metadata_json=meta.to_json(),
+                       plan_json=json.dumps(loaded.workflow.plan()))
     return _drive(runs, loaded, claim, config)
 
 
@@ -104,6 +106,8 @@ def _prepare(row: RunRow, accept: bool) -> tuple[Metadata, Loaded]:
         raise ResumeMetadataMismatch(f"workflow file {path} is missing")
     meta = verify(stored, path, accept_change=accept)
     loaded = load_workflow(path)
+    if accept:  # the accepted files are the new baseline, with what they import now
+        meta = compute(loaded.path, loaded.imported)
     return meta, loaded
 
 

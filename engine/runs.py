@@ -126,7 +126,8 @@ class Runs(TaskRecords):
                 (owner.pid, owner.host, now, now, run_id, epoch, owner.name))
         return Claim(run_id, epoch, owner) if cur.rowcount == 1 else None
 
-    def start_running(self, claim: Claim, *, metadata_json: str | None = None) -> None:
+    def start_running(self, claim: Claim, *, metadata_json: str | None = None,
+                      plan_json: str | None = None) -> None:
         """Mark the claimed run running; attempts a previous owner left running
         are marked abandoned (they will re-run as fresh attempts)."""
         now = self._clock()
@@ -134,8 +135,9 @@ class Runs(TaskRecords):
             conn.execute(
                 "UPDATE runs SET state='running', requested=NULL, wake_at_ms=NULL, "
                 "waiting_on=NULL, error_json=NULL, updated_at_ms=?, "
-                "metadata_json=COALESCE(?, metadata_json) WHERE run_id=?",
-                (now, metadata_json, claim.run_id))
+                "metadata_json=COALESCE(?, metadata_json), plan_json=COALESCE(?, plan_json) "
+                "WHERE run_id=?",
+                (now, metadata_json, plan_json, claim.run_id))
             conn.execute(
                 "UPDATE attempts SET state='abandoned', finished_at_ms=? "
                 "WHERE run_id=? AND state='running'", (now, claim.run_id))

@@ -157,3 +157,21 @@ def test_pause_cancel_and_status_of_runs_that_are_not_there(tmp_path: Path) -> N
     cli("approve", "c1", "ship")
     assert cli("resume", "c1").returncode == 0  # cancelled runs resume
     assert json.loads(cli("runs", "--json").stdout)[0]["state"] == "finished"
+
+
+def test_an_accepted_change_is_the_new_baseline_with_its_new_imports(tmp_path: Path) -> None:
+    """After --accept-workflow-change, a module the edit started importing is
+    checked too, and run-status shows the workflow's tasks as they are now."""
+    folder, repo = _setup(tmp_path)
+    _run(folder, repo, "m3")
+    (folder / "extra.py").write_text("VALUE = 1\n")
+    (folder / "wf.py").write_text(WORKFLOW + "\nimport extra\n\n\n@workflow.task()\n"
+                                  "def added(ctx):\n    return {'v': extra.VALUE}\n")
+    done = cli("resume", "m3", "--accept-workflow-change")
+    assert done.returncode == 0, done.stderr
+    assert [t["id"] for t in cli_json("run-status", "m3")["tasks"]] == \
+        ["prepare", "ship", "added"]
+    (folder / "extra.py").write_text("VALUE = 2\n")
+    done = cli("resume", "m3")
+    assert done.returncode == 12, done.stdout
+    assert "extra.py (changed)" in done.stderr
