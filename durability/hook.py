@@ -11,16 +11,12 @@ stdlib-only modules; the in-process fallback imports the rest on demand.
 
 from __future__ import annotations
 
-import json
+import _thread
 import os
-import re
 import sys
-import threading
 import time
-from collections.abc import Mapping
-from pathlib import Path
 
-from durability import client, ids, paths
+from durability import client, fastjson, ids, paths
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -28,6 +24,7 @@ from durability import client, ids, paths
 # dataclasses) is imported when a gap is actually filed.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any, BinaryIO
 
 __all__ = ["main", "run_hook"]
@@ -42,7 +39,7 @@ _MARGIN_S = 0.3
 # Where a tool names the file it touched: Claude Code and Codex use file_path
 # (notebook_path, path); Gemini CLI's read tools use absolute_path.
 _PATH_KEYS = ("file_path", "notebook_path", "path", "absolute_path")
-_SESSION_RE = re.compile(rb'"session_id"\s*:\s*"([^"\\]{1,200})"')
+_SESSION_RE = rb'"session_id"\s*:\s*"([^"\\]{1,200})"'
 
 
 class _Hook:
@@ -53,8 +50,11 @@ class _Hook:
         self.request_id = _random_id()
         self.fields: dict[str, Any] = {"source": "hook"}
         self.run_id = env.get("DURABILITY_RUN_ID") or ids.INVALID_RUN
-        self.done = threading.Lock()
+        self.done = _thread.allocate_lock()
         self.finished = False
+        self.budget_s = _budget_ms(env) / 1000
+        self.alarms = 0
+        self.disarms: list[Callable[[], None]] = []
 
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
@@ -102,18 +102,61 @@ def _random_id() -> str:
 def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) -> int:
     """Entry point: always returns 0."""
     env = os.environ if env is None else env
-    budget_s = _budget_ms(env) / 1000
     hook = _Hook(env)
-    timer = threading.Timer(max(budget_s - _MARGIN_S, 0.05), _give_up, args=(hook, budget_s))
-    timer.daemon = True
-    timer.start()
+    budget_s = hook.budget_s
+    hook.disarms.append(_arm_alarm(hook))
     try:
         run_hook(hook, stdin or sys.stdin.buffer, time.monotonic() + budget_s - _MARGIN_S)
     except Exception as exc:  # contract 6: never a traceback, never a failure
         hook.gap("internal-error", f"{type(exc).__name__}: {exc}")
     finally:
-        timer.cancel()
+        for disarm in hook.disarms:
+            disarm()
     return 0
+
+
+def _arm_alarm(hook: _Hook) -> Callable[[], None]:
+    """The watchdog of the fast path: a SIGALRM timer rather than a thread
+    (``threading`` costs ~4 ms per tool call).  Every wait on that path (stdin,
+    the socket) is interruptible, so the handler runs on time.  Off the main
+    thread, or without SIGALRM, a watchdog thread does the same."""
+    delay = max(hook.budget_s - _MARGIN_S, 0.05)
+    try:
+        import signal
+
+        signal.signal(signal.SIGALRM, lambda signum, frame: _on_alarm(hook))
+        signal.setitimer(signal.ITIMER_REAL, delay)
+    except (ValueError, OSError, AttributeError):
+        return _arm_thread(hook, delay)
+
+    def disarm() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    return disarm
+
+
+def _arm_thread(hook: _Hook, delay: float) -> Callable[[], None]:
+    """A watchdog thread: it fires even while this thread is inside C code
+    that does not return to Python (SQLite's busy wait, pygit2), so the
+    in-process fallback arms one too."""
+    import threading
+
+    timer = threading.Timer(delay, _give_up, args=(hook, hook.budget_s))
+    timer.daemon = True
+    timer.start()
+    return timer.cancel
+
+
+def _on_alarm(hook: _Hook) -> None:
+    # The handler runs on the main thread: if that thread is writing a gap,
+    # let it finish (briefly), since it holds the lock _give_up would wait on.
+    if hook.done.locked() and hook.alarms < 2:
+        import signal
+
+        hook.alarms += 1
+        signal.setitimer(signal.ITIMER_REAL, _MARGIN_S / 3)
+        return
+    _give_up(hook, hook.budget_s)
 
 
 def _give_up(hook: _Hook, budget_s: float) -> None:
@@ -166,7 +209,7 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
         _guess_run(hook, raw)
         return hook.gap("bad-hook-input", f"hook input exceeds {MAX_INPUT_BYTES} bytes")
     try:
-        payload = json.loads(raw)
+        payload = fastjson.loads(raw)
     except (ValueError, UnicodeDecodeError):
         _guess_run(hook, raw)
         return hook.gap("bad-hook-input", "hook input is not valid JSON")
@@ -185,7 +228,9 @@ def _guess_run(hook: _Hook, raw: bytes) -> None:
     """Attribute a gap for unreadable input to its session when possible."""
     if hook.env.get("DURABILITY_RUN_ID"):
         return
-    found = _SESSION_RE.search(raw[:65536])
+    import re  # only for unreadable input: re costs ~6 ms
+
+    found = re.search(_SESSION_RE, raw[:65536])
     if found and ids.is_valid_id(found.group(1).decode("ascii", "replace")):
         hook.run_id = found.group(1).decode("ascii")
 
@@ -241,6 +286,8 @@ def _call_key(payload: dict[str, Any]) -> str | None:
     stamp = payload.get("timestamp")
     if harness(payload) != "gemini" or not isinstance(stamp, str) or not stamp:
         return None
+    import json
+
     call = json.dumps([payload.get("tool_name"), payload.get("tool_input")], sort_keys=True,
                       default=str)
     return f"gemini:{stamp[:64]}:{ids.sha256_hex(call.encode())[:16]}"
@@ -257,18 +304,18 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
         forced = ids.backend_choice(hook.env)
     except ValueError as exc:
         return "invalid-backend", str(exc)
-    found = ids.find_worktree_root(where, forced)
+    found = ids.find_root_str(where, forced)
     if found is None:
         if forced == "jj":
             return "not-a-jj-repo", f"{where} is not inside a jj working copy"
         return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
     root = found[0]
-    hook.fields["worktree"] = str(root)
+    hook.fields["worktree"] = root
     hook.fields["label"] = _label(payload, root)
     return None, ""
 
 
-def _label(payload: dict[str, Any], root: Path) -> str | None:
+def _label(payload: dict[str, Any], root: str) -> str | None:
     tool = payload.get("tool_name")
     if not isinstance(tool, str) or not tool:
         return None
@@ -301,7 +348,7 @@ def _request(hook: _Hook, deadline: float) -> None:
         "timeout_ms": max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)),
     }
     try:
-        response = client.call(paths.socket_path(hook.env), request,
+        response = client.call(paths.socket_path_str(hook.env), request,
                                timeout_s=max(deadline - time.monotonic(), 0.1))
     except client.WaitTimeout as exc:
         return hook.gap("timeout", str(exc))
@@ -317,16 +364,19 @@ def _request(hook: _Hook, deadline: float) -> None:
 
 def _fallback(hook: _Hook, deadline: float) -> None:
     """No service: capture here, under the same per-worktree lock."""
+    import dataclasses
+    from pathlib import Path
+
     from durability.config import Settings
     from durability.inprocess import capture_once
     from engine import AttemptKey
 
     f = hook.fields
+    hook.disarms.append(_arm_thread(hook, max(deadline - time.monotonic(), 0.05)))
     settings = Settings.from_env(hook.env)
     remaining = deadline - time.monotonic()
-    settings = Settings(settings.state_dir, settings.socket_path, settings.spool_dir,
-                        jj_timeout_s=max(min(settings.jj_timeout_s, remaining - 0.2), 0.1),
-                        hook_timeout_ms=settings.hook_timeout_ms)
+    settings = dataclasses.replace(
+        settings, jj_timeout_s=max(min(settings.jj_timeout_s, remaining - 0.2), 0.1))
     outcome = capture_once(
         settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
         worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,

@@ -6,15 +6,20 @@ Standard library only: the hook's fast path imports this.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
-from pathlib import Path
+
+# Off the hook's fast path: pathlib and re cost ~4 ms per tool call, so paths
+# are handled with os.path here and re is imported where it is needed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = [
     "BACKENDS",
     "INVALID_RUN",
     "backend_choice",
     "find_jj_root",
+    "find_root_str",
     "find_worktree_root",
     "is_git_root",
     "is_jj_root",
@@ -28,13 +33,20 @@ __all__ = [
 # Opaque ids (Claude Code session ids are UUIDs; engines use their own): a
 # letter, digit or underscore first, then a conservative set with no slash, so
 # an id can never name a path outside the folder it is joined to.
-_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}")
+_ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_ID_REST = _ID_FIRST | frozenset(".:@+=-")
+_ID_MAX = 200
 #: The run a gap is filed under when the run id itself was unusable.
 INVALID_RUN = "_invalid"
 
 
 def is_valid_id(value: object) -> bool:
-    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= _ID_MAX
+        and value[0] in _ID_FIRST
+        and all(c in _ID_REST for c in value)
+    )
 
 
 def validate_id(value: object, what: str) -> str:
@@ -53,8 +65,10 @@ def validate_count(value: object, what: str, minimum: int) -> int:
     """An iteration (>= 0) or attempt (>= 1) number, from an int or a string."""
     if isinstance(value, bool):
         raise ValueError(f"invalid {what} {value!r}")
-    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):
-        value = int(value.strip())
+    if isinstance(value, str):
+        digits = value.strip()
+        if 0 < len(digits) <= 9 and digits.isascii() and digits.isdigit():
+            value = int(digits)
     if not isinstance(value, int) or not minimum <= value < 10**9:
         raise ValueError(f"invalid {what} {value!r}: a whole number >= {minimum}")
     return value
@@ -80,6 +94,8 @@ def sha256_hex(data: bytes) -> str:
 def safe_filename(run_id: str) -> str:
     """A file name for ``run_id``: itself when already safe, else a readable
     stand-in with a hash so that different ids never share a file."""
+    import re
+
     if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,150}", run_id):
         return run_id
     digest = sha256_hex(run_id.encode("utf-8", "surrogatepass"))[:12]
@@ -107,19 +123,21 @@ def backend_choice(env: Mapping[str, str]) -> str | None:
     return value
 
 
-def is_jj_root(path: Path) -> bool:
+def is_jj_root(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is the root of a jj workspace."""
-    return (path / ".jj" / "repo").exists() and (path / ".jj" / "working_copy").exists()
+    dotjj = os.path.join(path, ".jj")
+    return os.path.exists(os.path.join(dotjj, "repo")) and os.path.exists(
+        os.path.join(dotjj, "working_copy"))
 
 
-def is_git_root(path: Path) -> bool:
+def is_git_root(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is the top of a git working tree: a ``.git`` folder
     with a HEAD, or a ``.git`` file naming one (a linked worktree made by
     ``git worktree add``, or a submodule)."""
-    dotgit = path / ".git"
-    if dotgit.is_dir():
-        return (dotgit / "HEAD").is_file()
-    if not dotgit.is_file():
+    dotgit = os.path.join(path, ".git")
+    if os.path.isdir(dotgit):
+        return os.path.isfile(os.path.join(dotgit, "HEAD"))
+    if not os.path.isfile(dotgit):
         return False
     try:
         with open(dotgit, encoding="utf-8") as f:
@@ -128,8 +146,8 @@ def is_git_root(path: Path) -> bool:
         return False
     if not line.startswith("gitdir:"):
         return False
-    target = Path(line[len("gitdir:"):].strip())
-    return (target if target.is_absolute() else path / target).joinpath("HEAD").is_file()
+    target = os.path.join(path, line[len("gitdir:"):].strip())  # absolute stays absolute
+    return os.path.isfile(os.path.join(target, "HEAD"))
 
 
 def find_worktree_root(
@@ -140,10 +158,25 @@ def find_worktree_root(
     At each level a jj workspace wins over git (a colocated jj repository is
     captured through jj); ``backend`` restricts the search to one kind.
     """
-    path = Path(os.path.realpath(start))
-    for candidate in (path, *path.parents):
+    found = find_root_str(start, backend)
+    if found is None:
+        return None
+    from pathlib import Path
+
+    return Path(found[0]), found[1]
+
+
+def find_root_str(
+    start: str | os.PathLike[str], backend: str | None = None
+) -> tuple[str, str] | None:
+    """``find_worktree_root`` with the root as a string (the hook's fast path)."""
+    candidate = os.path.realpath(start)
+    while True:
         if backend != "git" and is_jj_root(candidate):
             return candidate, "jj"
         if backend != "jj" and is_git_root(candidate):
             return candidate, "git"
-    return None
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            return None
+        candidate = parent

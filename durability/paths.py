@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
-from pathlib import Path
 
 from durability.errors import InsecurePath
+
+# pathlib (~3 ms with urllib.parse and ipaddress) is imported where a Path is
+# returned, never on the hook's fast path, which uses ``socket_path_str``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = ["ensure_private_dir", "socket_path", "spool_dir", "state_dir"]
 
 
 def state_dir(env: Mapping[str, str] = os.environ) -> Path:
     """``$DURABILITY_HOME``, else the platform's user state folder."""
+    from pathlib import Path
+
     if env.get("DURABILITY_HOME"):
         return Path(env["DURABILITY_HOME"]).expanduser().absolute()
     import platformdirs
@@ -31,13 +38,20 @@ def socket_path(env: Mapping[str, str] = os.environ) -> Path:
     """``$DURABILITY_SOCKET``, else ``service.sock`` in a ``durability/`` folder
     of the user's runtime folder (``$XDG_RUNTIME_DIR``, ``/run/user/UID``), else
     a per-user folder in the temp folder."""
+    from pathlib import Path
+
+    return Path(socket_path_str(env))
+
+
+def socket_path_str(env: Mapping[str, str] = os.environ) -> str:
+    """``socket_path`` as a string, without importing pathlib."""
     if env.get("DURABILITY_SOCKET"):
-        return Path(env["DURABILITY_SOCKET"]).expanduser().absolute()
+        return os.path.abspath(os.path.expanduser(env["DURABILITY_SOCKET"]))
     uid = os.getuid()
     for base in (env.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
         if base and os.path.isdir(base) and _owned_private(base):
-            return Path(base) / "durability" / "service.sock"
-    return _tempdir() / f"durability-{uid}" / "service.sock"
+            return os.path.join(base, "durability", "service.sock")
+    return os.path.join(_tempdir(), f"durability-{uid}", "service.sock")
 
 
 def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -46,17 +60,19 @@ def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
     Outside every worktree on purpose: a restore must never rewrite the record
     of what failed.
     """
+    from pathlib import Path
+
     if env.get("DURABILITY_SPOOL_DIR"):
         return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
-    return _tempdir() / f"durability-spool-{os.getuid()}"
+    return Path(_tempdir()) / f"durability-spool-{os.getuid()}"
 
 
-def _tempdir() -> Path:
+def _tempdir() -> str:
     # Imported here: tempfile costs ~7 ms of imports (shutil, random, ...) on
     # every hook call, and is only needed when no variable names the folder.
     import tempfile
 
-    return Path(tempfile.gettempdir())
+    return tempfile.gettempdir()
 
 
 def _owned_private(path: str) -> bool:
@@ -75,7 +91,7 @@ def ensure_private_dir(path: Path) -> Path:
     a spool file.
     """
     try:
-        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
