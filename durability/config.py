@@ -23,9 +23,9 @@ class Settings:
     #: The hook's whole budget, from process start to exit.
     hook_timeout_ms: int = 10_000
     #: In a burst of requests, the next capture waits for this much quiet...
-    burst_quiet_ms: int = 30
+    burst_quiet_ms: int = 60
     #: ...but never longer than this (see ``durability.coalesce``).
-    burst_max_ms: int = 300
+    burst_max_ms: int = 400
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -35,8 +35,8 @@ class Settings:
             spool_dir=paths.spool_dir(env),
             jj_timeout_s=_number(env, "DURABILITY_JJ_TIMEOUT_MS", 120_000) / 1000,
             hook_timeout_ms=int(_number(env, "DURABILITY_HOOK_TIMEOUT_MS", 10_000)),
-            burst_quiet_ms=int(_number(env, "DURABILITY_BURST_QUIET_MS", 30, zero_ok=True)),
-            burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS", 300, zero_ok=True)),
+            burst_quiet_ms=int(_number(env, "DURABILITY_BURST_QUIET_MS", 60, zero_ok=True)),
+            burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS", 400, zero_ok=True)),
         )
 
     @property
