@@ -32,7 +32,7 @@ import json
 import os
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from durability import ids
 from durability.capture import Outcome
@@ -56,7 +56,22 @@ PROTOCOL_VERSION = 1
 # and paths while bounding what one connection can make the service hold.
 MAX_REQUEST_BYTES = 64 * 1024
 
+def _valid_id(value: str) -> str:
+    return ids.validate_id(value, "id")
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value) or "\x00" in value:
+        raise ValueError("worktree must be an absolute path")
+    return value
+
+
 Id = Annotated[str, Field(min_length=1, max_length=200)]
+#: A run or node id: also safe as part of a file name (``ids.validate_id``).
+RunId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_valid_id)]
+Worktree = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_absolute)]
+Iteration = Annotated[int, Field(ge=0, lt=10**9)]
+AttemptNo = Annotated[int, Field(ge=1, lt=10**9)]
 
 
 class _Base(BaseModel):
@@ -71,63 +86,36 @@ class PingReq(_Base):
 class CaptureReq(_Base):
     op: Literal["capture"]
     request_id: Id
-    run_id: Id
-    node_id: Id
-    iteration: Annotated[int, Field(ge=0, lt=10**9)] = 0
-    attempt: Annotated[int, Field(ge=1, lt=10**9)] = 1
-    worktree: Annotated[str, Field(min_length=1, max_length=4096)]
+    run_id: RunId
+    node_id: RunId
+    iteration: Iteration = 0
+    attempt: AttemptNo = 1
+    worktree: Worktree
     source: Literal["hook", "wrap", "watch", "manual", "pre-restore"]
     tool_use_id: Annotated[str, Field(max_length=200)] | None = None
     label: Annotated[str, Field(max_length=1000)] | None = None
     timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 60_000
-
-    @field_validator("run_id", "node_id")
-    @classmethod
-    def _valid_id(cls, value: str) -> str:
-        return ids.validate_id(value, "id")
-
-    @field_validator("worktree")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not os.path.isabs(value) or "\x00" in value:
-            raise ValueError("worktree must be an absolute path")
-        return value
 
 
 class WatchReq(_Base):
     """Watch a worktree for an attempt (Tier 2); the service records it."""
 
     op: Literal["watch"]
-    run_id: Id
-    node_id: Id
-    iteration: Annotated[int, Field(ge=0, lt=10**9)] = 0
-    attempt: Annotated[int, Field(ge=1, lt=10**9)] = 1
-    worktree: Annotated[str, Field(min_length=1, max_length=4096)]
+    run_id: RunId
+    node_id: RunId
+    iteration: Iteration = 0
+    attempt: AttemptNo = 1
+    worktree: Worktree
     settle_ms: Annotated[int, Field(ge=10, le=600_000)] = 300
     max_delay_ms: Annotated[int, Field(ge=10, le=3_600_000)] = 5_000
     poll: bool = False
-
-    @field_validator("run_id", "node_id")
-    @classmethod
-    def _valid_id(cls, value: str) -> str:
-        return ids.validate_id(value, "id")
-
-    @field_validator("worktree")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return CaptureReq._absolute(value)
 
 
 class UnwatchReq(_Base):
     """End the watch of a worktree with a final capture."""
 
     op: Literal["unwatch"]
-    worktree: Annotated[str, Field(min_length=1, max_length=4096)]
-
-    @field_validator("worktree")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return CaptureReq._absolute(value)
+    worktree: Worktree
 
 
 class WatchesReq(_Base):
