@@ -192,17 +192,15 @@ def gaps(run_id: str, as_json: bool) -> None:
     ingested = ingest_spool(store, settings.spool_dir)
     if ingested.torn:
         click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
-    rows = [g.to_dict() for g in store.gaps(run_id)]
+    rows = store.gaps(run_id)
     if as_json:
-        return _emit(rows)
+        return _emit([g.to_dict() for g in rows])
     if not rows:
         click.echo(f"no gaps for run {run_id}", err=True)
-    from durability.table import printable
+        return
+    from durability.table import gaps_table
 
-    for g in rows:
-        where = f"{g['node_id']}/{g['iteration']}/{g['attempt']}" if g["node_id"] else "-"
-        click.echo(printable(f"{g['ts_ms']}  {g['reason']:<20} {where:<20} "
-                             f"{g['tool_use_id'] or '-'}  {g['detail'] or ''}"))
+    click.echo(gaps_table(rows))
 
 
 @cli.command()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from engine import Checkpoint
+from engine import Checkpoint, Gap
 
-__all__ = ["checkpoints_table", "printable"]
+__all__ = ["checkpoints_table", "gaps_table", "printable"]
 
 
 def printable(text: str) -> str:
@@ -21,12 +21,29 @@ def printable(text: str) -> str:
 
 def checkpoints_table(rows: Sequence[Checkpoint]) -> str:
     header = ("NODE", "IT", "ATT", "SEQ", "COMMIT", "SOURCE", "TIME", "LABEL")
-    body = [
+    return _table(header, [
         (r.node_id, str(r.iteration), str(r.attempt), str(r.seq), r.commit_id[:12], r.source,
-         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at_ms / 1000)),
-         printable(r.label or ""))
+         _when(r.created_at_ms), printable(r.label or ""))
         for r in rows
-    ]
+    ])
+
+
+def gaps_table(rows: Sequence[Gap]) -> str:
+    header = ("TIME", "REASON", "NODE/IT/ATT", "SOURCE", "TOOL USE", "DETAIL")
+    return _table(header, [
+        (_when(g.ts_ms), g.reason,
+         f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-",
+         g.source or "-", printable(g.tool_use_id or "-"), printable(g.detail or ""))
+        for g in rows
+    ])
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell; the last one runs free."""
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header) - 1)]
     lines = []
     for row in (header, *body):
