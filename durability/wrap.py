@@ -102,9 +102,17 @@ def durable_tool(fn: Any = None, /, *, name: str | None = None) -> Any:
     return _wrap(fn, name=name)
 
 
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """A coroutine function, or a tool object whose ``__call__`` is one (its
+    work happens when awaited, so the capture must come after the await)."""
+    # Not callable(): the question is what kind of callable the class defines.
+    call = getattr(type(fn), "__call__", None)  # noqa: B004
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
 def _wrap(fn: Callable[..., Any], *, name: str | None) -> Callable[..., Any]:
-    label = (name or getattr(fn, "__name__", None) or "tool")[:1000]
-    if inspect.iscoroutinefunction(fn):
+    label = (name or getattr(fn, "__name__", None) or type(fn).__name__ or "tool")[:1000]
+    if _is_async(fn):
         @functools.wraps(fn)
         async def async_tool(*args: Any, **kwargs: Any) -> Any:
             ambient = _current.get()

@@ -142,3 +142,25 @@ def test_bad_ids_are_refused_at_once(repo: Path) -> None:
     with pytest.raises(InvalidInput), \
             durability.attempt("../etc", "n", worktree=repo):
         pass
+
+
+class AsyncWriter:
+    """A tool object (as frameworks define them) whose work happens when awaited."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+
+    async def __call__(self, name: str) -> str:
+        await asyncio.sleep(0)
+        (self.repo / name).write_text(name)
+        return name
+
+
+def test_an_async_callable_object_is_captured_after_its_await(
+        settings: Settings, repo: Path) -> None:
+    tool = durability.durable_tool(AsyncWriter(repo))
+    with durability.attempt("run-1", "task", worktree=repo):
+        assert asyncio.run(tool("late.txt")) == "late.txt"
+    [row] = _rows(settings)
+    assert row.label == "AsyncWriter"
+    assert "late.txt" in _files(repo, row.commit_id)
