@@ -12,7 +12,7 @@ from durability import client
 from durability.backends import resolve_worktree
 from durability.capture import Capturer, CaptureRequest
 from durability.config import Settings
-from durability.errors import CaptureError, DurabilityError
+from durability.errors import CaptureError
 from durability.inprocess import capture_once, lazy_store
 from engine import AttemptKey
 
@@ -56,7 +56,7 @@ def snapshot_now(
                   "deduped": outcome.deduped,
                   "error": {"code": outcome.error_code, "message": outcome.error_message}}
     except client.WaitTimeout as exc:
-        raise DurabilityError(str(exc), code="timeout") from None
+        raise CaptureError(str(exc), code="timeout") from None
     if not answer.get("ok"):
         error = answer.get("error") or {}
         raise CaptureError(str(error.get("message")), code=str(error.get("code")))

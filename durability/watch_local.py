@@ -120,7 +120,7 @@ def _call(settings: Settings, wire: dict[str, Any], timeout_s: float) -> dict[st
         raise ServiceUnreachable(f"{exc}; start it with `durability serve --detach`, or use "
                                  "`durability watch --foreground`") from None
     except client.WaitTimeout as exc:
-        raise DurabilityError(str(exc), code="timeout") from None
+        raise CaptureError(str(exc), code="timeout") from None
     if not answer.get("ok"):
         error = answer.get("error") or {}
         code = str(error.get("code") or "internal-error")
