@@ -74,7 +74,9 @@ def _assess_task(task: Task, state: RunState) -> Step:
     if gate is not None:
         return gate
     attempts = state.attempts.get((task.id, iteration), [])
-    failures = [a for a in attempts if a.state == "failed"]
+    # Forgiven failures were made before the failed run was resumed: the
+    # resume restarted the task's retry budget (attempt numbers go on).
+    failures = [a for a in attempts if a.state == "failed" and not a.forgiven]
     if len(failures) > task.retries:
         last = failures[-1].error or {}
         return _failed(task, iteration, str(last.get("code", "TASK_FAILED")),

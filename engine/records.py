@@ -20,6 +20,9 @@ class AttemptInfo:
     attempt: int
     state: str
     error: dict[str, Any] | None
+    #: a failure made before a resume of the failed run: no longer counted
+    #: against the task's retries (see ``Runs.start_running``)
+    forgiven: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,11 @@ class TaskRecords(FencedStore):
                         "SELECT node_id, iteration, output_json FROM task_outputs "
                         "WHERE run_id=?", (run_id,)):
                     state.outputs[(node, it)] = out
-                for node, it, att, st, err in conn.execute(
-                        "SELECT node_id, iteration, attempt, state, error_json FROM attempts "
-                        "WHERE run_id=? ORDER BY attempt", (run_id,)):
-                    info = AttemptInfo(att, st, json.loads(err) if err else None)
+                for node, it, att, st, err, forgiven in conn.execute(
+                        "SELECT node_id, iteration, attempt, state, error_json, forgiven "
+                        "FROM attempts WHERE run_id=? ORDER BY attempt", (run_id,)):
+                    info = AttemptInfo(att, st, json.loads(err) if err else None,
+                                       bool(forgiven))
                     state.attempts.setdefault((node, it), []).append(info)
                 for node, decision, reason in conn.execute(
                         "SELECT node_id, decision, reason FROM approvals WHERE run_id=?",

@@ -129,9 +129,21 @@ class Runs(TaskRecords):
     def start_running(self, claim: Claim, *, metadata_json: str | None = None,
                       plan_json: str | None = None) -> None:
         """Mark the claimed run running; attempts a previous owner left running
-        are marked abandoned (they will re-run as fresh attempts)."""
+        are marked abandoned (they will re-run as fresh attempts).  When the
+        run was ``failed``, its failed attempts are forgiven: each unfinished
+        task gets its whole retry budget again."""
         now = self._clock()
         with self.fenced(claim) as conn:
+            # Resuming a failed run is a person's decision to try again (after
+            # fixing the cause), so the failures that exhausted the retries
+            # must stop counting, or the run would fail again at once.  The
+            # state is read in this transaction: only the claim that moves the
+            # run out of 'failed' forgives, and a resume of a run in any other
+            # state leaves the retry budget as it was.
+            conn.execute(
+                "UPDATE attempts SET forgiven=1 WHERE run_id=? AND state='failed' AND "
+                "forgiven=0 AND (SELECT state FROM runs WHERE run_id=?)='failed'",
+                (claim.run_id, claim.run_id))
             conn.execute(
                 "UPDATE runs SET state='running', requested=NULL, wake_at_ms=NULL, "
                 "waiting_on=NULL, error_json=NULL, updated_at_ms=?, "

@@ -15,10 +15,12 @@ from engine.clock import ManualClock
 from engine.errors import ClaimFailed, ClaimLost, RunOwnerAlive, RunStillRunning
 from engine.execute import EngineConfig, resume_run, start_run
 from engine.fence import Claim, Owner
+from engine.models import AttemptKey
 from engine.resume import claim_run
 from engine.runner import RunOutcome
 from engine.runs import Runs
 from engine.supervise import Supervisor
+from engine.worktree import NullWorktreeOps
 from tests.engine import wfkit
 from tests.helpers import wait_for
 
@@ -258,3 +260,73 @@ def test_since_a_claim_made_after_the_resume_began_is_a_lost_race(runs: Runs,
     start_run(runs, path, config=FAST, run_id="s1")
     with pytest.raises(ClaimFailed):
         resume_run(runs, "s1", config=EngineConfig(clock=clock), since_ms=0)
+
+
+FLAKY = """
+workflow = Workflow("flaky")
+
+@workflow.task()
+def upstream(ctx):
+    wfkit.CALLS.append((ctx.node_id, ctx.iteration, ctx.attempt))
+    return {"n": 1}
+
+@workflow.task(deps=["upstream"], retries=1)
+def flaky(ctx):
+    wfkit.CALLS.append((ctx.node_id, ctx.iteration, ctx.attempt))
+    if wfkit.GATES["park"].is_set() and ctx.attempt == 2:
+        ctx.quota_exhausted(reset_at_ms=None)
+    if not wfkit.GATES["fixed"].is_set():
+        raise RuntimeError(f"broken on attempt {ctx.attempt}")
+    return {"n": ctx.inputs["upstream"]["n"] + 1}
+"""
+
+
+class _RecordingOps(NullWorktreeOps):
+    """Records the restores the runner asks for (the engine's own seam)."""
+
+    def __init__(self) -> None:
+        self.restored: list[AttemptKey] = []
+
+    def restore_attempt(self, key: AttemptKey, worktree: str) -> str | None:
+        self.restored.append(key)
+        return None
+
+
+def _flaky_calls() -> list[int]:
+    return [attempt for node, _, attempt in wfkit.CALLS if node == "flaky"]
+
+
+def test_resuming_a_failed_run_gives_the_failed_task_a_fresh_retry_budget(
+        runs: Runs, tmp_path: Path) -> None:
+    ops = _RecordingOps()
+    config = EngineConfig(heartbeat_s=0.02, ops=ops)
+    path = wfkit.write(tmp_path, FLAKY)
+    first = start_run(runs, path, config=config, run_id="f1", worktree=str(tmp_path))
+    assert first.state == "failed" and first.error
+    assert first.error["code"] == "TASK_FAILED" and "attempt 2" in first.error["message"]
+    # Not fixed yet: the resume runs it again, two more tries (retries=1),
+    # numbered on from the last attempt, then fails again.
+    again = resume_run(runs, "f1", config=config)
+    assert again.state == "failed" and again.error and "attempt 4" in again.error["message"]
+    assert _flaky_calls() == [1, 2, 3, 4]
+    wfkit.GATES["fixed"].set()
+    assert resume_run(runs, "f1", config=config).state == "finished"
+    assert _flaky_calls() == [1, 2, 3, 4, 5]
+    assert [c for c in wfkit.CALLS if c[0] == "upstream"] == [("upstream", 0, 1)]
+    assert [(a.attempt, a.state) for a in runs.attempts("f1") if a.node_id == "flaky"] == \
+        [(1, "failed"), (2, "failed"), (3, "failed"), (4, "failed"), (5, "succeeded")]
+    assert [o["output"] for o in runs.outputs("f1") if o["node_id"] == "flaky"] == [{"n": 2}]
+    # A task that failed (rather than being interrupted) is not restored.
+    assert ops.restored == []
+
+
+def test_only_a_failed_run_has_its_retry_budget_restarted(runs: Runs, tmp_path: Path) -> None:
+    wfkit.GATES["park"].set()  # attempt 1 fails, attempt 2 parks on quota
+    path = wfkit.write(tmp_path, FLAKY)
+    assert start_run(runs, path, config=FAST, run_id="f2").state == "waiting-quota"
+    # Resumed from waiting-quota: attempt 1's failure still counts, so one
+    # more failure (attempt 3) uses up retries=1.
+    outcome = resume_run(runs, "f2", config=FAST)
+    assert outcome.state == "failed" and outcome.error
+    assert "attempt 3" in outcome.error["message"]
+    assert _flaky_calls() == [1, 2, 3]
