@@ -175,3 +175,72 @@ def test_an_accepted_change_is_the_new_baseline_with_its_new_imports(tmp_path: P
     done = cli("resume", "m3")
     assert done.returncode == 12, done.stdout
     assert "extra.py (changed)" in done.stderr
+
+
+FLAKY = """\
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from durability.config import Settings
+from durability.snapshot import snapshot_now
+from engine.workflow import Workflow
+
+HERE = Path(__file__).parent
+workflow = Workflow("flaky")
+
+
+def mark(*parts: object) -> None:
+    with (HERE / "side.log").open("a") as f:
+        f.write(" ".join(str(p) for p in parts) + "\\n")
+
+
+@workflow.task()
+def upstream(ctx):
+    mark("upstream", ctx.attempt)
+    return {"n": 1}
+
+
+@workflow.task(deps=["upstream"], retries=1)
+def flaky(ctx):
+    out = Path(ctx.worktree, "flaky.txt")
+    mark("flaky", ctx.attempt, out.read_text().strip() if out.exists() else "-")
+    out.write_text(f"attempt {ctx.attempt}\\n")
+    snapshot_now(Settings.from_env(ctx.env), key=ctx.key, path=Path(ctx.worktree),
+                 request_id=str(uuid.uuid4()), source="wrap")
+    if (HERE / "fixed").read_text().strip() != "yes":
+        raise RuntimeError(f"not fixed on attempt {ctx.attempt}")
+    return {"n": ctx.inputs["upstream"]["n"] + 1}
+"""
+
+
+def test_a_failed_run_resumed_after_the_fix_reruns_the_failed_task(tmp_path: Path) -> None:
+    folder = tmp_path / "wf"
+    folder.mkdir()
+    (folder / "wf.py").write_text(FLAKY)
+    (folder / "fixed").write_text("no\n")
+    repo = make_jj_repo(tmp_path / "repo")
+    done = cli("run", str(folder / "wf.py"), "--run-id", "f1", "--worktree", str(repo))
+    assert done.returncode == 1
+    assert done.stderr.startswith("durability: TASK_FAILED: RuntimeError: not fixed on attempt 2")
+    assert cli_json("run-status", "f1")["state"] == "failed"
+
+    (folder / "fixed").write_text("yes\n")
+    done = cli("resume", "f1")
+    assert (done.returncode, done.stdout.strip()) == (0, "run f1 finished"), done.stderr
+    # The upstream task ran once; the failed one ran again as attempt 3, on
+    # the tree its failed attempt left (a failure is not restored).
+    assert (folder / "side.log").read_text().splitlines() == [
+        "upstream 1", "flaky 1 -", "flaky 2 attempt 1", "flaky 3 attempt 2"]
+    status = cli_json("run-status", "f1")
+    [upstream, flaky] = status["tasks"]
+    assert [(a["attempt"], a["state"]) for a in upstream["attempts"]] == [(1, "succeeded")]
+    assert [(a["attempt"], a["state"]) for a in flaky["attempts"]] == \
+        [(1, "failed"), (2, "failed"), (3, "succeeded")]
+    assert [o["output"] for o in flaky["outputs"]] == [{"n": 2}]
+    # One checkpoint per attempt, on its own row, and no pre-restore: a
+    # failed attempt's tree is not restored before the retry.
+    checkpoints = cli_json("snapshots", "f1", "--node", "flaky")
+    assert [(c["attempt"], c["source"]) for c in checkpoints] == \
+        [(1, "wrap"), (2, "wrap"), (3, "wrap")]
