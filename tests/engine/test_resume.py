@@ -101,7 +101,10 @@ def test_sigkill_then_resume_never_reruns_completed_tasks(tmp_path: Path, seed: 
         if any(c.source == "wrap" for c in own):
             # Restored to its last checkpoint, with a pre-restore safety checkpoint
             # holding whatever the kill left (the .partial file if it was there).
-            assert own[-1].source == "pre-restore"
+            # Killed after .partial was removed but before the output was
+            # recorded, the tree equals that checkpoint and the pre-restore
+            # capture dedups to it (contract 3): no row, nothing to undo.
+            assert own[-1].source == "pre-restore" or not partial_left
     if partial_left:
         assert interrupted, "a .partial file can only be left by an interrupted attempt"
 
