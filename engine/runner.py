@@ -98,7 +98,9 @@ class Runner:
                                    thread_name_prefix=f"task-{self.run_id}") as pool:
             while True:
                 self._notice(beat)
-                if self._halt is None:
+                # With every slot taken nothing can start: skip the database
+                # read until a task settles (this loop turns every poll_s).
+                if self._halt is None and len(self._flights) < self.workflow.max_parallel:
                     self._schedule(pool)
                 if not self._flights and self._halt is not None:
                     return self._park(self._halt)
@@ -112,9 +114,15 @@ class Runner:
     def _notice(self, beat: Heartbeat) -> None:
         if beat.lost.is_set():
             self._halt_with(_Halt("lost"), stop_code="RUN_CLAIM_LOST")
-        elif beat.requested == "cancel":
+        else:
+            self._obey(beat.requested)
+
+    def _obey(self, asked: str | None) -> None:
+        """Act on what was asked of the owner: cancel stops the tasks in
+        flight, pause only starts nothing new."""
+        if asked == "cancel":
             self._halt_with(_Halt("cancelled"), stop_code="RUN_CANCELLED")
-        elif beat.requested == "pause":
+        elif asked == "pause":
             self._halt_with(_Halt("paused"))
 
     def _halt_with(self, halt: _Halt, *, stop_code: str | None = None) -> None:
@@ -156,10 +164,7 @@ class Runner:
         """Read the request flag before starting anything: the heartbeat
         brings it within a second, but a paused run must start nothing new."""
         asked = self.runs.get_run(self.run_id).requested
-        if asked == "cancel":
-            self._halt_with(_Halt("cancelled"), stop_code="RUN_CANCELLED")
-        elif asked == "pause":
-            self._halt_with(_Halt("paused"))
+        self._obey(asked)
         return asked is not None
 
     # -- starting -----------------------------------------------------------
