@@ -259,9 +259,8 @@ def _identify(hook: _Hook, payload: dict[str, Any]) -> str | None:
     if call_key:
         # A hook installed twice (plugin and settings) sends the same request
         # twice; a deterministic id makes the second one a replay.
-        basis = "\0".join([run_id, node_id, str(iteration), str(attempt), call_key,
-                           str(payload.get("hook_event_name"))])
-        hook.request_id = "hook-" + ids.sha256_hex(basis.encode())[:32]
+        hook.request_id = ids.call_request_id(run_id, node_id, iteration, attempt, call_key,
+                                              payload.get("hook_event_name"))
     return None
 
 
@@ -340,13 +339,11 @@ def _label(payload: dict[str, Any], root: str) -> str | None:
 
 def _request(hook: _Hook, deadline: float) -> None:
     f = hook.fields
-    request = {
-        "v": 1, "op": "capture", "request_id": hook.request_id, "run_id": hook.run_id,
-        "node_id": f["node_id"], "iteration": f["iteration"], "attempt": f["attempt"],
-        "worktree": f["worktree"], "source": "hook", "tool_use_id": f["tool_use_id"],
-        "label": f.get("label"),
-        "timeout_ms": max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)),
-    }
+    request = client.capture_request(
+        request_id=hook.request_id, run_id=hook.run_id, node_id=f["node_id"],
+        iteration=f["iteration"], attempt=f["attempt"], worktree=f["worktree"],
+        source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
+        timeout_ms=max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)))
     try:
         response = client.call(paths.socket_path_str(hook.env), request,
                                timeout_s=max(deadline - time.monotonic(), 0.1))

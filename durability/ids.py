@@ -18,6 +18,7 @@ __all__ = [
     "BACKENDS",
     "INVALID_RUN",
     "backend_choice",
+    "call_request_id",
     "find_jj_root",
     "find_root_str",
     "find_worktree_root",
@@ -89,6 +90,15 @@ def sha256_hex(data: bytes) -> str:
         except ImportError:
             from hashlib import sha256
     return str(sha256(data).hexdigest())
+
+
+def call_request_id(run_id: str, node_id: str, iteration: int, attempt: int, call_key: str,
+                    event: object) -> str:
+    """The request id of one reported tool call: deterministic, so the same
+    call reported twice (plugin and settings hook, or SDK and plugin) is a
+    replay, not a second row."""
+    basis = "\0".join([run_id, node_id, str(iteration), str(attempt), call_key, str(event)])
+    return "hook-" + sha256_hex(basis.encode())[:32]
 
 
 def safe_filename(run_id: str) -> str:

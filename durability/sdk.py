@@ -20,7 +20,6 @@ once.  The callback never blocks the agent: it always answers ``{}``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import Mapping
@@ -73,8 +72,10 @@ def _capture(payload: dict[str, Any], tool_use_id: str | None, ambient: AmbientA
     tool_use_id = tool_use_id or payload.get("tool_use_id")
     call_id = tool_use_id[:200] if isinstance(tool_use_id, str) and tool_use_id else None
     label = _label(payload, ambient.worktree)
-    capture_after(ambient, label, call_id, request_id=_request_id(ambient.key, call_id, payload),
-                  source="hook")
+    k = ambient.key
+    request_id = (ids.call_request_id(k.run_id, k.node_id, k.iteration, k.attempt, call_id,
+                                      payload.get("hook_event_name")) if call_id else None)
+    capture_after(ambient, label, call_id, request_id=request_id, source="hook")
 
 
 def _from_payload(payload: dict[str, Any], env: Mapping[str, str]) -> AmbientAttempt | None:
@@ -92,15 +93,6 @@ def _from_payload(payload: dict[str, Any], env: Mapping[str, str]) -> AmbientAtt
         log.warning("durability: %s", exc)
         return None
     return AmbientAttempt(key, Path(cwd), Settings.from_env(env))
-
-
-def _request_id(key: AttemptKey, call_id: str | None, payload: dict[str, Any]) -> str | None:
-    """The command-line hook's id for the same tool call (a replay, not a second row)."""
-    if not call_id:
-        return None
-    basis = "\0".join([key.run_id, key.node_id, str(key.iteration), str(key.attempt), call_id,
-                       str(payload.get("hook_event_name"))])
-    return "hook-" + hashlib.sha256(basis.encode()).hexdigest()[:32]
 
 
 def _label(payload: dict[str, Any], root: Path) -> str:

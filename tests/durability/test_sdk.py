@@ -78,6 +78,9 @@ def test_the_same_call_from_the_sdk_and_the_plugin_hook_is_one_row(
     (repo / "notes.md").write_text("once\n")
     payload = _post(repo, tool_use_id="toolu_dup")
     asyncio.run(post_tool_use(payload, "toolu_dup", CTX))
+    # A changed tree: only a replay of the same request id keeps it one row
+    # (an unchanged tree would dedup whatever the id).
+    (repo / "notes.md").write_text("changed before the plugin's report\n")
     done = cli("snapshot-hook", input=json.dumps(payload))
     assert done.returncode == 0 and done.stdout == ""
     rows = _rows(settings, "sess-sdk")
