@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from durability.errors import InvalidInput
+from durability.fsutil import replace_file
 
 __all__ = ["EVENTS", "HOOK_COMMAND", "SCOPES", "install", "settings_path", "uninstall"]
 
@@ -140,18 +140,5 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    replace_file(path, text.encode("utf-8"), mode=mode, exact_mode=True, sync=True)

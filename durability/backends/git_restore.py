@@ -28,6 +28,7 @@ from pygit2.enums import DeltaStatus, FileMode
 
 from durability.backends.git_index import WorktreeIndex
 from durability.errors import RestoreError
+from durability.fsutil import replace_file
 
 __all__ = ["Plan", "plan_restore", "restore_tree"]
 
@@ -162,7 +163,9 @@ def _write(repo: pygit2.Repository, root: Path, old: _Entry | None, new: _Entry)
             os.unlink(path)
         os.symlink(os.fsdecode(data), path)
         return
-    _replace(path, data, executable=new.mode == FileMode.BLOB_EXECUTABLE)
+    # A reader never sees half a file; the mode comes from the umask, as for a
+    # file git checks out.
+    replace_file(path, data, mode=0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
 
 
 def _make_parents(root: Path, folder: Path) -> None:
@@ -183,22 +186,3 @@ def _chmod(path: Path, mode: int) -> None:
     wanted = current | ((current & 0o444) >> 2) if executable else current & ~0o111
     if wanted != current:
         os.chmod(path, wanted)
-
-
-def _replace(path: Path, data: bytes, *, executable: bool) -> None:
-    """Write ``data`` to ``path`` whole: a temporary file beside it, renamed
-    over it, so a reader never sees half a file.  The mode comes from the
-    umask, as for a file git checks out."""
-    tmp = path.with_name(f".{path.name}.durability-{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    fd = os.open(tmp, flags, 0o777 if executable else 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

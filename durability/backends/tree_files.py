@@ -21,6 +21,7 @@ from typing import Any
 import pygit2
 
 from durability.errors import JjFailed
+from durability.fsutil import replace_file
 
 __all__ = ["write_commit"]
 
@@ -93,19 +94,14 @@ def _write(root: Path, rel: str, mode: int, data: bytes) -> None:
     _make_parents(root, path.parent)
     if _is_real_dir(path):
         os.rmdir(path)  # a folder that became a file: empty once its files went
-    elif os.path.lexists(path):
-        os.unlink(path)
     if mode == _LINK:
+        if os.path.lexists(path):
+            os.unlink(path)
         os.symlink(os.fsdecode(data), path)
         return
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o777 if mode == _EXEC else 0o666)  # the umask applies
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    # Renamed over the old file (or link), so a reader never sees it missing
+    # or half written; the umask applies to the mode.
+    replace_file(path, data, mode=0o777 if mode == _EXEC else 0o666)
 
 
 def _make_parents(root: Path, folder: Path) -> None:

@@ -148,3 +148,19 @@ def test_project_dir_with_user_scope_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("durability: invalid-value:")
     assert not (Path(os.environ["HOME"]) / ".claude").exists()
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o664])
+def test_the_settings_file_keeps_its_mode(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("{}\n")
+    path.chmod(mode)
+    # Under this umask a mode left to the umask would lose 0o664's group bits.
+    old_umask = os.umask(0o077)
+    try:
+        assert install_hook.install(path) is True
+    finally:
+        os.umask(old_umask)
+    assert os.stat(path).st_mode & 0o777 == mode
+    assert _ours(json.loads(path.read_text()), "PostToolUse")
+    assert not list(tmp_path.glob(".settings.json.*"))
