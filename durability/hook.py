@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, BinaryIO
 
-__all__ = ["main", "run_hook"]
+__all__ = ["main", "run_hook", "tool_label"]
 
 # Claude Code sends the tool's input and response; a Read of a large file can
 # make that big.  Beyond this the payload is refused (a bad-hook-input gap)
@@ -310,11 +310,13 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
         return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
     root = found[0]
     hook.fields["worktree"] = root
-    hook.fields["label"] = _label(payload, root)
+    hook.fields["label"] = tool_label(payload, root)
     return None, ""
 
 
-def _label(payload: dict[str, Any], root: str) -> str | None:
+def tool_label(payload: dict[str, Any], root: str) -> str | None:
+    """The checkpoint label of a post-tool payload: the tool and the file it
+    names, relative to ``root``; None when the payload names no tool."""
     tool = payload.get("tool_name")
     if not isinstance(tool, str) or not tool:
         return None

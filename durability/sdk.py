@@ -31,6 +31,7 @@ from claude_agent_sdk.types import HookEvent
 
 from durability import ids
 from durability.config import Settings
+from durability.hook import tool_label
 from durability.wrap import AmbientAttempt, current_attempt
 from engine import AttemptKey
 
@@ -41,7 +42,6 @@ EVENTS: tuple[HookEvent, ...] = ("PostToolUse", "PostToolUseFailure")
 # Seconds the SDK waits for the callback: a capture is well under a second;
 # past this the SDK moves on and the capture still finishes in its thread.
 DEFAULT_TIMEOUT_S = 30.0
-_PATH_KEYS = ("file_path", "notebook_path", "path")
 
 
 async def post_tool_use(input_data: HookInput, tool_use_id: str | None,
@@ -71,7 +71,7 @@ def _capture(payload: dict[str, Any], tool_use_id: str | None, ambient: AmbientA
             return
     tool_use_id = tool_use_id or payload.get("tool_use_id")
     call_id = tool_use_id[:200] if isinstance(tool_use_id, str) and tool_use_id else None
-    label = _label(payload, ambient.worktree)
+    label = tool_label(payload, str(ambient.worktree)) or "tool"
     k = ambient.key
     request_id = (ids.call_request_id(k.run_id, k.node_id, k.iteration, k.attempt, call_id,
                                       payload.get("hook_event_name")) if call_id else None)
@@ -93,17 +93,3 @@ def _from_payload(payload: dict[str, Any], env: Mapping[str, str]) -> AmbientAtt
         log.warning("durability: %s", exc)
         return None
     return AmbientAttempt(key, Path(cwd), Settings.from_env(env))
-
-
-def _label(payload: dict[str, Any], root: Path) -> str:
-    tool = payload.get("tool_name")
-    tool = tool if isinstance(tool, str) and tool else "tool"
-    tool_input = payload.get("tool_input")
-    if isinstance(tool_input, dict):
-        for key in _PATH_KEYS:
-            value = tool_input.get(key)
-            if isinstance(value, str) and value:
-                if os.path.isabs(value):
-                    value = os.path.relpath(value, root)
-                return f"{tool} {value}"[:1000]
-    return tool[:1000]
