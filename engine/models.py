@@ -48,11 +48,29 @@ class Recorded:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class _Row:
+    """A row read back from the store; ``to_dict`` is JSON-ready."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _OfAttempt(_Row):
+    """The key columns every attempt-level row starts with."""
+
     run_id: str
     node_id: str
     iteration: int
     attempt: int
+
+    @property
+    def key(self) -> AttemptKey:
+        return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
+
+
+@dataclass(frozen=True)
+class Checkpoint(_OfAttempt):
     seq: int
     commit_id: str
     change_id: str | None
@@ -64,20 +82,9 @@ class Checkpoint:
     request_id: str
     created_at_ms: int
 
-    @property
-    def key(self) -> AttemptKey:
-        return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Attempt:
-    run_id: str
-    node_id: str
-    iteration: int
-    attempt: int
+class Attempt(_OfAttempt):
     state: str
     started_at_ms: int
     finished_at_ms: int | None
@@ -86,12 +93,9 @@ class Attempt:
     jj_pointer: str | None
     error_json: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Gap:
+class Gap(_Row):
     """A capture that was asked for and could not be taken."""
 
     ts_ms: int
@@ -105,6 +109,3 @@ class Gap:
     source: str | None = None
     tool_use_id: str | None = None
     detail: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
