@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from engine.clock import system_clock
 from engine.db import connect, migrate, write_transaction
 from engine.errors import NotFound, StoreUnavailable
 from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
@@ -36,8 +36,8 @@ _GAP_COLS = (
 _KEY_WHERE = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+#: The store's default clock (kept under this name for its callers).
+now_ms = system_clock
 
 
 class Store:
