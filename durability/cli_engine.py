@@ -27,6 +27,7 @@ from durability.cli import _run_id, _settings, json_option
 from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.ids import safe_filename
+from durability.paths import ensure_private_dir
 from engine.budget import Limits
 from engine.errors import RunFailed
 from engine.execute import EngineConfig, resume_run, start_run
@@ -206,8 +207,7 @@ def cancel_command(run_id: str) -> None:
 
 def _launcher(settings: Settings) -> Any:
     def launch(claim: Claim) -> subprocess.Popen[bytes]:
-        logs = settings.state_dir / "runs"
-        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        logs = ensure_private_dir(settings.state_dir / "runs")
         with open(logs / f"{safe_filename(claim.run_id)}.log", "ab") as log:
             return subprocess.Popen(
                 [sys.executable, "-m", "durability", "resume", claim.run_id,
