@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
@@ -23,9 +23,7 @@ from durability.errors import CaptureError, DurabilityError, InsecurePath, LockT
 from durability.paths import ensure_private_dir
 from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
 
-__all__ = ["SOURCES", "CaptureRequest", "Capturer", "Outcome"]
-
-SOURCES = frozenset({"hook", "wrap", "watch", "manual", "pre-restore"})
+__all__ = ["CaptureRequest", "Capturer", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,6 @@ class Outcome:
     error_code: str | None = None
     error_message: str | None = None
     gap_recorded: bool = False
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

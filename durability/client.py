@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["ConnectionLost", "Unreachable", "WaitTimeout", "call"]
+__all__ = ["ConnectionLost", "Unreachable", "WaitTimeout", "call", "capture_request", "peer_uid"]
 
 # Matches the service's cap; a longer line is never sent.
 MAX_LINE = 64 * 1024
@@ -62,20 +62,38 @@ def call(
         sock.close()
 
 
+def capture_request(
+    *, request_id: str, run_id: str, node_id: str, iteration: int, attempt: int,
+    worktree: str, source: str, tool_use_id: str | None, label: str | None, timeout_ms: int,
+) -> dict[str, Any]:
+    """A ``capture`` request in the wire format (``durability.protocol``)."""
+    return {"v": 1, "op": "capture", "request_id": request_id, "run_id": run_id,
+            "node_id": node_id, "iteration": iteration, "attempt": attempt,
+            "worktree": worktree, "source": source, "tool_use_id": tool_use_id,
+            "label": label, "timeout_ms": timeout_ms}
+
+
 def _check_peer(sock: socket.socket, socket_path: object) -> None:
     """Only a service run by this user is believed: another user who took the
     socket's place first could answer "captured" while nothing was."""
+    uid = peer_uid(sock)
+    if uid is not None and uid != os.getuid():
+        raise Unreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (Linux's
+    SO_PEERCRED); None where the platform cannot tell, and then the private
+    0700 folder is the guard.  Used by both ends: the service refuses other
+    users, the client refuses a service run by another user."""
     opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:  # not Linux: the private folder is the guard
-        return
-    import os
+    if opt is None:
+        return None
     import sys
 
     # struct ucred {pid_t pid; uid_t uid; gid_t gid;}, read without importing struct.
     creds = sock.getsockopt(socket.SOL_SOCKET, opt, 12)
-    uid = int.from_bytes(creds[4:8], sys.byteorder)
-    if uid != os.getuid():
-        raise Unreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
+    return int.from_bytes(creds[4:8], sys.byteorder)
 
 
 def _read_response(sock: socket.socket, deadline: float) -> dict[str, Any]:

@@ -8,12 +8,12 @@ per busy worktree (``Coalescer``) and one that ingests the gap spool.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import socket
 import stat
-import struct
 import threading
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,7 +22,7 @@ from typing import Any
 
 import filelock
 
-from durability import protocol, watch_service
+from durability import client, protocol, watch_service
 from durability.backends import resolve_worktree
 from durability.capture import Capturer, CaptureRequest, Outcome
 from durability.coalesce import Coalescer
@@ -227,17 +227,12 @@ class Service:
     def _serve_lines(self, conn: socket.socket) -> None:
         buf = b""
         while not self._stop.is_set():
-            while b"\n" not in buf:
-                if len(buf) > protocol.MAX_REQUEST_BYTES:
-                    _send(conn, protocol.error_response(
-                        "request-too-large",
-                        f"request exceeds {protocol.MAX_REQUEST_BYTES} bytes"))
-                    return
+            while b"\n" not in buf and len(buf) <= protocol.MAX_REQUEST_BYTES:
                 chunk = conn.recv(65536)
                 if not chunk:
                     return
                 buf += chunk
-            line, buf = buf.split(b"\n", 1)
+            line, _, buf = buf.partition(b"\n")
             if len(line) > protocol.MAX_REQUEST_BYTES:
                 _send(conn, protocol.error_response(
                     "request-too-large", f"request exceeds {protocol.MAX_REQUEST_BYTES} bytes"))
@@ -268,24 +263,16 @@ class Service:
 
     def _internal_error(self, req: protocol.CaptureReq, exc: Exception) -> Outcome:
         assert self.capturer is not None
-        request = CaptureRequest(
-            key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
-            worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
-            tool_use_id=req.tool_use_id, label=req.label)
         error = DurabilityError(f"{type(exc).__name__}: {exc}", code="internal-error")
-        return self.capturer.fail(request, error)
+        return self.capturer.fail(_request(req), error)
 
     def _capture(self, req: protocol.CaptureReq) -> Outcome:
         assert self.capturer is not None and self.coalescer is not None
-        key = AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt)
-        request = CaptureRequest(key=key, worktree=Path(req.worktree), source=req.source,
-                                 request_id=req.request_id, tool_use_id=req.tool_use_id,
-                                 label=req.label)
+        request = _request(req)
         try:
-            worktree = resolve_worktree(req.worktree)
+            request = dataclasses.replace(request, worktree=resolve_worktree(req.worktree))
         except CaptureError as exc:
             return self.capturer.fail(request, exc)
-        request = CaptureRequest(**{**request.__dict__, "worktree": worktree})
         try:
             future = self.coalescer.submit(request)
         except RuntimeError as exc:
@@ -309,6 +296,14 @@ class Service:
         return self.capturer.capture(requests, lock_timeout_s=lock_timeout)
 
 
+def _request(req: protocol.CaptureReq) -> CaptureRequest:
+    """The capture a wire request asks for, on the worktree path as given."""
+    return CaptureRequest(
+        key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
+        worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
+        tool_use_id=req.tool_use_id, label=req.label)
+
+
 def _answers(path: Path) -> bool:
     """Whether something is listening on the socket file ``path``."""
     try:
@@ -330,12 +325,8 @@ def _answers(path: Path) -> bool:
 
 def _same_user(conn: socket.socket) -> bool:
     """Peer credentials: only the service's own user may talk to it."""
-    opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:  # not Linux: the 0700 folder and 0600 socket are the guard
-        return True
-    creds = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+    uid = client.peer_uid(conn)
+    return uid is None or uid == os.getuid()
 
 
 def _send(conn: socket.socket, response: dict[str, Any]) -> None:

@@ -42,10 +42,11 @@ def snapshot_now(
     except CaptureError as exc:
         Capturer(settings=settings, store=lazy_store(settings), env=env).fail(request, exc)
         raise
-    wire = {"v": 1, "op": "capture", "request_id": request_id, "run_id": key.run_id,
-            "node_id": key.node_id, "iteration": key.iteration, "attempt": key.attempt,
-            "worktree": str(root), "source": source, "tool_use_id": tool_use_id,
-            "label": label, "timeout_ms": int(settings.jj_timeout_s * 1000) + 30_000}
+    wire = client.capture_request(
+        request_id=request_id, run_id=key.run_id, node_id=key.node_id,
+        iteration=key.iteration, attempt=key.attempt, worktree=str(root), source=source,
+        tool_use_id=tool_use_id, label=label,
+        timeout_ms=int(settings.jj_timeout_s * 1000) + 30_000)
     try:
         answer = client.call(settings.socket_path, wire, timeout_s=settings.jj_timeout_s + 60)
     except (client.Unreachable, client.ConnectionLost):
