@@ -86,6 +86,17 @@ def _emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
+             empty: str) -> None:
+    """A listing command's output: JSON rows, a table, or a note on stderr."""
+    if as_json:
+        _emit(rows)
+    elif rows:
+        click.echo(table())
+    else:
+        click.echo(empty, err=True)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="worktree-durability")
 def cli() -> None:
@@ -147,14 +158,10 @@ def snapshots(run_id: str, node_id: str | None, as_json: bool) -> None:
     rows = _store(_settings()).checkpoints(run_id, node_id)
     keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
             "tool_use_id", "label", "worktree", "created_at_ms")
-    if as_json:
-        return _emit([{k: getattr(r, k) for k in keys} for r in rows])
-    if not rows:
-        click.echo(f"no checkpoints for run {run_id}", err=True)
-        return
     from durability.table import checkpoints_table
 
-    click.echo(checkpoints_table(rows))
+    _listing([{k: getattr(r, k) for k in keys} for r in rows], as_json,
+             lambda: checkpoints_table(rows), f"no checkpoints for run {run_id}")
 
 
 @cli.command()
@@ -193,14 +200,10 @@ def gaps(run_id: str, as_json: bool) -> None:
     if ingested.torn:
         click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
     rows = store.gaps(run_id)
-    if as_json:
-        return _emit([g.to_dict() for g in rows])
-    if not rows:
-        click.echo(f"no gaps for run {run_id}", err=True)
-        return
     from durability.table import gaps_table
 
-    click.echo(gaps_table(rows))
+    _listing([g.to_dict() for g in rows], as_json, lambda: gaps_table(rows),
+             f"no gaps for run {run_id}")
 
 
 @cli.command()
@@ -208,14 +211,11 @@ def gaps(run_id: str, as_json: bool) -> None:
 @json_option
 def attempts(run_id: str, as_json: bool) -> None:
     """List a run's attempts with their jj_pointer."""
-    rows = [a.to_dict() for a in _store(_settings()).attempts(run_id)]
-    if as_json:
-        return _emit(rows)
-    if not rows:
-        click.echo(f"no attempts for run {run_id}", err=True)
-    for a in rows:
-        click.echo(f"{a['node_id']:<24} it {a['iteration']:<3} att {a['attempt']:<3} "
-                   f"{a['state']:<10} {a['jj_pointer'] or '-'}")
+    rows = _store(_settings()).attempts(run_id)
+    from durability.table import attempts_table
+
+    _listing([a.to_dict() for a in rows], as_json, lambda: attempts_table(rows),
+             f"no attempts for run {run_id}")
 
 
 @cli.command()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from engine import Checkpoint, Gap
+from engine import Attempt, Checkpoint, Gap
 
-__all__ = ["checkpoints_table", "gaps_table", "printable"]
+__all__ = ["attempts_table", "checkpoints_table", "gaps_table", "printable"]
 
 
 def printable(text: str) -> str:
@@ -35,6 +35,14 @@ def gaps_table(rows: Sequence[Gap]) -> str:
          f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-",
          g.source or "-", printable(g.tool_use_id or "-"), printable(g.detail or ""))
         for g in rows
+    ])
+
+
+def attempts_table(rows: Sequence[Attempt]) -> str:
+    header = ("NODE", "IT", "ATT", "STATE", "JJ POINTER")
+    return _table(header, [
+        (a.node_id, str(a.iteration), str(a.attempt), a.state, a.jj_pointer or "-")
+        for a in rows
     ])
 
 
