@@ -39,8 +39,10 @@ class IgnoreRules:
             return ""
         return path[len(self._prefix):] if path.startswith(self._prefix) else None
 
-    def triggers(self, path: str, *, is_dir: bool = False) -> bool:
-        """Whether an event on ``path`` should lead to a capture."""
+    def triggers(self, path: str, *, is_dir: bool = False, parent_checked: bool = False) -> bool:
+        """Whether an event on ``path`` should lead to a capture.  With
+        ``parent_checked`` (a walk that only enters folders that trigger) the
+        folders above are not looked up again."""
         rel = self.relative(path)
         if rel is None:
             return False
@@ -49,9 +51,10 @@ class IgnoreRules:
         parts = rel.split(os.sep)
         if parts[0] in _ALWAYS:
             return False
-        for depth in range(1, len(parts)):
-            if self._ignored(os.sep.join(parts[:depth]) + "/"):
-                return False
+        if not parent_checked:
+            for depth in range(1, len(parts)):
+                if self._ignored(os.sep.join(parts[:depth]) + "/"):
+                    return False
         return not self._ignored(rel + "/" if is_dir else rel)
 
     def _ignored(self, rel: str) -> bool:

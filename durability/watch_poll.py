@@ -46,11 +46,16 @@ def fingerprint(worktree: Path, rules: IgnoreRules) -> str | None:
 def _add(digest: hashlib.blake2b, entry: os.DirEntry[str], rules: IgnoreRules,
          stack: list[str]) -> None:
     try:
-        st = entry.stat(follow_symlinks=False)
-        is_dir = entry.is_dir(follow_symlinks=False)
+        is_dir = entry.is_dir(follow_symlinks=False)  # from the listing: no stat
     except OSError:
         return
-    if not rules.triggers(entry.path, is_dir=is_dir):
+    # Its folder triggers: the walk only enters folders that do.  An ignored
+    # entry costs no stat.
+    if not rules.triggers(entry.path, is_dir=is_dir, parent_checked=True):
+        return
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
         return
     digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode(
         "utf-8", "surrogateescape"))
