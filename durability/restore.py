@@ -69,7 +69,8 @@ def restore(
         # A commit the target's repository does not hold can never be
         # restored: refuse before the pre-restore capture, which would file a
         # row (and move jj_pointer) for a worktree the attempt never used.
-        want = capturer.backend(root).tree_id(root, target.commit_id)
+        backend = capturer.backend(root)
+        want = backend.tree_id(root, target.commit_id)
         pre = capturer.capture_locked([CaptureRequest(
             key=target.key, worktree=root, source="pre-restore",
             request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
@@ -78,7 +79,6 @@ def restore(
             raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
                                f"{pre.error_message}", code=pre.error_code)
         assert pre.seq is not None and pre.commit_id is not None
-        backend = capturer.backend(root)
         backend.restore(root, target.commit_id)
         _verify(backend, root, target, want)
     return Restored(str(root), target, pre.seq, pre.commit_id)

@@ -56,17 +56,10 @@ def append_gap(directory: Path, record: dict[str, Any]) -> Path:
     The file is locked while appending so concurrent writers never interleave,
     and a line is started on a fresh line if a crashed writer left a torn one.
     """
-    ensure_private_dir(directory)
-    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
+    fd, path = _open_locked(directory, record)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if os.fstat(fd).st_size and _last_byte(path) != b"\n":
-            line = "\n" + line
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        _write_line(fd, record, torn_tail=size > 0 and os.pread(fd, 1, size - 1) != b"\n")
     finally:
         os.close(fd)
     return path
@@ -82,26 +75,31 @@ def append_last_gap(directory: Path, record: dict[str, Any]) -> Path | None:
     writes; the other finds the line, or waits on the lock until the process
     is gone.
     """
-    ensure_private_dir(directory)
-    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)  # never closed: that would release the lock
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    fd, path = _open_locked(directory, record)  # never closed: that would release the lock
     data = os.pread(fd, os.fstat(fd).st_size, 0)
     for raw in data.split(b"\n"):
         seen = _parse(raw) if raw.strip() else None
         if seen is not None and seen["request_id"] == record["request_id"]:
             return None
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-    os.write(fd, (("\n" if data and not data.endswith(b"\n") else "") + line).encode())
-    os.fsync(fd)
+    _write_line(fd, record, torn_tail=bool(data) and not data.endswith(b"\n"))
     return path
 
 
-def _last_byte(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1)
+def _open_locked(directory: Path, record: dict[str, Any]) -> tuple[int, Path]:
+    """The run's spool file, opened for appending and exclusively locked."""
+    ensure_private_dir(directory)
+    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, path
+
+
+def _write_line(fd: int, record: dict[str, Any], *, torn_tail: bool) -> None:
+    """One NDJSON line, on a fresh line after a torn one, then fsync."""
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    os.write(fd, (("\n" if torn_tail else "") + line).encode("utf-8"))
+    os.fsync(fd)
 
 
 @dataclass
