@@ -190,6 +190,6 @@ def _operation_id(worktree: Path) -> str | None:
 
 def _jj_error(worktree: Path, command: str, stderr: str) -> Exception:
     text = " ".join(stderr.split())[:500]
-    if "no jj repo" in text.lower() or "There is no jj repo" in stderr:
+    if "no jj repo" in text.lower():
         return NotAJjRepo(f"{worktree} is not a jj repository")
     return JjFailed(f"jj {command} failed in {worktree}: {text or 'no message'}")
