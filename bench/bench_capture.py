@@ -61,9 +61,9 @@ class Runner:
     """The measurements of one size, against one repository."""
 
     def __init__(self, bench: Bench, repo: Path, n_files: int) -> None:
-        from durability.capture import Capturer
+        from durability.capture.capturer import Capturer
+        from durability.capture.inprocess import lazy_store
         from durability.config import Settings
-        from durability.inprocess import lazy_store
 
         self.bench, self.repo, self.n = bench, repo, n_files
         self.settings = Settings.from_env(bench.env)
@@ -115,7 +115,7 @@ class Runner:
         result.col(COLUMNS[7]).add(time.perf_counter() - started)
 
     def _in_process(self) -> tuple[float, str]:
-        from durability.capture import CaptureRequest
+        from durability.capture.capturer import CaptureRequest
         from engine import AttemptKey
 
         request = CaptureRequest(key=AttemptKey(f"bench-inproc-{self.n}", "bench"),
@@ -129,7 +129,7 @@ class Runner:
         return elapsed, outcome.commit_id
 
     def _socket_call(self, run_id: str, *, expect_new: bool = True) -> float:
-        from durability import client
+        from durability.service import client
 
         request = {"v": 1, "op": "capture", "request_id": str(uuid.uuid4()), "run_id": run_id,
                    "node_id": "bench", "worktree": str(self.repo), "source": "manual",
@@ -229,7 +229,7 @@ def measure(bench: Bench, n_files: int, reps: int, k: int, rounds: int) -> SizeR
 
 def verify(bench: Bench, runner: Runner, hook_calls: int) -> None:
     """Every hook call recorded, no gap anywhere: otherwise the times mean nothing."""
-    from durability.ingest import ingest_spool
+    from durability.gaps.ingest import ingest_spool
     from engine import Store
 
     with Store(runner.settings.db_path) as store:
@@ -260,7 +260,8 @@ def floor(bench: Bench, reps: int) -> dict[str, Samples]:
     runs = {
         "python -I -S -c pass": ([py, "-I", "-S", "-c", "pass"], None),
         "python -c pass": ([py, "-c", "pass"], None),
-        "python -c 'import durability.hook'": ([py, "-c", "import durability.hook"], None),
+        "python -c 'import durability.hook.entry'":
+            ([py, "-c", "import durability.hook.entry"], None),
         "snapshot-hook, stub socket answers": ([bench.durability, "snapshot-hook"],
                                                payload.encode()),
     }

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from durability.config import Settings
-from durability.service import Service
+from durability.service.server import Service
 from engine import Store
 
 RUN = "bench-watch"

@@ -8,7 +8,7 @@ the public API is loaded on first use.
 from __future__ import annotations
 
 # typing is not imported at run time: this package is on the hook's fast path
-# and typing costs ~3 ms to import (see durability/client.py).
+# and typing costs ~3 ms to import (see durability/service/client.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -26,15 +26,15 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AmbientAttempt": ("durability.wrap", "AmbientAttempt"),
-    "Thread": ("durability.wrap", "Thread"),
-    "attempt": ("durability.wrap", "attempt"),
-    "bind_context": ("durability.wrap", "bind_context"),
-    "current_attempt": ("durability.wrap", "current_attempt"),
-    "durable_tool": ("durability.wrap", "durable_tool"),
+    "AmbientAttempt": ("durability.integrations.wrap", "AmbientAttempt"),
+    "Thread": ("durability.integrations.wrap", "Thread"),
+    "attempt": ("durability.integrations.wrap", "attempt"),
+    "bind_context": ("durability.integrations.wrap", "bind_context"),
+    "current_attempt": ("durability.integrations.wrap", "current_attempt"),
+    "durable_tool": ("durability.integrations.wrap", "durable_tool"),
     "Settings": ("durability.config", "Settings"),
-    "restore": ("durability.restore", "restore"),
-    "snapshot_now": ("durability.snapshot", "snapshot_now"),
+    "restore": ("durability.capture.restore", "restore"),
+    "snapshot_now": ("durability.capture.snapshot", "snapshot_now"),
 }
 
 

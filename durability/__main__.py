@@ -11,12 +11,12 @@ import sys
 
 def main() -> None:
     if sys.argv[1:2] == ["snapshot-hook"] and len(sys.argv) == 2:
-        from durability.hook import main as hook_main
+        from durability.hook.entry import main as hook_main
 
         code = hook_main()
         _skip_teardown(code)
         sys.exit(code)
-    from durability.cli import main as cli_main
+    from durability.cli.main import main as cli_main
 
     cli_main()
 

@@ -24,7 +24,7 @@ class Settings:
     hook_timeout_ms: int = 10_000
     #: In a burst of requests, the next capture waits for this much quiet...
     burst_quiet_ms: int = 60
-    #: ...but never longer than this (see ``durability.coalesce``).
+    #: ...but never longer than this (see ``durability.capture.coalesce``).
     burst_max_ms: int = 400
 
     @classmethod

@@ -19,7 +19,6 @@ __all__ = [
     "INVALID_RUN",
     "backend_choice",
     "call_request_id",
-    "find_jj_root",
     "find_root_str",
     "find_worktree_root",
     "is_git_root",
@@ -111,12 +110,6 @@ def safe_filename(run_id: str) -> str:
     digest = sha256_hex(run_id.encode("utf-8", "surrogatepass"))[:12]
     readable = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)[:60].lstrip(".") or "run"
     return f"{readable}-{digest}"
-
-
-def find_jj_root(start: str | os.PathLike[str]) -> Path | None:
-    """The jj workspace root containing ``start`` (a folder holding ``.jj/``)."""
-    found = find_worktree_root(start, "jj")
-    return found[0] if found else None
 
 
 #: The capture backends, by the name ``DURABILITY_BACKEND`` may force.

@@ -1,9 +1,11 @@
-"""The watch rows: which worktrees the snapshot service watches, for which
-attempt, with which timings.
+"""The watch rows: which worktrees the snapshot service watches (Tier 2), for
+which attempt, with which timings, so that a restarted service resumes them
+and ``durability unwatch`` can end one when no service runs.
 
-Kept beside the store rather than inside it: a watch is service state, not a
-record of work, and the engine knows nothing of watchers (``durability``
-owns them).  Each call opens its own connection; watches change rarely.
+A table of the state database like the others, with its own small class:
+the store's methods are records of work (runs, attempts, checkpoints, gaps),
+a watch is service configuration.  Foreground watches are not recorded.
+Each call opens its own connection; watches change rarely.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ class Stamp:
     ignores it.  ``seq`` is the seq the store will give the checkpoint, read
     by the capturer under the worktree lock just before capturing, or None when
     the store could not be read (the store stays the authority: see
-    ``durability.capture``).
+    ``durability.capture.capturer``).
     """
 
     key: AttemptKey

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from durability import ids, paths, spool
+from durability import ids, paths
 from durability.errors import InsecurePath
+from durability.gaps import spool
 from engine import Store
 from tests.helpers import (
     ServiceProcess,

@@ -56,7 +56,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from durability.config import Settings
-from durability.snapshot import snapshot_now
+from durability.capture.snapshot import snapshot_now
 from engine.workflow import Workflow
 
 SIDE = Path(__file__).with_name("side.log")

@@ -1,0 +1,214 @@
+"""Capture a worktree and record the checkpoint: the one code path shared by
+the service, the in-process fallback, the CLI and restore.
+
+A capture runs under a per-worktree file lock (contract 1: never two captures
+of one worktree at once, across processes too) and records every request it
+answers while still holding the lock, so checkpoint order is capture order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from durability.backends import Backend, Snapshot, Stamp, backend_for
+from durability.config import Settings
+from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
+from durability.gaps import spool
+from durability.paths import ensure_private_dir
+from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
+
+__all__ = ["CaptureRequest", "Capturer", "Outcome"]
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """One request for a snapshot of a worktree on behalf of an attempt."""
+
+    key: AttemptKey
+    worktree: Path
+    source: str
+    request_id: str
+    tool_use_id: str | None = None
+    label: str | None = None
+    #: Worktree-relative paths a watcher saw change since its previous request
+    #: (None: unknown).  Only a watcher that can prove it missed nothing (no
+    #: queue overflow, an event barrier up to this request) may set it; the
+    #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
+    changed_paths: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to one request: a seq and commit, or an error code."""
+
+    request_id: str
+    seq: int | None = None
+    commit_id: str | None = None
+    deduped: bool = False
+    error_code: str | None = None
+    error_message: str | None = None
+    gap_recorded: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+
+class Capturer:
+    """Takes snapshots and records them; files a gap for every failure."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Callable[[], Store],
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._env = env
+
+    def lock(self, worktree: Path, timeout_s: float) -> filelock.BaseFileLock:
+        """The cross-process lock that serialises captures of ``worktree``."""
+        ensure_private_dir(self.settings.lock_dir)
+        digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:32]
+        return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
+
+    def backend(self, worktree: Path) -> Backend:
+        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env)
+
+    def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
+        """One snapshot of the requests' worktree answers all of them."""
+        worktree = requests[0].worktree
+        try:
+            lock = self.lock(worktree, lock_timeout_s)
+            lock.acquire()
+        except filelock.Timeout:
+            err = LockTimeout(f"worktree {worktree} stayed locked for {lock_timeout_s:g}s")
+            return [self.fail(r, err) for r in requests]
+        except (InsecurePath, OSError) as exc:
+            # The lock folder lives in the state folder: if it cannot be made,
+            # neither can the record.
+            unusable = DurabilityError(f"state folder unusable: {exc}", code="store-unavailable")
+            return [self.fail(r, unusable) for r in requests]
+        try:
+            return self.capture_locked(requests)
+        finally:
+            lock.release()
+
+    def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
+        """As ``capture``, for a caller that already holds the worktree lock."""
+        worktree = requests[0].worktree
+        try:
+            backend = self.backend(worktree)
+            stamps = self._stamps(requests, backend.stamps_commits)
+            snap = backend.snapshot(worktree, stamps, changed_paths=_changed_paths(requests))
+        except CaptureError as exc:
+            return [self.fail(r, exc) for r in requests]
+        return [self._record(r, snap) for r in requests]
+
+    def _stamps(self, requests: list[CaptureRequest], with_seq: bool) -> list[Stamp]:
+        """One stamp per attempt in the batch, named after its first request
+        (the one the store gives a new seq; the others dedup onto it)."""
+        by_key: dict[AttemptKey, list[CaptureRequest]] = {}
+        for request in requests:
+            by_key.setdefault(request.key, []).append(request)
+        return [
+            Stamp(key=key, source=rs[0].source, request_ids=tuple(r.request_id for r in rs),
+                  tool_use_id=rs[0].tool_use_id, label=rs[0].label,
+                  seq=self._next_seq(key) if with_seq else None)
+            for key, rs in by_key.items()
+        ]
+
+    def _next_seq(self, key: AttemptKey) -> int | None:
+        """The seq the store will give this attempt's next checkpoint.
+
+        Seq is the store's (contract 3), assigned after the capture.  A
+        backend that writes a seq into its commit (git trailers) reads it here,
+        under the worktree lock that every capture of this worktree holds, so
+        no other capture can take it in between; the commit also carries the
+        request ids, and the store's row stays the authority if the two ever
+        differ (a row lost to a store failure, a replayed request).
+        """
+        try:
+            return self._store().checkpoint(key).seq + 1
+        except NotFound:
+            return 1
+        except EngineError:
+            return None
+
+    def _record(self, request: CaptureRequest, snap: Snapshot) -> Outcome:
+        new = NewCheckpoint(
+            key=request.key, commit_id=snap.commit_for(request.key), change_id=snap.change_id,
+            operation_id=snap.operation_id, worktree=str(request.worktree),
+            source=request.source, request_id=request.request_id,
+            tool_use_id=request.tool_use_id, label=request.label,
+        )
+        try:
+            done = self._store().record_checkpoint(new)
+        except EngineError as exc:
+            # The commit is captured and pinned; only the row is missing.  Say
+            # which commit, so the gap itself points at the lost state.
+            # Not ingested now: the store just failed, and waiting out its
+            # busy timeout a second time would only delay the answer.
+            return self.fail(request, exc, detail=f"commit {new.commit_id}: {exc}",
+                             ingest=False)
+        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
+
+    def fail(
+        self, request: CaptureRequest, error: Exception, *, detail: str | None = None,
+        ingest: bool = True,
+    ) -> Outcome:
+        """File a gap for a request that could not be captured."""
+        code = getattr(error, "code", "internal-error")
+        record = spool.gap_record(
+            run_id=request.key.run_id, request_id=request.request_id, reason=code,
+            node_id=request.key.node_id, iteration=request.key.iteration,
+            attempt=request.key.attempt, worktree=str(request.worktree),
+            source=request.source, tool_use_id=request.tool_use_id,
+            detail=detail or str(error),
+        )
+        recorded = write_gap(self.settings, record, self._store if ingest else None)
+        return Outcome(request.request_id, error_code=code, error_message=str(error),
+                       gap_recorded=recorded)
+
+
+def write_gap(
+    settings: Settings, record: dict[str, object], store: Callable[[], Store] | None = None
+) -> bool:
+    """Spool a gap, then ingest it at once when the store is at hand.
+
+    Whether the gap is on record: in the spool, or in the store when the
+    spool folder is unusable (insecure-path) but the store is not.
+    """
+    try:
+        spool.append_gap(settings.spool_dir, record)
+        spooled = True
+    except (OSError, DurabilityError):
+        spooled = False
+    if store is not None:
+        from durability.gaps.ingest import ingest_records
+
+        try:
+            ingest_records(store(), [record])
+        except EngineError:
+            return spooled  # in the spool, the next ingest picks it up
+        return True
+    return spooled
+
+
+def _changed_paths(requests: list[CaptureRequest]) -> frozenset[str] | None:
+    """What changed since the batch's requesters last asked: the union of
+    their paths, or None (scan everything) when any of them does not know."""
+    union: set[str] = set()
+    for request in requests:
+        if request.changed_paths is None:
+            return None
+        union |= request.changed_paths
+    return frozenset(union)

@@ -1,0 +1,2 @@
+"""The `durability` command line: thin click commands over the library.
+"""

@@ -1,0 +1,104 @@
+"""The checkpoint commands: ``snapshot``, ``snapshots``, ``restore``, ``gaps``
+and ``attempts``."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import click
+
+from durability.cli import options
+from engine import AttemptKey
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--run", "run_id", required=True, callback=options.run_id, help="Run id.")
+@options.attempt_options(node_required=True, defaults=True)
+@click.option("--label", help="A label for the checkpoint.")
+@options.json_option
+def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attempt: int,
+             label: str | None, as_json: bool) -> None:
+    """Take a checkpoint of the worktree at PATH (default: here) now."""
+    from durability.capture.snapshot import snapshot_now
+
+    result = snapshot_now(options.settings(), key=AttemptKey(run_id, node_id, iteration, attempt),
+                          path=path or Path.cwd(), label=label, request_id=str(uuid.uuid4()))
+    if as_json:
+        options.emit(result)
+    else:
+        note = " (unchanged: same as the latest checkpoint)" if result["deduped"] else ""
+        click.echo(f"seq {result['seq']} commit {result['commit_id'][:12]}{note}")
+
+
+@click.command()
+@click.argument("run_id", callback=options.run_id)
+@click.option("--node", "node_id", callback=options.run_id, help="Only this node.")
+@options.json_option
+def snapshots(run_id: str, node_id: str | None, as_json: bool) -> None:
+    """List a run's checkpoints, by attempt then seq."""
+    rows = options.store(options.settings()).checkpoints(run_id, node_id)
+    keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
+            "tool_use_id", "label", "worktree", "created_at_ms")
+    from durability.cli.table import checkpoints_table
+
+    options.listing([{k: getattr(r, k) for k in keys} for r in rows], as_json,
+             lambda: checkpoints_table(rows), f"no checkpoints for run {run_id}")
+
+
+@click.command()
+@click.argument("run_id", callback=options.run_id)
+@options.attempt_options(node_required=True, defaults=False)
+@click.option("--seq", type=click.IntRange(1), help="Checkpoint seq (default: the latest).")
+@click.option("--worktree", type=click.Path(path_type=Path),
+              help="Restore into this worktree (default: where it was captured).")
+@options.json_option
+def restore(run_id: str, node_id: str, iteration: int | None, attempt: int | None,
+            seq: int | None, worktree: Path | None, as_json: bool) -> None:
+    """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first)."""
+    from durability.capture.restore import restore as do_restore
+
+    done = do_restore(options.settings(), run_id=run_id, node_id=node_id, iteration=iteration,
+                      attempt=attempt, seq=seq, worktree=str(worktree) if worktree else None)
+    result = {"worktree": done.worktree,
+              "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
+              "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit}}
+    if as_json:
+        return options.emit(result)
+    click.echo(f"restored {done.worktree} to seq {done.restored.seq} "
+               f"({done.restored.commit_id[:12]}); undo with --seq {done.pre_restore_seq}")
+
+
+@click.command()
+@click.argument("run_id", callback=options.run_id)
+@options.json_option
+def gaps(run_id: str, as_json: bool) -> None:
+    """List the captures of a run that could not be taken."""
+    from durability.gaps.ingest import ingest_spool
+
+    settings = options.settings()
+    store = options.store(settings)
+    ingested = ingest_spool(store, settings.spool_dir)
+    if ingested.torn:
+        click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
+    rows = store.gaps(run_id)
+    from durability.cli.table import gaps_table
+
+    options.listing([g.to_dict() for g in rows], as_json, lambda: gaps_table(rows),
+             f"no gaps for run {run_id}")
+
+
+@click.command()
+@click.argument("run_id", callback=options.run_id)
+@options.json_option
+def attempts(run_id: str, as_json: bool) -> None:
+    """List a run's attempts with their jj_pointer."""
+    rows = options.store(options.settings()).attempts(run_id)
+    from durability.cli.table import attempts_table
+
+    options.listing([a.to_dict() for a in rows], as_json, lambda: attempts_table(rows),
+             f"no attempts for run {run_id}")
+
+
+COMMANDS = [snapshot, snapshots, restore, gaps, attempts]

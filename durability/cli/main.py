@@ -1,0 +1,55 @@
+"""The ``durability`` command line: thin click commands over the library.
+
+This module is the top of the house: it builds the group, registers every
+command family (``checkpoints``, ``service``, ``watch``, ``engine``), and is
+imported by none of them.  Every failure is one line on stderr,
+``durability: <code>: <message>``, and the exit status comes from
+``errors.exit_code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from durability.cli import checkpoints, engine, service, watch
+from durability.errors import DurabilityError, exit_code
+from engine import EngineError
+
+__all__ = ["cli", "main"]
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (DurabilityError, EngineError) as exc:
+            if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
+                click.echo(f"durability: {exc.code}: {_one_line(str(exc))}", err=True)
+            ctx.exit(exit_code(exc))
+        except click.UsageError as exc:
+            # A bad option is a user error too: one line with its code, like the rest.
+            click.echo(f"durability: invalid-value: {exc.format_message()}", err=True)
+            ctx.exit(2)
+
+
+def _one_line(message: str) -> str:
+    """A message that may span lines (a task's exception, jj's stderr) as one
+    line: scripts read the first line of stderr as the whole error."""
+    return " | ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="worktree-durability")
+def cli() -> None:
+    """Durable agent worktrees: every tool call a restorable jj checkpoint."""
+
+
+for _family in (service, checkpoints, watch, engine):
+    for _command in _family.COMMANDS:
+        cli.add_command(_command)
+
+
+def main() -> None:
+    cli(prog_name="durability")

@@ -1,0 +1,75 @@
+"""What the command families share: id validation, the options several
+commands take, settings and store built at the entry point, and output.
+
+Imported by every command module; imports none of them (the CLI's ground)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from durability import ids
+from durability.config import Settings
+from durability.errors import InvalidInput
+from engine import Store
+
+__all__ = ["attempt_options", "emit", "json_option", "listing", "run_id", "settings",
+           "store"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: an id from the command line, validated like every id
+    that comes from outside."""
+    if value is None:
+        return None
+    try:
+        return ids.validate_id(value, param.name.replace("_", " ") if param.name else "id")
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+def attempt_options(*, node_required: bool, defaults: bool) -> Callable[[F], F]:
+    """--node, --iteration and --attempt, shared by the commands that name an attempt."""
+
+    def decorate(f: F) -> F:
+        f = click.option("--attempt", type=click.IntRange(1), default=1 if defaults else None,
+                         help="Attempt number (from 1).")(f)
+        f = click.option("--iteration", type=click.IntRange(0), default=0 if defaults else None,
+                         help="Iteration number (from 0).")(f)
+        f = click.option("--node", "node_id", required=node_required, callback=run_id,
+                         help="Node (task) id.")(f)
+        return f
+
+    return decorate
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def store(s: Settings) -> Store:
+    return Store(s.db_path)
+
+
+def emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
+            empty: str) -> None:
+    """A listing command's output: JSON rows, a table, or a note on stderr."""
+    if as_json:
+        emit(rows)
+    elif rows:
+        click.echo(table())
+    else:
+        click.echo(empty, err=True)

@@ -1,0 +1,64 @@
+"""Ingest the gap spool into the store, idempotently (contract 5)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durability.gaps import spool
+from durability.paths import ensure_private_dir
+from engine import Gap, Store
+
+__all__ = ["IngestResult", "ingest_records", "ingest_spool"]
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    added: int
+    torn: int
+    files: int
+
+
+def ingest_spool(store: Store, directory: Path) -> IngestResult:
+    """Read every spool file and insert the gaps the store does not have.
+
+    A spool folder reached through a symlink or owned by someone else is
+    refused (``InsecurePath``): whoever controls it could plant gaps.
+    """
+    if os.path.lexists(directory):
+        ensure_private_dir(directory)
+    added = torn = files = 0
+    for path in spool.spool_files(directory):
+        try:
+            read = spool.read_spool(path)
+        except OSError:
+            continue  # unreadable now; a later ingest tries again
+        files += 1
+        torn += read.torn
+        added += ingest_records(store, read.records)
+    return IngestResult(added, torn, files)
+
+
+def ingest_records(store: Store, records: Iterable[dict[str, Any]]) -> int:
+    return store.add_gaps(_gap(r) for r in records)
+
+
+def _gap(r: dict[str, Any]) -> Gap:
+    return Gap(
+        ts_ms=int(r["ts_ms"]), run_id=str(r["run_id"]), request_id=str(r["request_id"]),
+        reason=str(r["reason"]), node_id=_text(r.get("node_id")),
+        iteration=_int(r.get("iteration")), attempt=_int(r.get("attempt")),
+        worktree=_text(r.get("worktree")), source=_text(r.get("source")),
+        tool_use_id=_text(r.get("tool_use_id")), detail=_text(r.get("detail")),
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,158 @@
+"""The gap spool: one NDJSON file per run in a private folder.
+
+A failed capture appends one line here; the service and every command that
+reads gaps ingest the lines into the store (``durability.gaps.ingest``).  Standard
+library only: the hook writes here when nothing else works.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durability.ids import safe_filename
+from durability.paths import ensure_private_dir
+
+__all__ = [
+    "SUFFIX",
+    "SpoolRead",
+    "append_gap",
+    "append_last_gap",
+    "gap_record",
+    "read_spool",
+    "spool_files",
+]
+
+SUFFIX = ".gaps.ndjson"
+FIELDS = (
+    "ts_ms", "run_id", "node_id", "iteration", "attempt", "worktree", "source",
+    "tool_use_id", "request_id", "reason", "detail",
+)
+# A detail is a diagnostic, not a log: keep lines small so a spool stays cheap
+# to re-read.
+_MAX_DETAIL = 2000
+
+
+def gap_record(*, run_id: str, request_id: str, reason: str, **fields: Any) -> dict[str, Any]:
+    """A spool line's fields, in the documented order."""
+    record: dict[str, Any] = {name: None for name in FIELDS}
+    record.update(fields, run_id=run_id, request_id=request_id, reason=reason)
+    if record["ts_ms"] is None:
+        record["ts_ms"] = time.time_ns() // 1_000_000
+    if isinstance(record["detail"], str):
+        record["detail"] = record["detail"][:_MAX_DETAIL]
+    return {name: record[name] for name in FIELDS}
+
+
+def append_gap(directory: Path, record: dict[str, Any]) -> Path:
+    """Append one gap line durably; returns the spool file.
+
+    The file is locked while appending so concurrent writers never interleave,
+    and a line is started on a fresh line if a crashed writer left a torn one.
+    """
+    fd, path = _open_locked(directory, record)
+    try:
+        size = os.fstat(fd).st_size
+        _write_line(fd, record, torn_tail=size > 0 and os.pread(fd, 1, size - 1) != b"\n")
+    finally:
+        os.close(fd)
+    return path
+
+
+def append_last_gap(directory: Path, record: dict[str, Any]) -> Path | None:
+    """Append ``record`` unless its request already has a line, and keep the
+    spool file locked until this process exits; ``None`` when it was there.
+
+    For a process that is giving up (the hook past its budget): another of its
+    threads may be filing a gap for the same request at this moment (its jj
+    was just killed), and a request is recorded once.  Whoever locks first
+    writes; the other finds the line, or waits on the lock until the process
+    is gone.
+    """
+    fd, path = _open_locked(directory, record)  # never closed: that would release the lock
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    for raw in data.split(b"\n"):
+        seen = _parse(raw) if raw.strip() else None
+        if seen is not None and seen["request_id"] == record["request_id"]:
+            return None
+    _write_line(fd, record, torn_tail=bool(data) and not data.endswith(b"\n"))
+    return path
+
+
+def _open_locked(directory: Path, record: dict[str, Any]) -> tuple[int, Path]:
+    """The run's spool file, opened for appending and exclusively locked."""
+    ensure_private_dir(directory)
+    path = directory / (safe_filename(str(record["run_id"])) + SUFFIX)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, path
+
+
+def _write_line(fd: int, record: dict[str, Any], *, torn_tail: bool) -> None:
+    """One NDJSON line, on a fresh line after a torn one, then fsync."""
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    os.write(fd, (("\n" if torn_tail else "") + line).encode("utf-8"))
+    os.fsync(fd)
+
+
+@dataclass
+class SpoolRead:
+    records: list[dict[str, Any]]
+    torn: int
+
+
+def read_spool(path: Path) -> SpoolRead:
+    """Parse one spool file; a line that is not a complete JSON object with a
+    run id, request id and reason is torn: skipped and counted."""
+    records: list[dict[str, Any]] = []
+    torn = 0
+    with open(path, "rb") as f:
+        # Shared lock: a line being appended right now is not mistaken for torn.
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        # No final newline: a writer died mid-line, or is writing right now.
+        lines.pop()
+        torn += 1
+    for raw in lines:
+        if not raw.strip():
+            continue
+        record = _parse(raw)
+        if record is None:
+            torn += 1
+        else:
+            records.append(record)
+    return SpoolRead(records, torn)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    for key in ("run_id", "request_id", "reason"):
+        if not isinstance(record.get(key), str) or not record[key]:
+            return None
+    if not isinstance(record.get("ts_ms"), int):
+        return None
+    return record
+
+
+def spool_files(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(SUFFIX) and path.is_file() and not path.is_symlink():
+            yield path

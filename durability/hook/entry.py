@@ -1,0 +1,388 @@
+"""``durability snapshot-hook``: the Claude Code PostToolUse hook (Tier 1).
+
+It also reads OpenAI Codex CLI ``PostToolUse`` and Gemini CLI ``AfterTool``
+payloads, told apart by their shape (``harness``).
+
+Contract 6: it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
+prints nothing on stdout, and turns every failure into a gap.  Its fast path
+(service reachable) imports only the standard library and this package's
+stdlib-only modules; the in-process fallback imports the rest on demand.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import time
+
+from durability import fastjson, ids, paths
+from durability.service import client
+
+# Imports kept off the fast path, which runs on every tool call (see
+# docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
+# it imports platform) is replaced by _random_id, and spool (~9 ms with
+# dataclasses) is imported when a gap is actually filed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, BinaryIO
+
+__all__ = ["main", "run_hook", "tool_label"]
+
+# Claude Code sends the tool's input and response; a Read of a large file can
+# make that big.  Beyond this the payload is refused (a bad-hook-input gap)
+# rather than held in memory.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+DEFAULT_BUDGET_MS = 10_000
+# Time kept back from the budget to write a gap and exit before the deadline.
+_MARGIN_S = 0.3
+# Where a tool names the file it touched: Claude Code and Codex use file_path
+# (notebook_path, path); Gemini CLI's read tools use absolute_path.
+_PATH_KEYS = ("file_path", "notebook_path", "path", "absolute_path")
+_SESSION_RE = rb'"session_id"\s*:\s*"([^"\\]{1,200})"'
+
+
+class _Hook:
+    """What the hook knows so far, so a failure at any point files a gap."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.request_id = _random_id()
+        self.fields: dict[str, Any] = {"source": "hook"}
+        self.run_id = env.get("DURABILITY_RUN_ID") or ids.INVALID_RUN
+        self.done = _thread.allocate_lock()
+        self.finished = False
+        self.budget_s = _budget_ms(env) / 1000
+        self.alarms = 0
+        self.disarms: list[Callable[[], None]] = []
+
+    def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
+        """File one gap for this request (at most once); ``last`` when the
+        process exits right after (see ``spool.append_last_gap``)."""
+        # Held while writing: the watchdog, which exits the process next, waits
+        # for a gap being written instead of cutting it off (briefly, so that
+        # it still exits on time).
+        if not self.done.acquire(timeout=_MARGIN_S / 2 if last else -1):
+            return
+        try:
+            if self.finished:
+                return
+            self.finished = True
+            self._write(reason, detail, last=last)
+        finally:
+            self.done.release()
+
+    def _write(self, reason: str, detail: str, *, last: bool) -> None:
+        try:
+            from durability.gaps import spool
+
+            record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
+                                      reason=reason, detail=detail, **self.fields)
+            append = spool.append_last_gap if last else spool.append_gap
+            append(paths.spool_dir(self.env), record)
+        except Exception as exc:
+            sys.stderr.write(f"durability: could not record gap {reason}: {exc}\n")
+            return
+        sys.stderr.write(f"durability: snapshot not taken ({reason}): {detail[:200]}\n")
+
+    def succeed(self) -> None:
+        with self.done:
+            self.finished = True
+
+
+def _random_id() -> str:
+    """A random version-4 UUID in its usual text form, as ``str(uuid.uuid4())``."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def main(stdin: BinaryIO | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Entry point: always returns 0."""
+    env = os.environ if env is None else env
+    hook = _Hook(env)
+    budget_s = hook.budget_s
+    hook.disarms.append(_arm_alarm(hook))
+    try:
+        run_hook(hook, stdin or sys.stdin.buffer, time.monotonic() + budget_s - _MARGIN_S)
+    except Exception as exc:  # contract 6: never a traceback, never a failure
+        hook.gap("internal-error", f"{type(exc).__name__}: {exc}")
+    finally:
+        for disarm in hook.disarms:
+            disarm()
+    return 0
+
+
+def _arm_alarm(hook: _Hook) -> Callable[[], None]:
+    """The watchdog of the fast path: a SIGALRM timer rather than a thread
+    (``threading`` costs ~4 ms per tool call).  Every wait on that path (stdin,
+    the socket) is interruptible, so the handler runs on time.  Off the main
+    thread, or without SIGALRM, a watchdog thread does the same."""
+    delay = max(hook.budget_s - _MARGIN_S, 0.05)
+    try:
+        import signal
+
+        signal.signal(signal.SIGALRM, lambda signum, frame: _on_alarm(hook))
+        signal.setitimer(signal.ITIMER_REAL, delay)
+    except (ValueError, OSError, AttributeError):
+        return _arm_thread(hook, delay)
+
+    def disarm() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    return disarm
+
+
+def _arm_thread(hook: _Hook, delay: float) -> Callable[[], None]:
+    """A watchdog thread: it fires even while this thread is inside C code
+    that does not return to Python (SQLite's busy wait, pygit2), so the
+    in-process fallback arms one too."""
+    import threading
+
+    timer = threading.Timer(delay, _give_up, args=(hook, hook.budget_s))
+    timer.daemon = True
+    timer.start()
+    return timer.cancel
+
+
+def _on_alarm(hook: _Hook) -> None:
+    # The handler runs on the main thread: if that thread is writing a gap,
+    # let it finish (briefly), since it holds the lock _give_up would wait on.
+    if hook.done.locked() and hook.alarms < 2:
+        import signal
+
+        hook.alarms += 1
+        signal.setitimer(signal.ITIMER_REAL, _MARGIN_S / 3)
+        return
+    _give_up(hook, hook.budget_s)
+
+
+def _give_up(hook: _Hook, budget_s: float) -> None:
+    """The watchdog: past the budget, file a timeout gap, stop jj, exit 0."""
+    try:
+        _import_spool()
+        # Record first, keeping the spool locked until exit: the main thread,
+        # whose jj is killed next, must not file a second gap for this request.
+        hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
+        # Not imported means no jj was started; importing it here could race
+        # the main thread's imports (see _import_spool).
+        kill_all = getattr(sys.modules.get("durability.proc"), "kill_all", None)
+        if kill_all is not None:
+            kill_all()
+    except Exception as exc:  # the exit below must happen whatever failed
+        sys.stderr.write(f"durability: hook watchdog: {type(exc).__name__}: {exc}\n")
+    finally:
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _import_spool() -> None:
+    """Import the spool module from the watchdog thread.
+
+    The main thread may be importing modules the spool needs at this very
+    moment (its own gap, the in-process fallback); two threads importing
+    each other's dependencies can be handed a partially initialised module.
+    A failed import is undone, so trying again once the other is done works.
+    """
+    for _ in range(10):
+        try:
+            from durability.gaps import spool  # noqa: F401
+        except (ImportError, AttributeError):
+            time.sleep(0.02)
+        else:
+            return
+
+
+def _budget_ms(env: Mapping[str, str]) -> int:
+    try:
+        value = int(env.get("DURABILITY_HOOK_TIMEOUT_MS", DEFAULT_BUDGET_MS))
+    except ValueError:
+        return DEFAULT_BUDGET_MS
+    return value if value > 0 else DEFAULT_BUDGET_MS
+
+
+def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
+    raw = stdin.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        _guess_run(hook, raw)
+        return hook.gap("bad-hook-input", f"hook input exceeds {MAX_INPUT_BYTES} bytes")
+    try:
+        payload = fastjson.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        _guess_run(hook, raw)
+        return hook.gap("bad-hook-input", "hook input is not valid JSON")
+    if not isinstance(payload, dict):
+        return hook.gap("bad-hook-input", "hook input is not a JSON object")
+    problem = _identify(hook, payload)
+    if problem:
+        return hook.gap("bad-hook-input", problem)
+    reason, detail = _locate_worktree(hook, payload)
+    if reason:
+        return hook.gap(reason, detail)
+    _request(hook, deadline)
+
+
+def _guess_run(hook: _Hook, raw: bytes) -> None:
+    """Attribute a gap for unreadable input to its session when possible."""
+    if hook.env.get("DURABILITY_RUN_ID"):
+        return
+    import re  # only for unreadable input: re costs ~6 ms
+
+    found = re.search(_SESSION_RE, raw[:65536])
+    if found and ids.is_valid_id(found.group(1).decode("ascii", "replace")):
+        hook.run_id = found.group(1).decode("ascii")
+
+
+def _identify(hook: _Hook, payload: dict[str, Any]) -> str | None:
+    """Fill in run, node, iteration, attempt; a message when they are bad."""
+    env = hook.env
+    run_id = env.get("DURABILITY_RUN_ID") or payload.get("session_id")
+    if not ids.is_valid_id(run_id):
+        hook.run_id = ids.INVALID_RUN
+        return f"unusable run id {str(run_id)[:80]!r} (session_id or DURABILITY_RUN_ID)"
+    assert isinstance(run_id, str)
+    hook.run_id = run_id
+    node_id = env.get("DURABILITY_NODE_ID") or "session"
+    try:
+        ids.validate_id(node_id, "node id")
+        iteration = ids.validate_count(env.get("DURABILITY_ITERATION", "0"), "iteration", 0)
+        attempt = ids.validate_count(env.get("DURABILITY_ATTEMPT", "1"), "attempt", 1)
+    except ValueError as exc:
+        return str(exc)
+    tool_use_id = payload.get("tool_use_id")
+    tool_use_id = tool_use_id[:200] if isinstance(tool_use_id, str) and tool_use_id else None
+    hook.fields.update(node_id=node_id, iteration=iteration, attempt=attempt,
+                       tool_use_id=tool_use_id)
+    call_key = tool_use_id or _call_key(payload)
+    if call_key:
+        # A hook installed twice (plugin and settings) sends the same request
+        # twice; a deterministic id makes the second one a replay.
+        hook.request_id = ids.call_request_id(run_id, node_id, iteration, attempt, call_key,
+                                              payload.get("hook_event_name"))
+    return None
+
+
+def harness(payload: dict[str, Any]) -> str:
+    """Which agent harness sent a post-tool payload, from its shape.
+
+    Gemini CLI names its event ``AfterTool`` and sends no tool call id; OpenAI
+    Codex CLI's ``PostToolUse`` carries a ``turn_id``, which Claude Code's
+    does not.  All three share ``session_id``, ``cwd``, ``tool_name`` and
+    ``tool_input``, which is all a snapshot needs.
+    """
+    if payload.get("hook_event_name") == "AfterTool":
+        return "gemini"
+    if "turn_id" in payload:
+        return "codex"
+    return "claude"
+
+
+def _call_key(payload: dict[str, Any]) -> str | None:
+    """A stand-in call id for Gemini CLI, which sends none: the payload's own
+    timestamp and tool call, identical when one call is reported twice."""
+    stamp = payload.get("timestamp")
+    if harness(payload) != "gemini" or not isinstance(stamp, str) or not stamp:
+        return None
+    import json
+
+    call = json.dumps([payload.get("tool_name"), payload.get("tool_input")], sort_keys=True,
+                      default=str)
+    return f"gemini:{stamp[:64]}:{ids.sha256_hex(call.encode())[:16]}"
+
+
+def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, str]:
+    where = hook.env.get("DURABILITY_WORKTREE") or payload.get("cwd")
+    if not isinstance(where, str) or not os.path.isabs(where) or "\x00" in where:
+        return "bad-hook-input", f"cwd {str(where)[:200]!r} is not an absolute path"
+    hook.fields["worktree"] = where
+    if not os.path.isdir(where):
+        return "worktree-missing", f"{where} does not exist"
+    try:
+        forced = ids.backend_choice(hook.env)
+    except ValueError as exc:
+        return "invalid-backend", str(exc)
+    found = ids.find_root_str(where, forced)
+    if found is None:
+        if forced == "jj":
+            return "not-a-jj-repo", f"{where} is not inside a jj working copy"
+        return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
+    root = found[0]
+    hook.fields["worktree"] = root
+    hook.fields["label"] = tool_label(payload, root)
+    return None, ""
+
+
+def tool_label(payload: dict[str, Any], root: str) -> str | None:
+    """The checkpoint label of a post-tool payload: the tool and the file it
+    names, relative to ``root``; None when the payload names no tool."""
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        return None
+    tool_input = payload.get("tool_input")
+    if isinstance(tool_input, dict):
+        for key in _PATH_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                try:
+                    if os.path.isabs(value):
+                        # The root is a real path; the payload's may go through
+                        # a symlink (the cwd as the user reached it).
+                        rel = os.path.relpath(value, root)
+                        if rel.startswith(".."):
+                            rel = os.path.relpath(os.path.realpath(value), root)
+                        value = rel
+                except ValueError:
+                    pass
+                return f"{tool} {value}"[:1000]
+    return tool[:1000]
+
+
+def _request(hook: _Hook, deadline: float) -> None:
+    f = hook.fields
+    request = client.capture_request(
+        request_id=hook.request_id, run_id=hook.run_id, node_id=f["node_id"],
+        iteration=f["iteration"], attempt=f["attempt"], worktree=f["worktree"],
+        source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
+        timeout_ms=max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)))
+    try:
+        response = client.call(paths.socket_path_str(hook.env), request,
+                               timeout_s=max(deadline - time.monotonic(), 0.1))
+    except client.WaitTimeout as exc:
+        return hook.gap("timeout", str(exc))
+    except (client.Unreachable, client.ConnectionLost):
+        return _fallback(hook, deadline)
+    if response.get("ok"):
+        return hook.succeed()
+    if response.get("gap_recorded"):
+        return hook.succeed()  # the service saw the failure and filed it
+    error = response.get("error") or {}
+    hook.gap(str(error.get("code") or "internal-error"), str(error.get("message")))
+
+
+def _fallback(hook: _Hook, deadline: float) -> None:
+    """No service: capture here, under the same per-worktree lock."""
+    import dataclasses
+    from pathlib import Path
+
+    from durability.capture.inprocess import capture_once
+    from durability.config import Settings
+    from engine import AttemptKey
+
+    f = hook.fields
+    hook.disarms.append(_arm_thread(hook, max(deadline - time.monotonic(), 0.05)))
+    settings = Settings.from_env(hook.env)
+    remaining = deadline - time.monotonic()
+    settings = dataclasses.replace(
+        settings, jj_timeout_s=max(min(settings.jj_timeout_s, remaining - 0.2), 0.1))
+    outcome = capture_once(
+        settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
+        worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
+        tool_use_id=f["tool_use_id"], label=f.get("label"),
+        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env,
+    )
+    if outcome.ok or outcome.gap_recorded:
+        return hook.succeed()
+    hook.gap(outcome.error_code or "internal-error", outcome.error_message or "")

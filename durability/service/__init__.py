@@ -1,0 +1,3 @@
+"""The snapshot service: Unix-socket server, wire protocol, client, daemon,
+watch operations.
+"""

@@ -1,0 +1,161 @@
+"""The service's wire protocol: newline-delimited JSON, version 1.
+
+Each request is one JSON object on one line, at most ``MAX_REQUEST_BYTES``;
+each response is one line.  The hook and other stdlib-only clients build the
+same objects by hand (``durability.service.client``); the service validates them here.
+
+Request (``op`` ``capture``)::
+
+    {"v": 1, "op": "capture", "request_id": "...", "run_id": "...",
+     "node_id": "...", "iteration": 0, "attempt": 1, "worktree": "/abs/path",
+     "source": "hook", "tool_use_id": "...", "label": "...", "timeout_ms": 9000}
+
+Response::
+
+    {"v": 1, "ok": true, "request_id": "...", "seq": 3, "commit_id": "...",
+     "deduped": false}
+    {"v": 1, "ok": false, "request_id": "...",
+     "error": {"code": "jj-failed", "message": "..."}, "gap_recorded": true}
+
+``ping`` answers ``{"v": 1, "ok": true, "pid": ..., "version": ...,
+"captures": ...}``.
+
+``watch`` (``run_id``, ``node_id``, ``iteration``, ``attempt``, ``worktree``,
+``settle_ms``, ``max_delay_ms``, ``poll``) answers ``{"ok": true, "watch":
+{...}, "mode": "inotify"|"poll"}``; ``unwatch`` (``worktree``) answers with the
+final capture under ``"final"``; ``watches`` lists them under ``"watches"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from durability import ids
+from durability.capture.capturer import Outcome
+from durability.errors import ProtocolError
+
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "PROTOCOL_VERSION",
+    "CaptureReq",
+    "PingReq",
+    "UnwatchReq",
+    "WatchReq",
+    "WatchesReq",
+    "error_response",
+    "outcome_response",
+    "parse_request",
+]
+
+PROTOCOL_VERSION = 1
+# A capture request is a few hundred bytes; 64 KiB leaves room for long labels
+# and paths while bounding what one connection can make the service hold.
+MAX_REQUEST_BYTES = 64 * 1024
+
+def _valid_id(value: str) -> str:
+    return ids.validate_id(value, "id")
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value) or "\x00" in value:
+        raise ValueError("worktree must be an absolute path")
+    return value
+
+
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+#: A run or node id: also safe as part of a file name (``ids.validate_id``).
+RunId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_valid_id)]
+Worktree = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_absolute)]
+Iteration = Annotated[int, Field(ge=0, lt=10**9)]
+AttemptNo = Annotated[int, Field(ge=1, lt=10**9)]
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    v: Literal[1]
+
+
+class PingReq(_Base):
+    op: Literal["ping"]
+
+
+class CaptureReq(_Base):
+    op: Literal["capture"]
+    request_id: Id
+    run_id: RunId
+    node_id: RunId
+    iteration: Iteration = 0
+    attempt: AttemptNo = 1
+    worktree: Worktree
+    source: Literal["hook", "wrap", "watch", "manual", "pre-restore"]
+    tool_use_id: Annotated[str, Field(max_length=200)] | None = None
+    label: Annotated[str, Field(max_length=1000)] | None = None
+    timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 60_000
+
+
+class WatchReq(_Base):
+    """Watch a worktree for an attempt (Tier 2); the service records it."""
+
+    op: Literal["watch"]
+    run_id: RunId
+    node_id: RunId
+    iteration: Iteration = 0
+    attempt: AttemptNo = 1
+    worktree: Worktree
+    settle_ms: Annotated[int, Field(ge=10, le=600_000)] = 300
+    max_delay_ms: Annotated[int, Field(ge=10, le=3_600_000)] = 5_000
+    poll: bool = False
+
+
+class UnwatchReq(_Base):
+    """End the watch of a worktree with a final capture."""
+
+    op: Literal["unwatch"]
+    worktree: Worktree
+
+
+class WatchesReq(_Base):
+    """List the service's watches."""
+
+    op: Literal["watches"]
+
+
+AnyReq = PingReq | CaptureReq | WatchReq | UnwatchReq | WatchesReq
+_Request = Annotated[AnyReq, Field(discriminator="op")]
+_adapter: TypeAdapter[AnyReq] = TypeAdapter(_Request)
+
+
+def parse_request(line: bytes) -> AnyReq:
+    """Validate one request line; ``ProtocolError`` says what is wrong."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise ProtocolError("request is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("request must be a JSON object")
+    if data.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(f"unsupported protocol version {data.get('v')!r}; this is v1")
+    try:
+        return _adapter.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        raise ProtocolError(f"{where}: {first['msg']}") from None
+
+
+def outcome_response(outcome: Outcome) -> dict[str, Any]:
+    if outcome.ok:
+        return {"v": 1, "ok": True, "request_id": outcome.request_id, "seq": outcome.seq,
+                "commit_id": outcome.commit_id, "deduped": outcome.deduped}
+    return {"v": 1, "ok": False, "request_id": outcome.request_id,
+            "error": {"code": outcome.error_code, "message": outcome.error_message},
+            "gap_recorded": outcome.gap_recorded}
+
+
+def error_response(code: str, message: str, request_id: str | None = None) -> dict[str, Any]:
+    return {"v": 1, "ok": False, "request_id": request_id,
+            "error": {"code": code, "message": message}, "gap_recorded": False}

@@ -1,0 +1,334 @@
+"""The snapshot service: a Unix-socket server that captures worktrees.
+
+Lifecycle: ``Service(settings)`` is a context manager; ``start()`` claims the
+socket (a live service keeps it, a stale file is replaced), ``serve_forever()``
+blocks until ``stop()``.  Threads: one accept loop, one per connection, one
+per busy worktree (``Coalescer``) and one that ingests the gap spool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+import stat
+import threading
+from concurrent.futures import CancelledError
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from durability.backends import resolve_worktree
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
+from durability.capture.coalesce import Coalescer
+from durability.config import Settings
+from durability.errors import (
+    CaptureError,
+    DurabilityError,
+    InsecurePath,
+    LockTimeout,
+    ProtocolError,
+    ServiceRunning,
+)
+from durability.gaps.ingest import ingest_spool
+from durability.paths import ensure_private_dir
+from durability.service import client, protocol
+from durability.service import watch_ops as watch_service
+from durability.watch.manager import WatchManager
+from engine import AttemptKey, EngineError, Store
+
+__all__ = ["VERSION", "Service"]
+
+log = logging.getLogger("durability.service")
+VERSION = "0.1.0"
+# Bound on simultaneous connections: beyond it, accept waits (back-pressure)
+# instead of growing threads without limit.
+MAX_CONNECTIONS = 256
+# A client has this long to send its request line; a silent connection is
+# closed so it cannot pin a thread.
+READ_TIMEOUT_S = 10.0
+# How often gaps spooled by other processes are pulled into the store.
+INGEST_INTERVAL_S = 30.0
+# The accept loop wakes this often to notice stop(); costs nothing measurable.
+_ACCEPT_POLL_S = 0.5
+
+
+class Service:
+    def __init__(self, settings: Settings, *, env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.env = dict(os.environ if env is None else env)
+        self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._threads: list[threading.Thread] = []
+        self._conn_threads: set[threading.Thread] = set()
+        self._conn_lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._lock: filelock.BaseFileLock | None = None
+        self._inode: int | None = None
+        self.store: Store | None = None
+        self.capturer: Capturer | None = None
+        self.coalescer: Coalescer | None = None
+        self.watcher: WatchManager | None = None
+        self.requests = 0
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> Service:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        path = self.settings.socket_path
+        ensure_private_dir(path.parent)
+        self._lock = filelock.FileLock(str(path) + ".lock", timeout=0)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise ServiceRunning(f"a service is already running on {path}") from None
+        try:
+            self._claim_socket(path)
+            self.store = Store(self.settings.db_path)
+            self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
+            self.coalescer = Coalescer(
+                self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
+                burst_max_s=self.settings.burst_max_ms / 1000)
+            self._ingest()
+        except BaseException:
+            self._release()
+            raise
+        self._spawn(self._accept_loop, "accept")
+        self._spawn(self._ingest_loop, "ingest")
+        # After the accept loop: a ping is answered while watches resume.
+        self.watcher = watch_service.start_manager(self.settings, self.coalescer, self._get_store)
+        log.info("serving on %s (pid %d)", path, os.getpid())
+
+    def _claim_socket(self, path: Path) -> None:
+        if path.exists() or path.is_symlink():
+            if _answers(path):
+                raise ServiceRunning(f"a service is already answering on {path}")
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise InsecurePath(f"{path} exists and is not a socket; not replacing it")
+            path.unlink()  # stale: its service died without cleaning up
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is created 0600, never briefly wider
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        listener.listen(128)
+        listener.settimeout(_ACCEPT_POLL_S)
+        self._listener = listener
+        self._inode = os.stat(path).st_ino
+
+    def serve_forever(self) -> None:
+        """Block until ``stop()`` is called (from a signal handler or a thread)."""
+        self._stop.wait()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        """Stop accepting, answer what is queued, release the socket."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(5)
+        with self._conn_lock:
+            conns = list(self._conn_threads)
+        if self.watcher is not None:
+            self.watcher.close(final=True)  # rows stay: a restarted service resumes them
+        if self.coalescer is not None:
+            self.coalescer.close()
+        for thread in conns:
+            thread.join(5)
+        self._release()
+
+    def _release(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            path = self.settings.socket_path
+            try:
+                if os.stat(path).st_ino == self._inode:
+                    path.unlink()
+            except OSError:
+                pass
+        if self.store is not None:
+            self.store.close()
+        if self._lock is not None and self._lock.is_locked:
+            self._lock.release()
+
+    def _spawn(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _get_store(self) -> Store:
+        assert self.store is not None
+        return self.store
+
+    # -- loops -------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue
+            self._slots.acquire()
+            thread = threading.Thread(target=self._serve_conn, args=(conn,), daemon=True,
+                                      name="conn")
+            with self._conn_lock:
+                self._conn_threads.add(thread)
+            thread.start()
+
+    def _ingest_loop(self) -> None:
+        while not self._stop.wait(INGEST_INTERVAL_S):
+            self._ingest()
+
+    def _ingest(self) -> None:
+        try:
+            result = ingest_spool(self._get_store(), self.settings.spool_dir)
+        except (EngineError, DurabilityError, OSError) as exc:
+            log.warning("gap ingestion failed: %s", exc)
+            return
+        if result.added or result.torn:
+            log.info("ingested %d gaps (%d torn lines skipped)", result.added, result.torn)
+
+    # -- one connection ----------------------------------------------------
+
+    def _serve_conn(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                conn.settimeout(READ_TIMEOUT_S)
+                if not _same_user(conn):
+                    _send(conn, protocol.error_response(
+                        "peer-refused", "connections from another user are refused"))
+                    return
+                self._serve_lines(conn)
+        except OSError:
+            pass  # the client went away; nothing was promised to it
+        finally:
+            with self._conn_lock:
+                self._conn_threads.discard(threading.current_thread())
+            self._slots.release()
+
+    def _serve_lines(self, conn: socket.socket) -> None:
+        buf = b""
+        while not self._stop.is_set():
+            while b"\n" not in buf and len(buf) <= protocol.MAX_REQUEST_BYTES:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            line, _, buf = buf.partition(b"\n")
+            if len(line) > protocol.MAX_REQUEST_BYTES:
+                _send(conn, protocol.error_response(
+                    "request-too-large", f"request exceeds {protocol.MAX_REQUEST_BYTES} bytes"))
+                return
+            _send(conn, self.handle(line))
+
+    def handle(self, line: bytes) -> dict[str, Any]:
+        """Answer one request line."""
+        self.requests += 1
+        try:
+            req = protocol.parse_request(line)
+        except ProtocolError as exc:
+            return protocol.error_response(exc.code, exc.message)
+        if isinstance(req, protocol.PingReq):
+            assert self.coalescer is not None
+            return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
+                    "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
+                    "requests": self.requests}
+        if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
+            if self.watcher is None:
+                return protocol.error_response("service-unreachable", "the service is starting")
+            return watch_service.answer(self.watcher, req)
+        try:
+            return protocol.outcome_response(self._capture(req))
+        except Exception as exc:  # a bug must still be answered, and be on record
+            log.exception("capture of %s failed unexpectedly", req.worktree)
+            return protocol.outcome_response(self._internal_error(req, exc))
+
+    def _internal_error(self, req: protocol.CaptureReq, exc: Exception) -> Outcome:
+        assert self.capturer is not None
+        error = DurabilityError(f"{type(exc).__name__}: {exc}", code="internal-error")
+        return self.capturer.fail(_request(req), error)
+
+    def _capture(self, req: protocol.CaptureReq) -> Outcome:
+        assert self.capturer is not None and self.coalescer is not None
+        request = _request(req)
+        try:
+            request = dataclasses.replace(request, worktree=resolve_worktree(req.worktree))
+        except CaptureError as exc:
+            return self.capturer.fail(request, exc)
+        try:
+            future = self.coalescer.submit(request)
+        except RuntimeError as exc:
+            return Outcome(req.request_id, error_code="service-unreachable",
+                           error_message=str(exc))
+        try:
+            return future.result(timeout=req.timeout_ms / 1000)
+        except FutureTimeout:
+            if future.cancel():
+                # Never started: nobody will answer it, so it is a gap now.
+                err = LockTimeout(f"not captured within {req.timeout_ms} ms")
+                return self.capturer.fail(request, err)
+            # Already capturing: its own result is the truth; wait for it.
+            return future.result()
+        except CancelledError:
+            return Outcome(req.request_id, error_code="timeout", error_message="cancelled")
+
+    def _run_batch(self, requests: list[CaptureRequest]) -> list[Outcome]:
+        assert self.capturer is not None
+        lock_timeout = self.settings.jj_timeout_s + 30
+        return self.capturer.capture(requests, lock_timeout_s=lock_timeout)
+
+
+def _request(req: protocol.CaptureReq) -> CaptureRequest:
+    """The capture a wire request asks for, on the worktree path as given."""
+    return CaptureRequest(
+        key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
+        worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
+        tool_use_id=req.tool_use_id, label=req.label)
+
+
+def _answers(path: Path) -> bool:
+    """Whether something is listening on the socket file ``path``."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Peer credentials: only the service's own user may talk to it."""
+    uid = client.peer_uid(conn)
+    return uid is None or uid == os.getuid()
+
+
+def _send(conn: socket.socket, response: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(response, separators=(",", ":")).encode() + b"\n")

@@ -1,0 +1,103 @@
+"""What a watch tells the git backend: the paths changed since its previous
+capture request, so a capture of a plain git worktree costs what changed, not
+the size of the tree (the "watcher-informed" contract, docs/GIT_BACKEND.md).
+
+The promise is only made when no event can have been lost: never for the first
+request of a watch, after an event-queue overflow, after a failed capture, in
+polling mode, or when more than ``MAX_PATHS`` paths piled up; then the request
+carries None and the backend scans the whole tree.  Before each request an
+*event barrier* (a file created and removed in the ``.git`` folder, which the
+watch itself observes) proves that every event up to that moment has been
+delivered, since inotify delivers one watch's events in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from durability.watch.ignore import IgnoreRules
+
+__all__ = ["MAX_PATHS", "ChangedPaths"]
+
+#: Past this many paths a full scan is cheaper than naming them (and memory
+#: stays bounded in a flood).
+MAX_PATHS = 5000
+# How long a capture waits for its barrier event before falling back to a
+# full scan; the event normally arrives within milliseconds.
+BARRIER_TIMEOUT_S = 5.0
+_counter = itertools.count()
+
+
+class ChangedPaths:
+    """The paths changed since the last request, or "unknown"."""
+
+    def __init__(self, worktree: Path, rules: IgnoreRules) -> None:
+        self._rules = rules
+        self._git = worktree / ".git"
+        # Only plain git worktrees use the paths; jj always snapshots fully.
+        self.enabled = self._git.is_dir() and not (worktree / ".jj").exists()
+        self._lock = threading.Lock()
+        self._paths: set[str] = set()
+        self._unknown = True
+        self._barrier: str | None = None
+        self._barrier_seen = threading.Event()
+
+    def is_barrier(self, path: str) -> bool:
+        """Whether ``path`` is the pending barrier (and note that it arrived)."""
+        if self._barrier is not None and path == self._barrier:
+            self._barrier_seen.set()
+            return True
+        return False
+
+    def add(self, paths: Iterable[str]) -> None:
+        """Paths named by one event (both ends of a move)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self._unknown:
+                return  # the next request scans everything anyway
+            for path in paths:
+                rel = self._rules.relative(path) if path else None
+                if rel:
+                    self._paths.add(rel.replace(os.sep, "/"))
+            if len(self._paths) > MAX_PATHS:
+                self._lose()
+
+    def lost(self) -> None:
+        """Events were lost, or a capture failed: the next request scans fully."""
+        with self._lock:
+            self._lose()
+
+    def _lose(self) -> None:
+        self._unknown = True
+        self._paths = set()
+
+    def take(self, timeout_s: float = BARRIER_TIMEOUT_S) -> frozenset[str] | None:
+        """For the next request: the paths, or None (scan the whole tree)."""
+        if not self.enabled:
+            return None
+        if not self._wait_barrier(timeout_s):
+            self.lost()
+        with self._lock:
+            taken = None if self._unknown else frozenset(self._paths)
+            self._paths, self._unknown = set(), False
+        return taken
+
+    def _wait_barrier(self, timeout_s: float) -> bool:
+        path = self._git / f"durability-barrier-{os.getpid()}-{next(_counter)}"
+        self._barrier_seen.clear()
+        self._barrier = str(path)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+            os.close(fd)
+            os.unlink(path)
+        except OSError:
+            self._barrier = None
+            return False
+        seen = self._barrier_seen.wait(timeout_s)
+        self._barrier = None
+        return seen

@@ -1,0 +1,129 @@
+"""Watches from the command line: ask the running service, run one in the
+foreground (``durability watch --foreground``), or end a recorded watch when
+no service runs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from durability.backends import resolve_worktree
+from durability.capture.capturer import Capturer
+from durability.capture.coalesce import Coalescer
+from durability.capture.inprocess import capture_once, lazy_store
+from durability.config import Settings
+from durability.errors import (
+    GAP_REASONS,
+    CaptureError,
+    DurabilityError,
+    ServiceUnreachable,
+    WorktreeMissing,
+)
+from durability.service import client
+from durability.service.watch_ops import coalesced_capture, final_dict
+from durability.watch.manager import WatchManager
+from durability.watch.watch import WatchSpec
+from engine import NotFound
+
+__all__ = ["request_unwatch", "request_watch", "run_foreground"]
+
+# A watch request answers at once; an unwatch waits for the final capture.
+_WATCH_TIMEOUT_S = 30.0
+
+
+def request_watch(settings: Settings, spec: WatchSpec) -> dict[str, Any]:
+    """Register ``spec`` with the running service; its answer."""
+    k = spec.key
+    wire = {"v": 1, "op": "watch", "run_id": k.run_id, "node_id": k.node_id,
+            "iteration": k.iteration, "attempt": k.attempt, "worktree": str(spec.worktree),
+            "settle_ms": spec.settle_ms, "max_delay_ms": spec.max_delay_ms, "poll": spec.poll}
+    return _call(settings, wire, _WATCH_TIMEOUT_S)
+
+
+def request_unwatch(settings: Settings, path: Path,
+                    env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """End the watch of ``path`` with a final capture (in this process when
+    no service runs: the recorded watch is removed so none resumes it)."""
+    worktree = _root_or_path(path)
+    wire = {"v": 1, "op": "unwatch", "worktree": str(worktree)}
+    try:
+        return _call(settings, wire, settings.jj_timeout_s + 60)
+    except ServiceUnreachable:
+        return _unwatch_offline(settings, worktree, env)
+
+
+def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *,
+                   env: Mapping[str, str] = os.environ,
+                   started: threading.Event | None = None) -> dict[str, Any]:
+    """Watch in this process until ``stop`` is set; returns the final capture.
+    Raises ``WorktreeMissing`` when the worktree went away (its gap is filed)."""
+    store = lazy_store(settings)
+    capturer = Capturer(settings=settings, store=store, env=env)
+    lock_timeout = settings.jj_timeout_s + 30
+    coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=lock_timeout))
+    manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings, store=store)
+    try:
+        watch = manager.add(spec, record=False)
+        if started is not None:
+            started.set()
+        while not stop.wait(1.0):
+            if manager.get(spec.worktree) is None:
+                break  # the worktree went away: the watch ended with a gap
+        try:
+            gone, final = False, manager.remove(spec.worktree)[1]
+        except KeyError:  # ended by the housekeeper, with its gap
+            gone, final = True, None
+    finally:
+        manager.close(final=False)
+        coalescer.close()
+    if gone:  # a failure, not a stop: there was no final capture to show
+        raise WorktreeMissing(f"watched worktree {spec.worktree} is gone; the watch ended "
+                              "(a worktree-missing gap is on record)")
+    return {"watch": spec.to_dict(), "mode": watch.mode, "captures": watch.captures,
+            "final": final_dict(final)}
+
+
+def _unwatch_offline(settings: Settings, worktree: Path,
+                     env: Mapping[str, str]) -> dict[str, Any]:
+    from engine.watches import Watches
+
+    row = Watches(settings.db_path).remove(str(worktree))
+    if row is None:
+        raise NotFound(f"{worktree} is not watched")
+    outcome = capture_once(settings, key=row.key, worktree=worktree, source="watch",
+                           request_id=f"watch-{uuid.uuid4()}", label="watch final",
+                           lock_timeout_s=settings.jj_timeout_s + 30, env=env)
+    return {"ok": True, "watch": row.to_dict(), "final": final_dict(outcome)}
+
+
+def _root_or_path(path: Path) -> Path:
+    try:
+        return resolve_worktree(path)
+    except CaptureError:
+        return Path(os.path.abspath(path))  # gone: unwatch it by the path it had
+
+
+def _call(settings: Settings, wire: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    try:
+        answer = client.call(settings.socket_path, wire, timeout_s=timeout_s)
+    except (client.Unreachable, client.ConnectionLost) as exc:
+        raise ServiceUnreachable(f"{exc}; start it with `durability serve --detach`, or use "
+                                 "`durability watch --foreground`") from None
+    except client.WaitTimeout as exc:
+        raise CaptureError(str(exc), code="timeout") from None
+    if not answer.get("ok"):
+        error = answer.get("error") or {}
+        code = str(error.get("code") or "internal-error")
+        message = str(error.get("message"))
+        if code == "not-found":
+            raise NotFound(message)
+        if code in GAP_REASONS:
+            raise CaptureError(message, code=code)
+        raise DurabilityError(message, code=code)
+    return answer
+
+

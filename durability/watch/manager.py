@@ -1,0 +1,268 @@
+"""The watches of one process (the service, or ``durability watch
+--foreground``): one shared watchdog observer, a settle thread per watch, and
+one housekeeping thread that ends watches whose worktree disappeared.
+
+Degraded watching is never silent: when inotify cannot cover a worktree (watch
+or instance limit reached, or the tree is too large for the limit) the watch
+polls instead, and when the kernel's event queue overflows every watch takes a
+capture of its whole tree; both file a ``watch-degraded`` gap.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from durability.capture.capturer import Outcome, write_gap
+from durability.config import Settings
+from durability.gaps import spool
+from durability.watch.inotify import (
+    OverflowListener,
+    default_observer,
+    event_filter,
+    too_big_for_inotify,
+)
+from durability.watch.watch import Capture, Watch, WatchSpec
+from engine import Store
+
+__all__ = ["DEFAULT_POLL_S", "WatchManager"]
+
+log = logging.getLogger("durability.watch")
+#: How often a polling watch looks at its tree.
+DEFAULT_POLL_S = 2.0
+# How often the housekeeper checks that watched worktrees still exist (a
+# renamed root sends no event).  One stat per watch: negligible.
+_CHECK_S = 5.0
+_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
+
+ObserverFactory = Callable[[], Any]
+
+
+class WatchManager:
+    """Add, end and list watches; take them up again from the store."""
+
+    def __init__(self, *, capture: Capture, settings: Settings,
+                 store: Callable[[], Store] | None = None, registry: Any = None,
+                 observer_factory: ObserverFactory | None = None,
+                 poll_interval_s: float = DEFAULT_POLL_S) -> None:
+        self.capture = capture
+        self.settings = settings
+        self._store = store
+        self.registry = registry  # engine.watches.Watches, or None (foreground)
+        self._observer_factory = observer_factory or default_observer
+        self._observer: Any = None
+        self.poll_interval_s = poll_interval_s
+        self._watches: dict[Path, Watch] = {}
+        self._lock = threading.RLock()
+        self._wake = threading.Condition()
+        self._missing: list[Watch] = []
+        self._closed = False
+        self._overflow = OverflowListener(self.on_overflow, self._events_lost)
+        self._housekeeper = threading.Thread(target=self._housekeep, name="watch-housekeeper",
+                                             daemon=True)
+        self._housekeeper.start()
+
+    # -- public ------------------------------------------------------------
+
+    def add(self, spec: WatchSpec, *, record: bool = True) -> Watch:
+        """Start watching; a worktree already watched is re-watched for ``spec``."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the watcher is shutting down")
+            old = self._watches.pop(spec.worktree, None)
+        if old is not None:
+            self._teardown(old, final=True)
+        watch = Watch(spec, capture=self.capture, on_missing=self._report_missing)
+        watch.start()
+        try:
+            self._arm(watch)
+        except BaseException:
+            watch.end(final=False)
+            raise
+        # A baseline capture: records the tree as it is when watching starts,
+        # and catches what changed while nothing watched (a service restart).
+        watch.debouncer.touch()
+        with self._lock:
+            self._watches[spec.worktree] = watch
+        if record and self.registry is not None:
+            from engine.watches import WatchRow
+
+            self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
+                                       spec.max_delay_ms, poll=spec.poll))
+        return watch
+
+    def remove(self, worktree: Path, *, final: bool = True) -> tuple[WatchSpec, Outcome | None]:
+        """End the watch of ``worktree`` with a final capture; KeyError if none."""
+        with self._lock:
+            watch = self._watches.pop(worktree)
+        if self.registry is not None:
+            self.registry.remove(str(worktree))
+        return watch.spec, self._teardown(watch, final=final)
+
+    def forget(self, worktree: Path) -> bool:
+        """Remove a recorded watch this process does not run; whether there was one."""
+        return self.registry is not None and self.registry.remove(str(worktree)) is not None
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            watches = list(self._watches.values())
+        return [{**w.spec.to_dict(), "mode": w.mode, "captures": w.captures,
+                 "events": w.debouncer.events} for w in watches]
+
+    def get(self, worktree: Path) -> Watch | None:
+        with self._lock:
+            return self._watches.get(worktree)
+
+    def resume(self) -> int:
+        """Take up the watches recorded in the store; returns how many."""
+        if self.registry is None:
+            return 0
+        resumed = 0
+        for row in self.registry.all():
+            spec = WatchSpec(Path(row.worktree), row.key, row.settle_ms, row.max_delay_ms,
+                             row.poll)
+            if not spec.worktree.is_dir():
+                self._end_missing_row(spec)
+                continue
+            self.add(spec, record=False)
+            resumed += 1
+        return resumed
+
+    def close(self, *, final: bool = True) -> None:
+        """Stop every watch (rows stay, so a restarted service resumes them)."""
+        with self._lock:
+            self._closed = True
+            watches = list(self._watches.values())
+            self._watches.clear()
+        with self._wake:
+            self._wake.notify_all()
+        self._housekeeper.join(30)
+        for watch in watches:
+            self._teardown(watch, final=final)
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(30)
+            self._observer = None
+        self._overflow.detach()
+
+    def _events_lost(self) -> None:
+        """No watch may name its changed paths until its next full scan."""
+        with self._lock:
+            watches = list(self._watches.values())
+        for watch in watches:
+            watch.changed.lost()
+
+    def on_overflow(self) -> None:
+        """The kernel dropped events: capture every inotify watch's whole tree."""
+        self._events_lost()
+        with self._lock:
+            watches = [w for w in self._watches.values() if w.mode == "inotify"]
+        for watch in watches:
+            self._degraded(watch, "inotify event queue overflowed; capturing the whole tree")
+            watch.debouncer.touch()
+
+    # -- arming ------------------------------------------------------------
+
+    def _arm(self, watch: Watch) -> None:
+        if watch.spec.poll:
+            watch.start_polling(self.poll_interval_s)
+            return
+        too_big = too_big_for_inotify(watch.spec.worktree)
+        if too_big:
+            self._degraded(watch, too_big)
+            watch.start_polling(self.poll_interval_s)
+            return
+        try:
+            watch.observed = self._schedule(watch)
+        except OSError as exc:
+            if exc.errno not in _LIMIT_ERRNOS:
+                raise
+            self._degraded(watch, f"inotify unavailable ({exc.strerror or exc}); polling every "
+                                  f"{self.poll_interval_s:g}s")
+            watch.start_polling(self.poll_interval_s)
+
+    def _schedule(self, watch: Watch) -> Any:
+        from watchdog.events import FileSystemEventHandler
+
+        handler = FileSystemEventHandler()
+        handler.dispatch = watch.on_event  # type: ignore[method-assign]
+        # watchdog warns from its reader thread when a fast `mkdir -p` races
+        # its own recursive registration (harmless); under `-W error` that
+        # warning would kill the thread and every later event with it.
+        warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
+        with self._lock:
+            if self._observer is None:
+                observer = self._observer_factory()
+                observer.start()
+                self._observer = observer
+                self._overflow.attach()
+            return self._observer.schedule(handler, str(watch.spec.worktree), recursive=True,
+                                           event_filter=event_filter())
+
+    def _teardown(self, watch: Watch, *, final: bool) -> Outcome | None:
+        self._unschedule(watch)
+        return watch.end(final=final)
+
+    def _unschedule(self, watch: Watch) -> None:
+        observed, watch.observed = watch.observed, None
+        if observed is None or self._observer is None:
+            return
+        try:
+            self._observer.unschedule(observed)
+        except (KeyError, OSError):
+            pass  # its emitter already stopped (the root was deleted)
+
+    # -- gaps and missing worktrees ----------------------------------------
+
+    def _degraded(self, watch: Watch, detail: str) -> None:
+        log.warning("watch of %s degraded: %s", watch.spec.worktree, detail)
+        self._gap(watch.spec, "watch-degraded", detail)
+
+    def _gap(self, spec: WatchSpec, reason: str, detail: str) -> None:
+        k = spec.key
+        record = spool.gap_record(
+            run_id=k.run_id, request_id=f"watch-{uuid.uuid4()}", reason=reason,
+            node_id=k.node_id, iteration=k.iteration, attempt=k.attempt,
+            worktree=str(spec.worktree), source="watch", detail=detail)
+        write_gap(self.settings, record, self._store)
+
+    def _report_missing(self, watch: Watch) -> None:
+        with self._wake:
+            self._missing.append(watch)
+            self._wake.notify()
+
+    def _end_missing_row(self, spec: WatchSpec) -> None:
+        self._gap(spec, "worktree-missing", f"watched worktree {spec.worktree} is gone; "
+                                            "the watch ended")
+        if self.registry is not None:
+            self.registry.remove(str(spec.worktree))
+
+    def _housekeep(self) -> None:
+        while True:
+            with self._wake:
+                if not self._missing and not self._closed:
+                    self._wake.wait(_CHECK_S)
+                if self._closed:
+                    return
+                missing, self._missing = self._missing, []
+            with self._lock:
+                watches = list(self._watches.values())
+            missing += [w for w in watches if not w.alive() and w not in missing]
+            for watch in missing:
+                self._end_missing(watch)
+
+    def _end_missing(self, watch: Watch) -> None:
+        with self._lock:
+            if self._watches.get(watch.spec.worktree) is not watch:
+                return
+            del self._watches[watch.spec.worktree]
+        log.warning("watched worktree %s is gone; the watch ends", watch.spec.worktree)
+        self._unschedule(watch)
+        watch.end(final=False)
+        self._end_missing_row(watch.spec)

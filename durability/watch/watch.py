@@ -1,0 +1,151 @@
+"""Tier 2: one watched worktree.
+
+A ``Watch`` turns filesystem events (inotify through watchdog, or the polling
+fallback) into settle captures of its worktree for one attempt, through the
+same capture path as the hook (``capture``: in the service, the per-worktree
+``Coalescer``), so a burst costs one capture and an unchanged tree adds no row.
+``durability.watch.manager`` owns the watches of a process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durability.capture.capturer import CaptureRequest, Outcome
+from durability.watch.changed import ChangedPaths
+from durability.watch.debounce import Debouncer
+from durability.watch.ignore import IgnoreRules
+from durability.watch.poll import Poller
+from engine import AttemptKey
+
+__all__ = ["DEFAULT_MAX_DELAY_MS", "DEFAULT_SETTLE_MS", "Capture", "Watch", "WatchSpec"]
+
+DEFAULT_SETTLE_MS = 300
+DEFAULT_MAX_DELAY_MS = 5000
+
+#: Takes one capture and returns its outcome (blocking).
+Capture = Callable[[CaptureRequest], Outcome]
+
+# Events that say a file or folder changed ("attrib": a chmod +x, which jj
+# records).  Opens and reads are left out: a capture reads changed files, and
+# must not trigger the next one.
+_CHANGES = frozenset({"created", "deleted", "modified", "moved", "closed", "attrib"})
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    """What to watch and whose captures they are."""
+
+    worktree: Path
+    key: AttemptKey
+    settle_ms: int = DEFAULT_SETTLE_MS
+    max_delay_ms: int = DEFAULT_MAX_DELAY_MS
+    poll: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        k = self.key
+        return {"worktree": str(self.worktree), "run_id": k.run_id, "node_id": k.node_id,
+                "iteration": k.iteration, "attempt": k.attempt, "settle_ms": self.settle_ms,
+                "max_delay_ms": self.max_delay_ms}
+
+
+class Watch:
+    """Events in, settle captures out, until ``end()``."""
+
+    def __init__(self, spec: WatchSpec, *, capture: Capture,
+                 on_missing: Callable[[Watch], None]) -> None:
+        self.spec = spec
+        self.rules = IgnoreRules(spec.worktree)
+        self.changed = ChangedPaths(spec.worktree, self.rules)
+        self.mode = "inotify"
+        self.captures = 0
+        self.last_outcome: Outcome | None = None
+        self._capture = capture
+        self._on_missing = on_missing
+        self._missing_reported = threading.Event()
+        self._inode = _inode(spec.worktree)
+        self.debouncer = Debouncer(self._fire, settle_s=spec.settle_ms / 1000,
+                                   max_delay_s=spec.max_delay_ms / 1000,
+                                   name=f"watch-settle:{spec.worktree}")
+        self.poller: Poller | None = None
+        self.observed: Any = None  # the watchdog ObservedWatch, in inotify mode
+
+    def start(self) -> None:
+        self.debouncer.start()
+
+    def start_polling(self, interval_s: float) -> None:
+        """Fall back to polling (watch limits reached, or asked for)."""
+        self.mode = "poll"
+        self.changed.enabled = False  # a poll cannot say what changed
+        self.poller = Poller(self.spec.worktree, self.rules, interval_s=interval_s,
+                             on_change=self.debouncer.touch, on_missing=self.report_missing,
+                             name=f"watch-poll:{self.spec.worktree}")
+        self.poller.start()
+
+    def on_event(self, event: Any) -> None:
+        """A watchdog event (called on the observer thread: must stay cheap)."""
+        if event.event_type not in _CHANGES:
+            return
+        if event.is_directory and event.event_type in ("modified", "closed", "attrib"):
+            return  # a folder's own mtime: its child's event says what changed
+        src = _text(event.src_path)
+        if self.changed.is_barrier(src):
+            return
+        if event.event_type == "deleted" and src == str(self.spec.worktree):
+            self.report_missing()
+            return
+        ends = (src, _text(getattr(event, "dest_path", "")))
+        triggering = [p for p in ends if p and self.rules.triggers(p, is_dir=event.is_directory)]
+        if not triggering:
+            return
+        if any(os.path.basename(p) == ".gitignore" for p in triggering):
+            self.rules.forget()
+        self.changed.add(ends)  # both ends of a move, even an ignored one
+        self.debouncer.touch()
+
+    def alive(self) -> bool:
+        """Whether the worktree folder is still the one being watched."""
+        return self._inode is not None and _inode(self.spec.worktree) == self._inode
+
+    def report_missing(self) -> None:
+        """The worktree is gone: tell the manager once."""
+        if not self._missing_reported.is_set():
+            self._missing_reported.set()
+            self._on_missing(self)
+
+    def end(self, *, final: bool) -> Outcome | None:
+        """Stop; with ``final``, take the last capture first and return it."""
+        if self.poller is not None:
+            self.poller.stop()
+        self.debouncer.stop(final=final)
+        return self.last_outcome if final else None
+
+    def _fire(self, reason: str) -> None:
+        request = CaptureRequest(key=self.spec.key, worktree=self.spec.worktree, source="watch",
+                                 request_id=f"watch-{uuid.uuid4()}", label=f"watch {reason}",
+                                 changed_paths=self.changed.take())
+        outcome = self._capture(request)
+        self.captures += 1
+        self.last_outcome = outcome
+        if not outcome.ok:
+            self.changed.lost()  # what it would have captured is unknown again
+        if outcome.error_code == "worktree-missing" and reason != "final":
+            self.report_missing()
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino if os.path.isdir(path) else None
+
+
+def _text(path: str | bytes) -> str:
+    return os.fsdecode(path) if isinstance(path, bytes) else path

@@ -1,0 +1,434 @@
+"""The git backend: selection, capture into a private index, per-attempt
+commit chains, watcher-informed captures, linked worktrees and submodules.
+
+Real git repositories in tmp_path, real pygit2; ``git`` itself is the
+reference for what ``git add -A`` stages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from durability.backends import Stamp, backend_for, backend_name, resolve_worktree
+from durability.backends.git import GitBackend, forget, worktree_index
+from durability.backends.git_commit import PIN_PREFIX, attempt_ref, parse_trailers
+from durability.capture.capturer import Capturer, CaptureRequest
+from durability.capture.inprocess import lazy_store
+from durability.config import Settings
+from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
+from engine import AttemptKey
+from tests.helpers import git, make_git_repo, make_jj_repo
+
+KEY = AttemptKey("run-g", "node", 0, 1)
+
+
+def git_tree(worktree: Path, index_file: Path) -> str:
+    """What ``git add -A && git write-tree`` gives with a private index."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
+    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
+                          capture_output=True, text=True, timeout=120)
+    return done.stdout.strip()
+
+
+def stamp(key: AttemptKey = KEY, seq: int | None = None, **kw: object) -> Stamp:
+    return Stamp(key=key, source=str(kw.get("source", "manual")),
+                 request_ids=(f"req-{uuid.uuid4()}",),
+                 tool_use_id=kw.get("tool_use_id"),  # type: ignore[arg-type]
+                 seq=seq)
+
+
+def tree_of(worktree: Path, commit_id: str) -> str:
+    return str(pygit2.Repository(str(worktree))[commit_id].peel(pygit2.Commit).tree_id)
+
+
+@pytest.fixture
+def grepo(tmp_path: Path) -> Iterator[Path]:
+    path = make_git_repo(tmp_path / "grepo")
+    yield path.resolve()
+    forget(path.resolve())
+
+
+# -- which backend -------------------------------------------------------------
+
+
+def test_backend_is_chosen_per_worktree(tmp_path: Path, grepo: Path) -> None:
+    jj_repo = make_jj_repo(tmp_path / "jj").resolve()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (grepo / "sub" / "deeper").mkdir(parents=True)
+    assert resolve_worktree(grepo / "sub" / "deeper") == grepo
+    assert backend_name(grepo) == "git"
+    assert backend_name(jj_repo) == "jj"  # colocated: jj wins
+    assert backend_for(grepo, timeout_s=10).name == "git"
+    with pytest.raises(NotARepo) as info:
+        resolve_worktree(plain)
+    assert info.value.code == "not-a-repo"
+    with pytest.raises(WorktreeMissing):
+        resolve_worktree(tmp_path / "absent")
+
+
+def test_durability_backend_forces_one(tmp_path: Path, grepo: Path) -> None:
+    jj_repo = make_jj_repo(tmp_path / "jj").resolve()
+    assert backend_name(jj_repo, {"DURABILITY_BACKEND": "git"}) == "git"
+    assert resolve_worktree(grepo, {"DURABILITY_BACKEND": "git"}) == grepo
+    with pytest.raises(NotAJjRepo):
+        resolve_worktree(grepo, {"DURABILITY_BACKEND": "jj"})
+    with pytest.raises(InvalidBackend) as info:
+        resolve_worktree(grepo, {"DURABILITY_BACKEND": "svn"})
+    assert info.value.code == "invalid-backend"
+
+
+# -- capture -------------------------------------------------------------------
+
+
+def test_first_checkpoint_sits_on_head_and_later_ones_chain(grepo: Path) -> None:
+    head = git(grepo, "rev-parse", "HEAD").stdout.strip()
+    backend = GitBackend()
+    first = backend.snapshot(grepo, [stamp(seq=1, source="hook", tool_use_id="toolu_1")])
+    (grepo / "new.txt").write_text("new\n")
+    second = backend.snapshot(grepo, [stamp(seq=2)])
+    repo = pygit2.Repository(str(grepo))
+    assert [str(p) for p in repo[first.commit_id].parent_ids] == [head]
+    assert [str(p) for p in repo[second.commit_id].parent_ids] == [first.commit_id]
+    assert str(repo.references[attempt_ref(stamp())].target) == second.commit_id
+    trailers = parse_trailers(repo[first.commit_id].message)
+    assert trailers["Run"] == ["run-g"] and trailers["Node"] == ["node"]
+    assert (trailers["Iteration"], trailers["Attempt"], trailers["Seq"]) == (["0"], ["1"], ["1"])
+    assert (trailers["Source"], trailers["Tool-Use-Id"]) == (["hook"], ["toolu_1"])
+    assert tree_of(grepo, second.commit_id) == git_tree(grepo, grepo.parent / "ref-index")
+
+
+def test_unchanged_tree_returns_the_previous_checkpoint(grepo: Path) -> None:
+    backend = GitBackend()
+    first = backend.snapshot(grepo, [stamp(seq=1)])
+    again = backend.snapshot(grepo, [stamp(seq=2)])
+    assert again.commit_id == first.commit_id
+    (grepo / "README.md").write_text("changed\n")
+    assert backend.snapshot(grepo, [stamp(seq=2)]).commit_id != first.commit_id
+
+
+def test_unborn_branch_gives_a_root_commit(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "unborn", commit=False).resolve()
+    (repo / "a.txt").write_text("a\n")
+    snap = GitBackend().snapshot(repo, [stamp(seq=1)])
+    assert pygit2.Repository(str(repo))[snap.commit_id].parent_ids == []
+    assert git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0
+    forget(repo)
+
+
+def test_each_attempt_in_a_batch_gets_its_own_chain(grepo: Path, settings: Settings) -> None:
+    capturer = Capturer(settings=settings, store=lazy_store(settings))
+    other = AttemptKey("run-g", "other", 0, 1)
+    requests = [CaptureRequest(key=k, worktree=grepo, source="hook", request_id=f"r-{i}",
+                               tool_use_id=f"toolu_{i}")
+                for i, k in enumerate([KEY, other, KEY])]
+    outcomes = capturer.capture(requests, lock_timeout_s=30)
+    assert [o.ok for o in outcomes] == [True, True, True]
+    assert outcomes[0].commit_id == outcomes[2].commit_id != outcomes[1].commit_id
+    assert [o.seq for o in outcomes] == [1, 1, 1] and outcomes[2].deduped
+    repo = pygit2.Repository(str(grepo))
+    ours, theirs = repo[outcomes[0].commit_id], repo[outcomes[1].commit_id]
+    assert ours.tree_id == theirs.tree_id
+    assert parse_trailers(ours.message)["Request"] == ["r-0", "r-2"]
+    assert parse_trailers(theirs.message)["Node"] == ["other"]
+    (grepo / "README.md").write_text("two\n")
+    later = capturer.capture([CaptureRequest(key=KEY, worktree=grepo, source="manual",
+                                             request_id="r-9")], lock_timeout_s=30)[0]
+    assert later.seq == 2
+    assert parse_trailers(repo[later.commit_id].message)["Seq"] == ["2"]
+
+
+def test_checkpoints_survive_git_gc(grepo: Path) -> None:
+    backend = GitBackend()
+    commits = []
+    for i in range(3):
+        (grepo / f"f{i}.txt").write_text(f"{i}\n")
+        commits.append(backend.snapshot(grepo, [stamp(seq=i + 1)]).commit_id)
+    forget(grepo)
+    git(grepo, "-c", "gc.reflogExpire=now", "gc", "-q", "--prune=now")
+    repo = pygit2.Repository(str(grepo))
+    assert all(repo.get(c) is not None for c in commits)
+    assert [r for r in repo.references if r.startswith(PIN_PREFIX)] == [attempt_ref(stamp())]
+
+
+# -- git add -A semantics --------------------------------------------------------
+
+
+def test_tree_matches_git_add_all(grepo: Path, tmp_path: Path) -> None:
+    (grepo / ".gitignore").write_text("*.log\nbuild/\n!keep.log\n")
+    (grepo / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    excludes = tmp_path / "global-ignore"
+    excludes.write_text("*.swp\n")
+    git(grepo, "config", "core.excludesFile", str(excludes))
+    for name in ("x.log", "keep.log", "secret.txt", "a.swp", "build/out.o", "src/ü ñ.txt"):
+        (grepo / name).parent.mkdir(parents=True, exist_ok=True)
+        (grepo / name).write_text(name)
+    (grepo / "run.sh").write_text("#!/bin/sh\n")
+    (grepo / "run.sh").chmod(0o755)
+    (grepo / "link").symlink_to("src")
+    (grepo / "dangling").symlink_to("nowhere")
+    (grepo / "empty").write_bytes(b"")
+    (grepo / "bin").write_bytes(bytes(range(256)))
+    nested = make_git_repo(grepo / "vendor" / "nested")
+    snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
+    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    assert str(tree.id) == git_tree(grepo, tmp_path / "ref-index")
+    assert "x.log" not in tree and "keep.log" in tree and "secret.txt" not in tree
+    assert "a.swp" not in tree and "build" not in tree
+    assert tree["run.sh"].filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE
+    assert tree["link"].filemode == pygit2.enums.FileMode.LINK
+    head = git(nested, "rev-parse", "HEAD").stdout.strip()
+    assert str(tree["vendor/nested"].id) == head
+
+
+def test_tracked_files_stay_tracked_when_ignored(grepo: Path, tmp_path: Path) -> None:
+    """As git add -A: a file the user tracks is staged even if .gitignore matches it."""
+    (grepo / "tracked.log").write_text("v1\n")
+    git(grepo, "add", "tracked.log")
+    (grepo / ".gitignore").write_text("*.log\n")
+    (grepo / "tracked.log").write_text("v2\n")
+    (grepo / "untracked.log").write_text("no\n")
+    seeded = tmp_path / "seeded-index"
+    shutil.copy(grepo / ".git" / "index", seeded)
+    snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
+    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+
+
+# -- watcher-informed captures ---------------------------------------------------
+
+
+def test_changed_paths_are_used_only_after_a_full_scan(grepo: Path, tmp_path: Path) -> None:
+    backend = GitBackend()
+    state = worktree_index(grepo)
+    backend.snapshot(grepo, [stamp(seq=1)], changed_paths={"README.md"})
+    assert state.last_scan == "full"
+    (grepo / "README.md").write_text("edited\n")
+    snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"README.md"})
+    assert state.last_scan == "paths"
+    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+
+
+def test_changed_paths_miss_what_they_do_not_name(grepo: Path) -> None:
+    """The contract is the watcher's: paths it does not name are not looked at
+    (this is what makes an informed capture cheap)."""
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(seq=1)])
+    (grepo / "unnamed.txt").write_text("x\n")
+    informed = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=set())
+    full = backend.snapshot(grepo, [stamp(seq=2)])
+    assert informed.commit_id != full.commit_id
+    assert "unnamed.txt" in pygit2.Repository(str(grepo))[full.commit_id].peel(
+        pygit2.Commit).tree
+
+
+@pytest.mark.parametrize("change", ["new-folder", "deleted-folder", "file-to-folder",
+                                    "folder-to-file", "renamed-folder", "outside-and-dotgit"])
+def test_changed_folders_restage_what_is_under_them(grepo: Path, tmp_path: Path,
+                                                    change: str) -> None:
+    (grepo / "d" / "e").mkdir(parents=True)
+    (grepo / "d" / "e" / "f.txt").write_text("f\n")
+    (grepo / "d" / "g.txt").write_text("g\n")
+    (grepo / "plain.txt").write_text("p\n")
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(seq=1)])
+    named = _make_change(grepo, change)
+    snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=named)
+    assert worktree_index(grepo).last_scan == "paths"
+    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+
+
+def _make_change(repo: Path, change: str) -> set[str]:
+    if change == "new-folder":
+        (repo / "n" / "m").mkdir(parents=True)
+        (repo / "n" / "m" / "x.txt").write_text("x\n")
+        return {"n"}
+    if change == "deleted-folder":
+        shutil.rmtree(repo / "d")
+        return {"d"}
+    if change == "file-to-folder":
+        (repo / "plain.txt").unlink()
+        (repo / "plain.txt").mkdir()
+        (repo / "plain.txt" / "inner").write_text("i\n")
+        return {"plain.txt", "plain.txt/inner"}
+    if change == "folder-to-file":
+        shutil.rmtree(repo / "d")
+        (repo / "d").write_text("now a file\n")
+        return {"d"}
+    if change == "renamed-folder":
+        (repo / "d").rename(repo / "moved")
+        return {"d", "moved"}
+    (repo / "plain.txt").write_text("changed\n")
+    return {"plain.txt", "../escape", "/abs", ".git/index", "./plain.txt"}
+
+
+def test_rule_changes_force_a_full_scan(grepo: Path, tmp_path: Path) -> None:
+    exclude = grepo / ".git" / "info" / "exclude"
+    exclude.write_text("hidden.txt\n")
+    (grepo / "hidden.txt").write_text("h\n")
+    backend = GitBackend()
+    state = worktree_index(grepo)
+    backend.snapshot(grepo, [stamp(seq=1)])
+    (grepo / "a.tmp").write_text("a\n")
+    (grepo / ".gitignore").write_text("*.tmp\n")
+    backend.snapshot(grepo, [stamp(seq=2)], changed_paths={".gitignore"})
+    assert state.last_scan == "full"
+    backend.snapshot(grepo, [stamp(seq=2)], changed_paths=set())
+    assert state.last_scan == "paths"
+    exclude.write_text("")  # a watcher of the worktree never sees this file change
+    snap = backend.snapshot(grepo, [stamp(seq=3)], changed_paths=set())
+    assert state.last_scan == "full"
+    assert "hidden.txt" in pygit2.Repository(str(grepo))[snap.commit_id].peel(
+        pygit2.Commit).tree
+    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+
+
+# -- the user's repository is left alone -----------------------------------------------
+
+
+def test_private_index_lives_in_the_git_folder(grepo: Path) -> None:
+    before = (grepo / ".git" / "index").read_bytes()
+    GitBackend().snapshot(grepo, [stamp(seq=1)])
+    private = list((grepo / ".git" / "durability").iterdir())
+    assert len(private) == 1 and private[0].name.startswith("index-")
+    assert (grepo / ".git" / "index").read_bytes() == before
+    assert git(grepo, "status", "--porcelain").stdout == ""
+    assert not (grepo / ".git" / "logs" / "refs" / "durability").exists()
+
+
+def test_linked_worktree(grepo: Path, tmp_path: Path) -> None:
+    linked = tmp_path / "linked"
+    git(grepo, "worktree", "add", "-q", "-b", "side", str(linked))
+    linked = linked.resolve()
+    assert resolve_worktree(linked) == linked and backend_name(linked) == "git"
+    main_index = (grepo / ".git" / "index").read_bytes()
+    linked_gitdir = grepo / ".git" / "worktrees" / "linked"
+    linked_index = (linked_gitdir / "index").read_bytes()
+    (linked / "only-here.txt").write_text("linked\n")
+    snap = GitBackend().snapshot(linked, [stamp(seq=1)])
+    repo = pygit2.Repository(str(linked))
+    commit = repo[snap.commit_id]
+    assert "only-here.txt" in commit.peel(pygit2.Commit).tree
+    assert str(commit.parent_ids[0]) == git(linked, "rev-parse", "side").stdout.strip()
+    assert (linked_gitdir / "durability").is_dir()
+    assert (grepo / ".git" / "index").read_bytes() == main_index
+    assert (linked_gitdir / "index").read_bytes() == linked_index
+    # Pinned in the shared refs: visible (and gc-safe) from the main worktree.
+    assert git(grepo, "cat-file", "-t", snap.commit_id).stdout.strip() == "commit"
+    assert tree_of(linked, snap.commit_id) == git_tree(linked, tmp_path / "ref")
+    forget(linked)
+
+
+def test_submodule_gitlink_is_recorded_as_it_is(grepo: Path, tmp_path: Path) -> None:
+    upstream = make_git_repo(tmp_path / "upstream")
+    first = git(upstream, "rev-parse", "HEAD").stdout.strip()
+    (upstream / "more.txt").write_text("more\n")
+    git(upstream, "add", "more.txt")
+    git(upstream, "commit", "-q", "-m", "more")
+    second = git(upstream, "rev-parse", "HEAD").stdout.strip()
+    git(grepo, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+        str(upstream), "sub")
+    git(grepo, "commit", "-q", "-m", "add sub")
+    sub = grepo / "sub"
+    git(sub, "checkout", "-q", first)  # the submodule moved; the superproject not told
+    (sub / "scratch.txt").write_text("inside the submodule\n")
+    snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
+    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
+    assert str(tree["sub"].id) == first != second
+    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+    # Inside the submodule, the submodule is a worktree of its own.
+    assert resolve_worktree(sub) == sub.resolve() and backend_name(sub.resolve()) == "git"
+    inner = GitBackend().snapshot(sub.resolve(), [stamp(seq=1)])
+    assert "scratch.txt" in pygit2.Repository(str(sub))[inner.commit_id].peel(
+        pygit2.Commit).tree
+    forget(sub.resolve())
+
+
+# -- failures ---------------------------------------------------------------------
+
+
+def test_missing_and_broken_worktrees(tmp_path: Path, grepo: Path) -> None:
+    with pytest.raises(WorktreeMissing):
+        GitBackend().snapshot(tmp_path / "absent", [stamp(seq=1)])
+    GitBackend().snapshot(grepo, [stamp(seq=1)])
+    with pytest.raises(GitFailed):
+        GitBackend().tree_id(grepo, "0" * 40)
+    shutil.rmtree(grepo / ".git" / "objects")
+    (grepo / "README.md").write_text("cannot be stored\n")
+    with pytest.raises(GitFailed) as info:
+        GitBackend().snapshot(grepo, [stamp(seq=2)])
+    assert info.value.code == "git-failed"
+
+
+def test_seeded_entries_get_their_stat_data_on_the_first_scan(grepo: Path) -> None:
+    """Entries copied from the user's index carry no stat data; the first scan
+    must record it, or every later full scan would hash every tracked file."""
+    for i in range(5):
+        (grepo / f"t{i}.txt").write_text(f"tracked {i}\n")
+    git(grepo, "add", ".")
+    GitBackend().snapshot(grepo, [stamp(seq=1)])
+    [private] = (grepo / ".git" / "durability").iterdir()
+    env = {**os.environ, "GIT_INDEX_FILE": str(private)}
+    listing = subprocess.run(["git", "-C", str(grepo), "ls-files", "--debug"], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    sizes = [line.split("size: ")[1].split()[0] for line in listing.splitlines()
+             if "size: " in line]
+    assert len(sizes) == 6 and "0" not in sizes
+
+
+def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: Path) -> None:
+    """A submodule's HEAD lives in the superproject's .git/modules/, which a
+    watcher does not report: informed captures recheck every gitlink."""
+    upstream = make_git_repo(tmp_path / "upstream")
+    first = git(upstream, "rev-parse", "HEAD").stdout.strip()
+    (upstream / "more.txt").write_text("more\n")
+    git(upstream, "add", "more.txt")
+    git(upstream, "commit", "-q", "-m", "more")
+    git(grepo, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+        str(upstream), "sub")
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(seq=1)])
+    git(grepo / "sub", "checkout", "-q", first)
+    snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"sub/more.txt"})
+    assert worktree_index(grepo).last_scan == "paths"
+    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    assert str(tree["sub"].id) == first
+    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+
+
+def test_concurrent_captures_of_one_worktree_are_serialised(grepo: Path,
+                                                           tmp_path: Path) -> None:
+    """Threads sharing the open state (the service's case) never interleave a
+    capture: every one succeeds, and the last one sees the final tree."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for j in range(10):
+                (grepo / f"t{i}-{j}.txt").write_text(f"{i} {j}\n")
+                GitBackend().snapshot(grepo, [stamp(AttemptKey("run-t", f"n{i}", 0, 1))])
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    final = GitBackend().snapshot(grepo, [stamp(seq=1)])
+    assert tree_of(grepo, final.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert len([r for r in pygit2.Repository(str(grepo)).references
+                if r.startswith(PIN_PREFIX)]) == 5

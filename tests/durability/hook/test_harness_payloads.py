@@ -1,0 +1,83 @@
+"""``durability snapshot-hook`` fed the post-tool payloads of OpenAI Codex CLI
+(``PostToolUse``) and Gemini CLI (``AfterTool``), told apart by their shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from durability.config import Settings
+from durability.hook.entry import harness
+from engine import Checkpoint, Store
+from tests.helpers import cli, hook_payload, jj
+
+
+def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
+    with Store(settings.db_path) as store:
+        return store.checkpoints(run_id)
+
+
+def _run_hook(payload: dict[str, Any]) -> None:
+    done = cli("snapshot-hook", input=json.dumps(payload))
+    assert done.returncode == 0
+    assert done.stdout == ""
+    assert "not taken" not in done.stderr, done.stderr
+
+
+def codex_payload(cwd: Path, command: str, call_id: str = "call_7Ab") -> dict[str, Any]:
+    return {
+        "session_id": "0199a7c1-codex-session", "turn_id": "turn-3", "transcript_path": None,
+        "cwd": str(cwd), "hook_event_name": "PostToolUse", "model": "gpt-5-codex",
+        "tool_name": "Bash", "tool_use_id": call_id, "tool_input": {"command": command},
+        "tool_response": "exit code 0",
+    }
+
+
+def gemini_payload(cwd: Path, tool: str, tool_input: dict[str, Any],
+                   stamp: str = "2026-11-29T10:00:00.123Z") -> dict[str, Any]:
+    return {
+        "session_id": "gemini-session-1", "transcript_path": str(cwd / "chat.json"),
+        "cwd": str(cwd), "hook_event_name": "AfterTool", "timestamp": stamp,
+        "tool_name": tool, "tool_input": tool_input,
+        "tool_response": {"llmContent": "ok", "returnDisplay": "ok"},
+    }
+
+
+def test_shapes_are_told_apart(repo: Path) -> None:
+    assert harness(hook_payload(repo)) == "claude"
+    assert harness(codex_payload(repo, "ls")) == "codex"
+    assert harness(gemini_payload(repo, "write_file", {})) == "gemini"
+
+
+def test_codex_post_tool_use_is_captured(settings: Settings, repo: Path) -> None:
+    (repo / "made-by-codex.txt").write_text("x\n")
+    _run_hook(codex_payload(repo, "touch made-by-codex.txt"))
+    [row] = _rows(settings, "0199a7c1-codex-session")
+    assert (row.source, row.tool_use_id, row.label) == ("hook", "call_7Ab", "Bash")
+    assert "made-by-codex.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
+
+
+def test_gemini_after_tool_is_captured_once_even_when_sent_twice(settings: Settings,
+                                                                 repo: Path) -> None:
+    target = repo / "notes.md"
+    target.write_text("from gemini\n")
+    payload = gemini_payload(repo, "write_file", {"file_path": str(target), "content": "x"})
+    _run_hook(payload)
+    _run_hook(payload)  # installed in user and project settings: a replay
+    [row] = _rows(settings, "gemini-session-1")
+    assert (row.tool_use_id, row.label) == (None, "write_file notes.md")
+    target.write_text("changed\n")
+    _run_hook(gemini_payload(repo, "read_file", {"absolute_path": str(target)},
+                             stamp="2026-11-29T10:00:01.456Z"))
+    rows = _rows(settings, "gemini-session-1")
+    assert [r.label for r in rows] == ["write_file notes.md", "read_file notes.md"]
+
+
+def test_gemini_failed_tool_is_still_captured(settings: Settings, repo: Path) -> None:
+    (repo / "partial.txt").write_text("half\n")
+    payload = gemini_payload(repo, "run_shell_command", {"command": "make"})
+    payload["tool_response"] = {"llmContent": "", "returnDisplay": "", "error": "exit 2"}
+    _run_hook(payload)
+    [row] = _rows(settings, "gemini-session-1")
+    assert row.label == "run_shell_command"

@@ -1,0 +1,49 @@
+"""The hook's fast path stays cheap to import (docs/PERFORMANCE.md): it runs on
+every tool call, and each heavy module costs milliseconds of every call."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from durability import ids
+from tests.helpers import cli
+
+# Each of these was measured on the fast path at 3-9 ms (or pulls in the
+# third-party stack the fallback needs); none is needed when the service answers.
+HEAVY = ("typing", "uuid", "tempfile", "hashlib", "dataclasses", "platform", "inspect",
+         "json", "re", "pathlib", "threading", "socket", "enum", "collections",
+         "durability.gaps.spool", "engine", "pydantic", "click", "filelock", "pygit2")
+
+
+def test_importing_the_hook_loads_no_heavy_module() -> None:
+    code = ("import sys; import durability.hook.entry; "
+            f"print(' '.join(m for m in {list(HEAVY)!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.split() == []
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", "é\0x".encode() * 1000])
+def test_sha256_hex_matches_hashlib(data: bytes) -> None:
+    assert ids.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_safe_filename_of_an_odd_id_is_stable() -> None:
+    name = ids.safe_filename("../../x")
+    digest = hashlib.sha256(b"../../x").hexdigest()[:12]
+    assert name == f"_.._x-{digest}"
+    assert "/" not in name
+
+
+def test_the_installed_hook_flushes_its_reason_before_its_fast_exit() -> None:
+    # __main__ leaves through os._exit to skip the interpreter's teardown;
+    # the one-line reason on stderr must still reach the harness.
+    done = cli("snapshot-hook", input=b'{"session_id": "sess-exit", "cwd": "/tmp", "tool_')
+    assert done.returncode == 0
+    assert done.stdout == ""
+    assert "bad-hook-input" in done.stderr
+    assert done.stderr.endswith("\n")

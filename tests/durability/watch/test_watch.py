@@ -1,0 +1,458 @@
+"""Tier 2: real watchdog events on real jj repositories, captured through the
+service's coalescer.  Timing assertions carry generous slack: two cores are
+shared with other test runs."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
+from durability.capture.coalesce import Coalescer
+from durability.config import Settings
+from durability.gaps.ingest import ingest_spool
+from durability.service import client
+from durability.service.server import Service
+from durability.service.watch_ops import coalesced_capture
+from durability.watch.ignore import IgnoreRules
+from durability.watch.manager import WatchManager
+from durability.watch.watch import WatchSpec
+from engine import AttemptKey, Checkpoint, Store
+from engine.watches import Watches
+from tests.helpers import (
+    cli,
+    cli_json,
+    durability_exe,
+    git,
+    jj,
+    make_git_repo,
+    make_jj_repo,
+    start_service,
+    wait_for,
+)
+
+RUN = "run-w"
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[Service]:
+    with Service(settings) as svc:
+        yield svc
+
+
+def _call(settings: Settings, **req: Any) -> dict[str, Any]:
+    return client.call(settings.socket_path, {"v": 1, **req}, timeout_s=60)
+
+
+def _watch(settings: Settings, repo: Path, *, settle_ms: int = 300,
+           max_delay_ms: int = 20_000, **extra: Any) -> dict[str, Any]:
+    answer = _call(settings, op="watch", run_id=RUN, node_id="n", worktree=str(repo),
+                   settle_ms=settle_ms, max_delay_ms=max_delay_ms, **extra)
+    assert answer["ok"], answer
+    return answer
+
+
+def _rows(settings: Settings) -> list[Checkpoint]:
+    with Store(settings.db_path) as store:
+        return store.checkpoints(RUN)
+
+
+def _wait_rows(settings: Settings, n: int, timeout: float = 30) -> list[Checkpoint]:
+    rows: list[Checkpoint] = wait_for(lambda: len(_rows(settings)) >= n and _rows(settings),
+                                      timeout=timeout)
+    return rows
+
+
+def _files(repo: Path, commit: str) -> set[str]:
+    return set(jj(repo, "file", "list", "-r", commit).stdout.split())
+
+
+def _watch_info(settings: Settings) -> dict[str, Any]:
+    watches = _call(settings, op="watches")["watches"]
+    assert len(watches) == 1
+    info: dict[str, Any] = watches[0]
+    return info
+
+
+def _settled(settings: Settings, quiet_s: float = 1.0) -> dict[str, Any]:
+    """Wait until the watch has taken no capture for ``quiet_s``."""
+    last = _watch_info(settings)["captures"]
+    while True:
+        time.sleep(quiet_s)
+        now = _watch_info(settings)
+        if now["captures"] == last:
+            return now
+        last = now["captures"]
+
+
+def test_a_burst_of_200_writes_gives_one_checkpoint(service: Service, settings: Settings,
+                                                    repo: Path) -> None:
+    _watch(settings, repo, settle_ms=500)
+    baseline = _wait_rows(settings, 1)
+    _settled(settings)
+    for i in range(200):
+        (repo / f"f{i:03}.txt").write_text(f"{i}\n")
+    rows = _wait_rows(settings, 2)
+    _settled(settings)
+    rows = _rows(settings)
+    assert len(rows) == len(baseline) + 1
+    assert rows[-1].source == "watch"
+    assert {f"f{i:03}.txt" for i in range(200)} <= _files(repo, rows[-1].commit_id)
+
+
+def test_continuous_writes_are_captured_at_least_every_max_delay(
+        service: Service, settings: Settings, repo: Path) -> None:
+    max_delay_ms = 800
+    _watch(settings, repo, settle_ms=400, max_delay_ms=max_delay_ms)
+    _wait_rows(settings, 1)
+    _settled(settings)
+    start_ms = time.time_ns() // 1_000_000
+    end = time.monotonic() + 3.0
+    i = 0
+    while time.monotonic() < end:
+        (repo / "log.txt").write_text(f"line {i}\n")
+        i += 1
+        time.sleep(0.05)
+    stop_ms = time.time_ns() // 1_000_000
+    _settled(settings)
+    during = [r.created_at_ms for r in _rows(settings) if r.created_at_ms >= start_ms]
+    assert len(during) >= 2, "max-delay captures never fired under continuous writes"
+    times = [start_ms, *[t for t in during if t <= stop_ms]]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # A capture is due max_delay after the first unanswered write; it then
+    # takes a jj snapshot.  4 s of slack covers a loaded machine.
+    assert max(gaps) <= max_delay_ms + 4000, gaps
+
+
+def test_shell_commands_are_captured_with_no_hook(service: Service, settings: Settings,
+                                                  repo: Path) -> None:
+    (repo / "a.txt").write_text("alpha\n")
+    (repo / "b.txt").write_text("beta\n")
+    _watch(settings, repo, settle_ms=200)
+    _wait_rows(settings, 1)
+    steps = [
+        (["rm", str(repo / "a.txt")], lambda f: "a.txt" not in f),
+        (["mv", str(repo / "b.txt"), str(repo / "c.txt")], lambda f: "c.txt" in f),
+        (["sed", "-i", "s/beta/gamma/", str(repo / "c.txt")], None),
+    ]
+    for argv, check in steps:
+        before = len(_rows(settings))
+        subprocess.run(argv, check=True, timeout=30)
+        rows = _wait_rows(settings, before + 1)
+        if check is not None:
+            assert check(_files(repo, rows[-1].commit_id)), argv
+    shown = jj(repo, "file", "show", "-r", _rows(settings)[-1].commit_id, "c.txt").stdout
+    assert shown == "gamma\n"
+
+
+def test_ignored_paths_and_jj_internals_trigger_nothing(service: Service, settings: Settings,
+                                                        repo: Path) -> None:
+    (repo / ".gitignore").write_text("build/\n*.log\n")
+    _watch(settings, repo, settle_ms=200)
+    _wait_rows(settings, 1)
+    before = _settled(settings)
+    (repo / "build" / "deep").mkdir(parents=True)
+    for i in range(50):
+        (repo / "build" / "deep" / f"o{i}.o").write_text("x")
+    (repo / "debug.log").write_text("noise\n")
+    (repo / ".git" / "durability-test").write_text("x")
+    after = _settled(settings)
+    assert after["captures"] == before["captures"]
+    assert after["events"] == before["events"]
+    (repo / "src.py").write_text("print()\n")  # and a real change still counts
+    wait_for(lambda: _watch_info(settings)["captures"] > after["captures"])
+
+
+def test_folders_created_renamed_and_deleted_while_watched(
+        service: Service, settings: Settings, repo: Path) -> None:
+    _watch(settings, repo, settle_ms=200)
+    _wait_rows(settings, 1)
+    (repo / "a" / "b" / "c").mkdir(parents=True)
+    (repo / "a" / "b" / "c" / "f.txt").write_text("f\n")
+    rows = wait_for(lambda: any("a/b/c/f.txt" in _files(repo, r.commit_id)
+                                for r in _rows(settings)) and _rows(settings))
+    (repo / "a").rename(repo / "z")
+    wait_for(lambda: "z/b/c/f.txt" in _files(repo, _rows(settings)[-1].commit_id))
+    (repo / "z" / "b" / "c" / "g.txt").write_text("g\n")  # inside the renamed folder
+    wait_for(lambda: "z/b/c/g.txt" in _files(repo, _rows(settings)[-1].commit_id))
+    shutil.rmtree(repo / "z")
+    wait_for(lambda: not any(f.startswith("z/") for f in
+                             _files(repo, _rows(settings)[-1].commit_id)))
+    assert len(_rows(settings)) > len(rows)
+
+
+def test_a_deleted_worktree_ends_its_watch_with_a_gap(service: Service, settings: Settings,
+                                                      repo: Path, tmp_path: Path) -> None:
+    _watch(settings, repo, settle_ms=200)
+    _wait_rows(settings, 1)
+    shutil.rmtree(repo)
+    wait_for(lambda: _call(settings, op="watches")["watches"] == [], timeout=30)
+    wait_for(lambda: Watches(settings.db_path).all() == [])
+    assert "worktree-missing" in _gap_reasons(settings)
+    other = make_jj_repo(tmp_path / "other")  # the service still works
+    answer = _call(settings, op="capture", request_id="after", run_id=RUN, node_id="m",
+                   worktree=str(other), source="manual")
+    assert answer["ok"], answer
+
+
+def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
+        service: Service, settings: Settings, repo: Path) -> None:
+    _watch(settings, repo, settle_ms=60_000, max_delay_ms=600_000)
+    (repo / "late.txt").write_text("late\n")  # no settle will come in time
+    answer = _call(settings, op="unwatch", worktree=str(repo))
+    assert answer["ok"], answer
+    assert "late.txt" in _files(repo, answer["final"]["commit_id"])
+    assert _rows(settings)[-1].label == "watch final"
+    assert Watches(settings.db_path).all() == []
+    assert _call(settings, op="unwatch", worktree=str(repo))["error"]["code"] == "not-found"
+
+
+def test_a_restarted_service_resumes_its_watches(tmp_path: Path, repo: Path,
+                                                 settings: Settings) -> None:
+    svc = start_service(tmp_path)
+    try:
+        done = cli("watch", str(repo), "--run", RUN, "--node", "n", "--settle-ms", "200")
+        assert done.returncode == 0, done.stderr
+        _wait_rows(settings, 1)
+    finally:
+        assert svc.stop() == 0
+    (repo / "while-down.txt").write_text("x\n")
+    svc = start_service(tmp_path)
+    try:
+        wait_for(lambda: "while-down.txt" in _files(repo, _rows(settings)[-1].commit_id),
+                 timeout=30)
+        (repo / "after.txt").write_text("y\n")
+        wait_for(lambda: "after.txt" in _files(repo, _rows(settings)[-1].commit_id),
+                 timeout=30)
+        final = cli_json("unwatch", str(repo))
+        assert final["final"]["commit_id"] == _rows(settings)[-1].commit_id
+    finally:
+        assert svc.stop() == 0
+
+
+def test_unwatch_without_a_service_captures_in_process(tmp_path: Path, repo: Path,
+                                                       settings: Settings) -> None:
+    svc = start_service(tmp_path)
+    try:
+        assert cli("watch", str(repo), "--run", RUN, "--node", "n").returncode == 0
+        _wait_rows(settings, 1)
+    finally:
+        svc.kill()  # SIGKILL: the watch stays recorded
+    (repo / "orphan.txt").write_text("x\n")
+    answer = cli_json("unwatch", str(repo))
+    assert "orphan.txt" in _files(repo, answer["final"]["commit_id"])
+    assert Watches(settings.db_path).all() == []
+    done = cli("unwatch", str(repo))
+    assert done.returncode == 3 and done.stderr.startswith("durability: not-found:")
+
+
+def test_watch_without_a_service_says_how_to_run_one(repo: Path) -> None:
+    done = cli("watch", str(repo), "--run", RUN, "--node", "n")
+    assert done.returncode == 4
+    assert done.stderr.startswith("durability: service-unreachable:")
+    assert "--foreground" in done.stderr
+
+
+def test_foreground_watch_runs_without_a_service(repo: Path, settings: Settings) -> None:
+    proc = subprocess.Popen([durability_exe(), "watch", str(repo), "--run", RUN, "--node", "n",
+                             "--settle-ms", "200", "--foreground", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_rows(settings, 1)
+        (repo / "fg.txt").write_text("fg\n")
+        wait_for(lambda: "fg.txt" in _files(repo, _rows(settings)[-1].commit_id))
+        (repo / "last.txt").write_text("last\n")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result = json.loads(out)
+    assert "last.txt" in _files(repo, result["final"]["commit_id"])
+    assert result["mode"] == "inotify"
+
+
+# -- the manager on its own: polling, degraded inotify, overflow ------------
+
+
+@pytest.fixture
+def manager(settings: Settings) -> Iterator[WatchManager]:
+    store = Store(settings.db_path)
+    capturer = Capturer(settings=settings, store=lambda: store)
+    coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=60))
+    holder: list[WatchManager] = []
+
+    def make(**kw: Any) -> WatchManager:
+        holder.append(WatchManager(capture=coalesced_capture(coalescer), settings=settings,
+                                   store=lambda: store, poll_interval_s=0.2, **kw))
+        return holder[-1]
+
+    yield make  # type: ignore[misc]
+    for m in holder:
+        m.close(final=False)
+    coalescer.close()
+    store.close()
+
+
+def _gap_reasons(settings: Settings) -> list[str]:
+    with Store(settings.db_path) as store:
+        ingest_spool(store, settings.spool_dir)
+        return [g.reason for g in store.gaps(RUN)]
+
+
+def _spec(repo: Path, **kw: Any) -> WatchSpec:
+    return WatchSpec(repo.resolve(), AttemptKey(RUN, "n"), settle_ms=200, **kw)
+
+
+def test_polling_mode_captures_changes(manager: Any, settings: Settings, repo: Path) -> None:
+    watch = manager().add(_spec(repo, poll=True))
+    assert watch.mode == "poll"
+    _wait_rows(settings, 1)
+    (repo / "polled.txt").write_text("p\n")
+    wait_for(lambda: "polled.txt" in _files(repo, _rows(settings)[-1].commit_id))
+
+
+def test_inotify_limit_falls_back_to_polling_with_a_gap(manager: Any, settings: Settings,
+                                                        repo: Path) -> None:
+    class NoWatches:
+        """An observer that fails as inotify does at its watch limit."""
+
+        def start(self) -> None: ...
+        def stop(self) -> None: ...
+        def join(self, timeout: float | None = None) -> None: ...
+
+        def schedule(self, *args: Any, **kw: Any) -> Any:
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+    watch = manager(observer_factory=NoWatches).add(_spec(repo))
+    assert watch.mode == "poll"
+    assert "watch-degraded" in _gap_reasons(settings)
+    _wait_rows(settings, 1)
+    (repo / "seen.txt").write_text("s\n")
+    wait_for(lambda: "seen.txt" in _files(repo, _rows(settings)[-1].commit_id))
+
+
+def test_event_queue_overflow_files_a_gap_and_captures(manager: Any, settings: Settings,
+                                                       repo: Path) -> None:
+    watch = manager().add(_spec(repo))
+    _wait_rows(settings, 1)
+    wait_for(lambda: watch.captures >= 1)
+    captures = watch.captures
+    # What watchdog logs when the kernel queue overflows.
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost")
+    wait_for(lambda: "watch-degraded" in _gap_reasons(settings))
+    wait_for(lambda: watch.captures > captures)
+
+
+def test_ignore_cache_stays_bounded(repo: Path) -> None:
+    (repo / ".gitignore").write_text("target/\n")
+    rules = IgnoreRules(repo.resolve())
+    root = str(repo.resolve())
+    for i in range(20_000):
+        rules.triggers(f"{root}/src/m{i}.py")
+    assert len(rules._cache) <= 8192
+    assert not rules.triggers(f"{root}/target/a/b.o")
+    assert not rules.triggers(f"{root}/.jj/repo/op_heads")
+    assert rules.triggers(f"{root}/src/m1.py")
+    assert not rules.triggers("/elsewhere/file")
+
+
+def test_idle_watch_takes_no_cpu(manager: Any, settings: Settings, repo: Path) -> None:
+    m = manager()
+    m.add(_spec(repo))
+    _wait_rows(settings, 1)
+    time.sleep(0.5)
+    threads = [t for t in threading.enumerate() if t.name.startswith("watch-settle")]
+    assert threads
+    cpu = time.process_time()
+    time.sleep(2.0)
+    # No busy loop: the settle thread sleeps on its condition variable.
+    assert time.process_time() - cpu < 0.2
+    assert os.path.isdir(repo)
+
+
+def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path: Path) -> None:
+    """The watcher-informed capture (docs/GIT_BACKEND.md): paths only when no
+    event can have been lost, and the checkpoint still holds every change."""
+    grepo = make_git_repo(tmp_path / "g").resolve()
+    store = Store(settings.db_path)
+    capturer = Capturer(settings=settings, store=lambda: store)
+    coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=60))
+    seen: list[CaptureRequest] = []
+    inner = coalesced_capture(coalescer)
+
+    def capture(request: CaptureRequest) -> Outcome:
+        seen.append(request)
+        return inner(request)
+
+    manager = WatchManager(capture=capture, settings=settings, store=lambda: store)
+    try:
+        watch = manager.add(_spec(grepo))
+        wait_for(lambda: watch.captures >= 1)
+        assert seen[0].changed_paths is None  # the first request scans everything
+        (grepo / "src").mkdir()
+        (grepo / "src" / "a.py").write_text("a = 1\n")
+        (grepo / "README.md").rename(grepo / "READ.md")
+        wait_for(lambda: watch.captures >= 2)
+        named = seen[1].changed_paths
+        assert named is not None and {"src/a.py", "README.md", "READ.md"} <= named
+        tree = git(grepo, "ls-tree", "-r", "--name-only", _rows(settings)[-1].commit_id).stdout
+        assert tree.split() == ["READ.md", "src/a.py"]
+        logging.getLogger("watchdog.observers.inotify_c").warning(
+            "Inotify queue overflowed; filesystem events were lost")
+        wait_for(lambda: watch.captures >= 3)
+        assert seen[2].changed_paths is None  # events may have been lost
+        assert not list((grepo / ".git").glob("durability-barrier-*"))
+    finally:
+        manager.close(final=False)
+        coalescer.close()
+        store.close()
+
+
+def test_a_polling_watch_resumes_polling(manager: Any, settings: Settings, repo: Path) -> None:
+    """--poll is chosen where inotify sees nothing (network filesystems): a
+    restarted service that resumed with inotify would silently miss edits."""
+    registry = Watches(settings.db_path)
+    first = manager(registry=registry)
+    assert first.add(_spec(repo, poll=True)).mode == "poll"
+    first.close(final=False)
+    second = manager(registry=Watches(settings.db_path))
+    assert second.resume() == 1
+    resumed = second.get(repo.resolve())
+    assert resumed is not None and resumed.spec.poll and resumed.mode == "poll"
+
+
+def test_a_foreground_watch_whose_worktree_is_deleted_fails_with_its_code(
+        repo: Path, settings: Settings) -> None:
+    """It used to exit 0 and print the last settle capture as a "final" one."""
+    proc = subprocess.Popen([durability_exe(), "watch", str(repo), "--run", RUN, "--node", "n",
+                             "--settle-ms", "100", "--foreground"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rows(settings, 1)
+        shutil.rmtree(repo)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 5, err
+    assert out == ""
+    assert err.splitlines()[-1].startswith("durability: worktree-missing:"), err
+    assert "worktree-missing" in _gap_reasons(settings)
