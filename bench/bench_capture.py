@@ -129,7 +129,7 @@ class Runner:
         return elapsed, outcome.commit_id
 
     def _socket_call(self, run_id: str, *, expect_new: bool = True) -> float:
-        from durability.service import client
+        from durability import client
 
         request = {"v": 1, "op": "capture", "request_id": str(uuid.uuid4()), "run_id": run_id,
                    "node_id": "bench", "worktree": str(self.repo), "source": "manual",

@@ -8,7 +8,7 @@ the public API is loaded on first use.
 from __future__ import annotations
 
 # typing is not imported at run time: this package is on the hook's fast path
-# and typing costs ~3 ms to import (see durability/service/client.py).
+# and typing costs ~3 ms to import (see durability/client.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -6,10 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from durability import paths
+from durability import client, paths
 from durability.config import Settings
 from durability.errors import DurabilityError
-from durability.service import client
 from engine import EngineError, Store
 
 __all__ = ["Check", "run_checks"]

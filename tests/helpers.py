@@ -107,7 +107,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
 
 def ping(socket_path: Path, timeout: float = 5.0) -> dict[str, Any] | None:
     """The service's answer to a ping on ``socket_path``, or None when nothing answers."""
-    from durability.service import client
+    from durability import client
 
     try:
         answer = client.call(socket_path, {"v": 1, "op": "ping"}, timeout_s=timeout)

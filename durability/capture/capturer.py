@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import filelock
 
@@ -58,6 +59,13 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error_code is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome as the socket and the CLI's JSON show it."""
+        if self.ok:
+            return {"seq": self.seq, "commit_id": self.commit_id, "deduped": self.deduped}
+        return {"error": {"code": self.error_code, "message": self.error_message},
+                "gap_recorded": self.gap_recorded}
 
 
 class Capturer:

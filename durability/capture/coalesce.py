@@ -23,7 +23,7 @@ from pathlib import Path
 
 from durability.capture.capturer import CaptureRequest, Outcome
 
-__all__ = ["Coalescer"]
+__all__ = ["Coalescer", "coalesced_capture"]
 
 RunBatch = Callable[[list[CaptureRequest]], list[Outcome]]
 
@@ -147,3 +147,17 @@ class Coalescer:
                 queue.wake.notify_all()
         for thread in threads:
             thread.join(timeout_s)
+
+
+def coalesced_capture(coalescer: Coalescer) -> Callable[[CaptureRequest], Outcome]:
+    """A blocking capture through ``coalescer``."""
+
+    def capture(request: CaptureRequest) -> Outcome:
+        try:
+            future = coalescer.submit(request)
+        except RuntimeError as exc:  # shutting down
+            return Outcome(request.request_id, error_code="service-unreachable",
+                           error_message=str(exc))
+        return future.result()
+
+    return capture

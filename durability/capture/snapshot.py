@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
 from durability.errors import CaptureError
-from durability.service import client
 from engine import AttemptKey
 
 __all__ = ["snapshot_now"]

@@ -16,8 +16,7 @@ import os
 import sys
 import time
 
-from durability import fastjson, ids, paths
-from durability.service import client
+from durability import client, fastjson, ids, paths
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,

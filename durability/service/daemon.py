@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from durability import client
 from durability.config import Settings
 from durability.errors import ServiceError, ServiceRunning
 from durability.paths import ensure_private_dir
-from durability.service import client
 from durability.service.server import Service
 
 __all__ = ["run_foreground", "start_detached", "with_socket"]

@@ -2,7 +2,7 @@
 
 Each request is one JSON object on one line, at most ``MAX_REQUEST_BYTES``;
 each response is one line.  The hook and other stdlib-only clients build the
-same objects by hand (``durability.service.client``); the service validates them here.
+same objects by hand (``durability.client``); the service validates them here.
 
 Request (``op`` ``capture``)::
 

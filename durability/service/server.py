@@ -22,6 +22,7 @@ from typing import Any
 
 import filelock
 
+from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.coalesce import Coalescer
@@ -36,8 +37,7 @@ from durability.errors import (
 )
 from durability.gaps.ingest import ingest_spool
 from durability.paths import ensure_private_dir
-from durability.service import client, protocol
-from durability.service import watch_ops as watch_service
+from durability.service import protocol, watch_ops
 from durability.watch.manager import WatchManager
 from engine import AttemptKey, EngineError, Store
 
@@ -106,7 +106,7 @@ class Service:
         self._spawn(self._accept_loop, "accept")
         self._spawn(self._ingest_loop, "ingest")
         # After the accept loop: a ping is answered while watches resume.
-        self.watcher = watch_service.start_manager(self.settings, self.coalescer, self._get_store)
+        self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)
         log.info("serving on %s (pid %d)", path, os.getpid())
 
     def _claim_socket(self, path: Path) -> None:
@@ -255,7 +255,7 @@ class Service:
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
-            return watch_service.answer(self.watcher, req)
+            return watch_ops.answer(self.watcher, req)
         try:
             return protocol.outcome_response(self._capture(req))
         except Exception as exc:  # a bug must still be answered, and be on record

@@ -9,33 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from durability.backends import resolve_worktree
-from durability.capture.capturer import CaptureRequest, Outcome
-from durability.capture.coalesce import Coalescer
+from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.config import Settings
 from durability.errors import CaptureError
 from durability.service import protocol
 from durability.watch.manager import WatchManager
-from durability.watch.watch import Capture, WatchSpec
+from durability.watch.watch import WatchSpec
 from engine import AttemptKey, EngineError, Store
 
-__all__ = ["answer", "coalesced_capture", "start_manager"]
+__all__ = ["answer", "start_manager"]
 
 log = logging.getLogger("durability.watch")
 WatchOp = protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq
-
-
-def coalesced_capture(coalescer: Coalescer) -> Capture:
-    """A blocking capture through ``coalescer``."""
-
-    def capture(request: CaptureRequest) -> Outcome:
-        try:
-            future = coalescer.submit(request)
-        except RuntimeError as exc:  # shutting down
-            return Outcome(request.request_id, error_code="service-unreachable",
-                           error_message=str(exc))
-        return future.result()
-
-    return capture
 
 
 def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> WatchManager:
@@ -98,14 +83,5 @@ def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
         if manager.forget(path):
             return {"v": 1, "ok": True, "watch": {"worktree": str(path)}, "final": None}
         return protocol.error_response("not-found", f"{path} is not watched")
-    return {"v": 1, "ok": True, "watch": spec.to_dict(), "final": final_dict(final)}
-
-
-def final_dict(final: Outcome | None) -> dict[str, Any] | None:
-    """The final capture, as the CLI and the socket show it."""
-    if final is None:
-        return None
-    if final.ok:
-        return {"seq": final.seq, "commit_id": final.commit_id, "deduped": final.deduped}
-    return {"error": {"code": final.error_code, "message": final.error_message},
-            "gap_recorded": final.gap_recorded}
+    return {"v": 1, "ok": True, "watch": spec.to_dict(),
+            "final": final.to_dict() if final else None}

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer
-from durability.capture.coalesce import Coalescer
+from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
 from durability.errors import (
@@ -23,8 +24,6 @@ from durability.errors import (
     ServiceUnreachable,
     WorktreeMissing,
 )
-from durability.service import client
-from durability.service.watch_ops import coalesced_capture, final_dict
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
 from engine import NotFound
@@ -84,7 +83,7 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
         raise WorktreeMissing(f"watched worktree {spec.worktree} is gone; the watch ended "
                               "(a worktree-missing gap is on record)")
     return {"watch": spec.to_dict(), "mode": watch.mode, "captures": watch.captures,
-            "final": final_dict(final)}
+            "final": final.to_dict() if final else None}
 
 
 def _unwatch_offline(settings: Settings, worktree: Path,
@@ -97,7 +96,7 @@ def _unwatch_offline(settings: Settings, worktree: Path,
     outcome = capture_once(settings, key=row.key, worktree=worktree, source="watch",
                            request_id=f"watch-{uuid.uuid4()}", label="watch final",
                            lock_timeout_s=settings.jj_timeout_s + 30, env=env)
-    return {"ok": True, "watch": row.to_dict(), "final": final_dict(outcome)}
+    return {"ok": True, "watch": row.to_dict(), "final": outcome.to_dict() if outcome else None}
 
 
 def _root_or_path(path: Path) -> Path:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from durability import client
 from durability.config import Settings
-from durability.service import client
 from engine import Store
 from tests.helpers import (
     GatedJj,

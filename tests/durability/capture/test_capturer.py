@@ -9,11 +9,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.inprocess import capture_once
 from durability.config import Settings
 from durability.gaps import spool
-from durability.service import client
 from engine import AttemptKey, Store
 from tests.helpers import (
     cli,

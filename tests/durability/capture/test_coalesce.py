@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
+from durability import client
 from durability.backends import Backend, Snapshot, Stamp, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.coalesce import Coalescer
 from durability.capture.inprocess import lazy_store
 from durability.config import Settings
-from durability.service import client
 from engine import AttemptKey, Store
 from tests.helpers import GatedJj, commit_manifest, ping, start_service, wait_for
 

@@ -153,7 +153,7 @@ def test_service_with_an_unusable_spool_still_answers_and_records(
     plain.mkdir()
     svc = start_service(tmp_path)
     try:
-        from durability.service import client
+        from durability import client
 
         answer = client.call(svc.socket_path, {
             "v": 1, "op": "capture", "request_id": "r-unspooled", "run_id": "run-u",
@@ -304,7 +304,7 @@ def test_last_gap_holds_the_spool_until_exit(spool_dir: Path) -> None:
 
 def test_last_gap_skips_a_request_already_on_file(spool_dir: Path) -> None:
     spool.append_gap(spool_dir, record("run-k", "req", reason="jj-missing"))
-    script = ("import sys; from pathlib import Path; from durability import spool; "
+    script = ("import sys; from pathlib import Path; from durability.gaps import spool; "
               "r = spool.gap_record(run_id='run-k', request_id='req', reason='timeout'); "
               "print(spool.append_last_gap(Path(sys.argv[1]), r))")
     done = subprocess.run([sys.executable, "-c", script, str(spool_dir)], capture_output=True,

@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 
+from durability import client
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
-from durability.capture.coalesce import Coalescer
+from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
-from durability.service import client
 from durability.service.server import Service
-from durability.service.watch_ops import coalesced_capture
 from durability.watch.ignore import IgnoreRules
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
