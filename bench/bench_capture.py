@@ -32,29 +32,16 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchkit import Bench, Samples, StubService, timed, timed_cpu
+from report import SizeResult, print_report, to_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("raw jj util snapshot", "jj log -r @", "in-process Capturer", "service call",
            "hook end to end", "git add -A + write-tree", "  of which pygit2 pin",
            "  of which SQLite row")
-
-
-@dataclass
-class SizeResult:
-    n_files: int
-    reps: int
-    first_snapshot_s: float
-    samples: dict[str, Samples] = field(default_factory=dict)
-    hook_rounds: list[tuple[float, int]] = field(default_factory=list)
-    socket_rounds: list[tuple[float, int]] = field(default_factory=list)
-
-    def col(self, name: str) -> Samples:
-        return self.samples.setdefault(name, Samples(name))
 
 
 class Runner:
@@ -319,7 +306,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from report import print_report, to_json
 
     args = parse_args(argv)
     if args.wait_for_load is not None:

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from benchkit import Samples
 
-if TYPE_CHECKING:
-    from bench_capture import SizeResult
+__all__ = ["SizeResult", "print_report", "to_json"]
 
-__all__ = ["print_report", "to_json"]
+
+@dataclass
+class SizeResult:
+    n_files: int
+    reps: int
+    first_snapshot_s: float
+    samples: dict[str, Samples] = field(default_factory=dict)
+    hook_rounds: list[tuple[float, int]] = field(default_factory=list)
+    socket_rounds: list[tuple[float, int]] = field(default_factory=list)
+
+    def col(self, name: str) -> Samples:
+        return self.samples.setdefault(name, Samples(name))
+
+
 
 HOOK_TARGET_MS = 35.0
 MAX_SNAPSHOTS_TARGET = 3

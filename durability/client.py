@@ -8,6 +8,7 @@ import os
 import time
 
 from durability import fastjson as json  # json imports re: ~6 ms per hook call
+from durability.errors import ConnectionLost, ServiceTimeout, ServiceUnreachable, from_code
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~3 ms on
 # every hook call, and the annotations need it only when type checking.
@@ -15,28 +16,21 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["ConnectionLost", "Unreachable", "WaitTimeout", "call", "capture_request", "peer_uid"]
+__all__ = ["call", "capture_request", "check_answer", "peer_uid"]
 
 # Matches the service's cap; a longer line is never sent.
 MAX_LINE = 64 * 1024
 
 
-class Unreachable(Exception):
-    """No service answers on the socket (none running, or a stale file)."""
-
-
-class ConnectionLost(Exception):
-    """The service accepted the request and went away before answering."""
-
-
-class WaitTimeout(Exception):
-    """The service did not answer within the time allowed."""
-
-
 def call(
     socket_path: str | os.PathLike[str], request: dict[str, Any], *, timeout_s: float
 ) -> dict[str, Any]:
-    """Send one request and return the service's response."""
+    """Send one request and return the service's response.
+
+    Raises ``ServiceUnreachable`` (no service, or one run by another user),
+    ``ConnectionLost`` (it took the request and went away) or
+    ``ServiceTimeout`` (no answer in ``timeout_s``), all from ``durability.errors``.
+    """
     deadline = time.monotonic() + timeout_s
     line = json.dumps(request).encode() + b"\n"
     if len(line) > MAX_LINE:
@@ -47,15 +41,15 @@ def call(
         try:
             sock.connect(os.fspath(socket_path))
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
-            raise Unreachable(f"no service on {socket_path}: {exc.strerror}") from None
+            raise ServiceUnreachable(f"no service on {socket_path}: {exc.strerror}") from None
         except OSError as exc:
-            raise Unreachable(f"cannot connect to {socket_path}: {exc}") from None
+            raise ServiceUnreachable(f"cannot connect to {socket_path}: {exc}") from None
         _check_peer(sock, socket_path)
         try:
             sock.sendall(line)
             return _read_response(sock, deadline)
         except TimeoutError:
-            raise WaitTimeout(f"no answer from the service within {timeout_s:g}s") from None
+            raise ServiceTimeout(f"no answer from the service within {timeout_s:g}s") from None
         except OSError as exc:
             raise ConnectionLost(f"service connection lost: {exc}") from None
     finally:
@@ -78,7 +72,7 @@ def _check_peer(sock: socket.socket, socket_path: object) -> None:
     socket's place first could answer "captured" while nothing was."""
     uid = peer_uid(sock)
     if uid is not None and uid != os.getuid():
-        raise Unreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
+        raise ServiceUnreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -116,3 +110,12 @@ def _read_response(sock: socket.socket, deadline: float) -> dict[str, Any]:
     if not isinstance(response, dict):
         raise ConnectionLost("malformed response")
     return response
+
+
+def check_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer that says ``ok``; any other raises the error its code names
+    (``errors.from_code``): the one place an error answer becomes an exception."""
+    if answer.get("ok"):
+        return answer
+    error = answer.get("error") or {}
+    raise from_code(str(error.get("code") or "internal-error"), str(error.get("message")))

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 from durability import client, paths
 from durability.config import Settings
-from durability.errors import DurabilityError
+from durability.errors import (
+    ConnectionLost,
+    DurabilityError,
+    ServiceTimeout,
+    ServiceUnreachable,
+)
 from engine import EngineError, Store
 
 __all__ = ["Check", "run_checks"]
@@ -57,9 +62,11 @@ def _socket(settings: Settings) -> Check:
     path = settings.socket_path
     try:
         answer = client.call(path, {"v": 1, "op": "ping"}, timeout_s=2)
-    except client.Unreachable:
+    except (ConnectionLost, ServiceTimeout) as exc:
+        return Check("service", False, f"{path}: {exc}")
+    except ServiceUnreachable:
         return Check("service", True, f"not running on {path} (hooks capture in-process)")
-    except (client.ConnectionLost, client.WaitTimeout) as exc:
+    except DurabilityError as exc:
         return Check("service", False, f"{path}: {exc}")
     mode = oct(os.stat(path).st_mode & 0o777)
     return Check("service", bool(answer.get("ok")),

@@ -16,16 +16,24 @@ they never change once released.  Hierarchy::
     │   ├── JjFailed            jj-failed
     │   ├── JjTimeout           jj-timeout
     │   └── LockTimeout         timeout           the worktree lock was not free in time
-    ├── ServiceError
+    ├── ServiceError            service-error
     │   ├── ServiceRunning      service-running   a live service already owns the socket
-    │   ├── ServiceUnreachable  service-unreachable
+    │   ├── ServiceUnreachable  service-unreachable  no service answers on the socket
+    │   │   └── ConnectionLost  service-unreachable  it took the request and went away
+    │   ├── ServiceTimeout      timeout           it did not answer in the time allowed
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
     │   └── ProtocolError       bad-request / request-too-large / peer-refused
     └── RestoreError            restore-verify-failed / restore-conflict (git: an ignored
                                 file in the way; nothing was changed)
 
-``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged;
-``exit_code`` maps every code to the CLI's exit status in one place.
+``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged.
+The service's client (``durability.client``) raises these classes too, and
+``from_code`` turns a code that crossed the socket back into one of them.
+
+Exit statuses come from one table, ``_EXIT_CODES``, looked up by code: the
+code decides, not the class that carried it (a ``store-unavailable`` is 6
+whether the store refused a read or a capture).  Codes not in the table fall
+back by family (capture 5, service 4) and then to 1.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 __all__ = [
     "GAP_REASONS",
     "CaptureError",
+    "ConnectionLost",
     "DurabilityError",
     "GitFailed",
     "InsecurePath",
@@ -49,9 +58,11 @@ __all__ = [
     "RestoreError",
     "ServiceError",
     "ServiceRunning",
+    "ServiceTimeout",
     "ServiceUnreachable",
     "WorktreeMissing",
     "exit_code",
+    "from_code",
 ]
 
 #: Stable reasons a gap may carry.
@@ -140,6 +151,17 @@ class ServiceUnreachable(ServiceError):
     code = "service-unreachable"
 
 
+class ConnectionLost(ServiceUnreachable):
+    """The service accepted the request and went away before answering."""
+
+
+class ServiceTimeout(ServiceError):
+    """The service did not answer within the time allowed.  Its code is the
+    ``timeout`` gap reason, and it exits as a capture that timed out."""
+
+    code = "timeout"
+
+
 class InsecurePath(ServiceError):
     code = "insecure-path"
 
@@ -152,15 +174,31 @@ class RestoreError(DurabilityError):
     code = "restore-verify-failed"
 
 
+#: The CLI's exit status of every code: the only place exit statuses come from.
 _EXIT_CODES = {
+    "error": 1,
+    "internal-error": 1,
     "invalid-value": 2,
     "not-found": 3,
+    # The service and its protocol.
+    "service-error": 4,
     "service-running": 4,
     "service-unreachable": 4,
     "insecure-path": 4,
     "bad-request": 4,
     "request-too-large": 4,
     "peer-refused": 4,
+    # A capture that could not be taken (each is also a gap reason).
+    "jj-missing": 5,
+    "jj-too-old": 5,
+    "not-a-jj-repo": 5,
+    "not-a-repo": 5,
+    "invalid-backend": 5,
+    "git-failed": 5,
+    "worktree-missing": 5,
+    "jj-failed": 5,
+    "jj-timeout": 5,
+    "timeout": 5,
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
@@ -178,14 +216,40 @@ _EXIT_CODES = {
     "RUN_RESUME_CLAIM_LOST": 75,
 }
 
+#: Exit status of ``durability doctor`` when a check failed (no error is raised).
+CHECK_FAILED_EXIT = 1
+
 
 def exit_code(error: BaseException) -> int:
-    """The CLI's exit status for an error: one table for every command."""
-    from engine.errors import EngineError  # lazily: the hook imports this module
-
+    """The CLI's exit status for an error: the table by code, then by family."""
     code = getattr(error, "code", None)
+    if isinstance(code, str) and code in _EXIT_CODES:
+        return _EXIT_CODES[code]
     if isinstance(error, CaptureError):
         return 5
-    if isinstance(error, DurabilityError | EngineError) and code in _EXIT_CODES:
-        return _EXIT_CODES[code]
+    if isinstance(error, ServiceError):
+        return 4
     return 1
+
+
+_SERVICE_CODES = {"service-running": ServiceRunning, "service-unreachable": ServiceUnreachable,
+                  "insecure-path": InsecurePath, "bad-request": ProtocolError,
+                  "request-too-large": ProtocolError, "peer-refused": ProtocolError}
+
+
+def from_code(code: str, message: str) -> Exception:
+    """The error a code names, for a code that crossed the socket or a file:
+    a capture code is a ``CaptureError``, a service code its ``ServiceError``,
+    ``not-found`` and ``store-unavailable`` the engine's, a restore code a
+    ``RestoreError``, anything else a ``DurabilityError`` with that code."""
+    if code in ("not-found", "store-unavailable"):
+        from engine.errors import NotFound, StoreUnavailable  # lazily: the hook imports us
+
+        return NotFound(message) if code == "not-found" else StoreUnavailable(message)
+    if code in _SERVICE_CODES:
+        return _SERVICE_CODES[code](message, code=code)
+    if code.startswith("restore-"):
+        return RestoreError(message, code=code)
+    if code in GAP_REASONS:
+        return CaptureError(message, code=code)
+    return DurabilityError(message, code=code)

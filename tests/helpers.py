@@ -108,10 +108,11 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
 def ping(socket_path: Path, timeout: float = 5.0) -> dict[str, Any] | None:
     """The service's answer to a ping on ``socket_path``, or None when nothing answers."""
     from durability import client
+    from durability.errors import ServiceTimeout, ServiceUnreachable
 
     try:
         answer = client.call(socket_path, {"v": 1, "op": "ping"}, timeout_s=timeout)
-    except (client.Unreachable, client.ConnectionLost, client.WaitTimeout):
+    except (ServiceUnreachable, ServiceTimeout):
         return None
     return answer if answer.get("ok") else None
 

@@ -60,6 +60,18 @@ class Outcome:
     def ok(self) -> bool:
         return self.error_code is None
 
+    @classmethod
+    def from_answer(cls, request_id: str, answer: Mapping[str, Any]) -> Outcome:
+        """The outcome a service answer carries: the one place the wire's
+        answer is read (the hook's fast path reads its two flags by hand)."""
+        if answer.get("ok"):
+            return cls(request_id, seq=int(answer["seq"]), commit_id=str(answer["commit_id"]),
+                       deduped=bool(answer.get("deduped")))
+        error = answer.get("error") or {}
+        return cls(request_id, error_code=str(error.get("code") or "internal-error"),
+                   error_message=str(error.get("message")),
+                   gap_recorded=bool(answer.get("gap_recorded")))
+
     def to_dict(self) -> dict[str, Any]:
         """The outcome as the socket and the CLI's JSON show it."""
         if self.ok:

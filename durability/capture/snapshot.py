@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from durability import client
 from durability.backends import resolve_worktree
-from durability.capture.capturer import Capturer, CaptureRequest
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
-from durability.errors import CaptureError
+from durability.errors import CaptureError, ServiceUnreachable, from_code
 from engine import AttemptKey
 
 __all__ = ["snapshot_now"]
@@ -29,8 +28,9 @@ def snapshot_now(
     source: str = "manual",
     tool_use_id: str | None = None,
     env: Mapping[str, str] = os.environ,
-) -> dict[str, Any]:
-    """Capture now; ``{"seq", "commit_id", "deduped"}``, or raise with the gap's code."""
+) -> Outcome:
+    """Capture now: the ``Outcome`` (``seq``, ``commit_id``, ``deduped``), or
+    raise the error of the gap's code (``errors.from_code``)."""
     # Cut as the hook does, to what the service accepts, so a long label is
     # stored the same way whether or not a service answers.
     label = label[:1000] if label is not None else None
@@ -49,17 +49,12 @@ def snapshot_now(
         timeout_ms=int(settings.jj_timeout_s * 1000) + 30_000)
     try:
         answer = client.call(settings.socket_path, wire, timeout_s=settings.jj_timeout_s + 60)
-    except (client.Unreachable, client.ConnectionLost):
+    except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
         outcome = capture_once(settings, key=key, worktree=root, source=source,
                                request_id=request_id, tool_use_id=tool_use_id, label=label,
                                lock_timeout_s=settings.jj_timeout_s + 30, env=env)
-        answer = {"ok": outcome.ok, "seq": outcome.seq, "commit_id": outcome.commit_id,
-                  "deduped": outcome.deduped,
-                  "error": {"code": outcome.error_code, "message": outcome.error_message}}
-    except client.WaitTimeout as exc:
-        raise CaptureError(str(exc), code="timeout") from None
-    if not answer.get("ok"):
-        error = answer.get("error") or {}
-        raise CaptureError(str(error.get("message")), code=str(error.get("code")))
-    return {"seq": answer["seq"], "commit_id": answer["commit_id"],
-            "deduped": bool(answer["deduped"])}
+    else:
+        outcome = Outcome.from_answer(request_id, answer)
+    if not outcome.ok:
+        raise from_code(outcome.error_code or "internal-error", outcome.error_message or "")
+    return outcome

@@ -26,10 +26,10 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
     result = snapshot_now(options.settings(), key=AttemptKey(run_id, node_id, iteration, attempt),
                           path=path or Path.cwd(), label=label, request_id=str(uuid.uuid4()))
     if as_json:
-        options.emit(result)
+        options.emit(result.to_dict())
     else:
-        note = " (unchanged: same as the latest checkpoint)" if result["deduped"] else ""
-        click.echo(f"seq {result['seq']} commit {result['commit_id'][:12]}{note}")
+        note = " (unchanged: same as the latest checkpoint)" if result.deduped else ""
+        click.echo(f"seq {result.seq} commit {(result.commit_id or '')[:12]}{note}")
 
 
 @click.command()

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from durability.cli import checkpoints, engine, service, watch
-from durability.errors import DurabilityError, exit_code
+from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
 __all__ = ["cli", "main"]
@@ -30,8 +30,9 @@ class _Group(click.Group):
             ctx.exit(exit_code(exc))
         except click.UsageError as exc:
             # A bad option is a user error too: one line with its code, like the rest.
-            click.echo(f"durability: invalid-value: {exc.format_message()}", err=True)
-            ctx.exit(2)
+            error = InvalidInput(exc.format_message())
+            click.echo(f"durability: {error.code}: {error}", err=True)
+            ctx.exit(exit_code(error))
 
 
 def _one_line(message: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from durability.cli import options
+from durability.errors import CHECK_FAILED_EXIT
 
 
 @click.command()
@@ -51,7 +52,7 @@ def doctor(as_json: bool) -> None:
         for c in checks:
             click.echo(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<8} {c.detail}")
     if not all(c.ok for c in checks):
-        sys.exit(1)
+        sys.exit(CHECK_FAILED_EXIT)
 
 
 COMMANDS = [serve, snapshot_hook, doctor]

@@ -17,6 +17,7 @@ import sys
 import time
 
 from durability import client, fastjson, ids, paths
+from durability.errors import ServiceTimeout, ServiceUnreachable
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -349,9 +350,9 @@ def _request(hook: _Hook, deadline: float) -> None:
     try:
         response = client.call(paths.socket_path_str(hook.env), request,
                                timeout_s=max(deadline - time.monotonic(), 0.1))
-    except client.WaitTimeout as exc:
+    except ServiceTimeout as exc:
         return hook.gap("timeout", str(exc))
-    except (client.Unreachable, client.ConnectionLost):
+    except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()

@@ -33,12 +33,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from durability import ids
 from durability.config import Settings
 from durability.errors import InvalidInput
 from engine import AttemptKey
+
+if TYPE_CHECKING:
+    from durability.capture.capturer import Outcome
 
 __all__ = ["AmbientAttempt", "Thread", "attempt", "bind_context", "current_attempt",
            "durable_tool"]
@@ -139,8 +142,8 @@ def _wrap(fn: Callable[..., Any], *, name: str | None) -> Callable[..., Any]:
 
 
 def capture_after(ambient: AmbientAttempt, label: str, call_id: str | None = None, *,
-                  request_id: str | None = None, source: str = "wrap") -> dict[str, Any] | None:
-    """Capture for one tool call; the result, or None when it became a gap."""
+                  request_id: str | None = None, source: str = "wrap") -> Outcome | None:
+    """Capture for one tool call; its ``Outcome``, or None when it became a gap."""
     from durability.capture.snapshot import snapshot_now
 
     call_id = call_id or uuid.uuid4().hex

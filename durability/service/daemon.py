@@ -15,7 +15,7 @@ from types import FrameType
 
 from durability import client
 from durability.config import Settings
-from durability.errors import ServiceError, ServiceRunning
+from durability.errors import ServiceError, ServiceRunning, ServiceTimeout, ServiceUnreachable
 from durability.paths import ensure_private_dir
 from durability.service.server import Service
 
@@ -77,7 +77,7 @@ def start_detached(settings: Settings) -> int:
 def _ping(settings: Settings) -> dict[str, object] | None:
     try:
         answer = client.call(settings.socket_path, {"v": 1, "op": "ping"}, timeout_s=2)
-    except (client.Unreachable, client.ConnectionLost, client.WaitTimeout):
+    except (ServiceUnreachable, ServiceTimeout):
         return None
     return answer if answer.get("ok") else None
 

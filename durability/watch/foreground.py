@@ -18,9 +18,7 @@ from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
 from durability.errors import (
-    GAP_REASONS,
     CaptureError,
-    DurabilityError,
     ServiceUnreachable,
     WorktreeMissing,
 )
@@ -109,20 +107,9 @@ def _root_or_path(path: Path) -> Path:
 def _call(settings: Settings, wire: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     try:
         answer = client.call(settings.socket_path, wire, timeout_s=timeout_s)
-    except (client.Unreachable, client.ConnectionLost) as exc:
+    except ServiceUnreachable as exc:
         raise ServiceUnreachable(f"{exc}; start it with `durability serve --detach`, or use "
                                  "`durability watch --foreground`") from None
-    except client.WaitTimeout as exc:
-        raise CaptureError(str(exc), code="timeout") from None
-    if not answer.get("ok"):
-        error = answer.get("error") or {}
-        code = str(error.get("code") or "internal-error")
-        message = str(error.get("message"))
-        if code == "not-found":
-            raise NotFound(message)
-        if code in GAP_REASONS:
-            raise CaptureError(message, code=code)
-        raise DurabilityError(message, code=code)
-    return answer
+    return client.check_answer(answer)
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from durability import client
 from durability.config import Settings
+from durability.errors import ConnectionLost, ServiceUnreachable
 from engine import Store
 from tests.helpers import (
     GatedJj,
@@ -85,7 +86,7 @@ def test_kill_the_service_during_a_capture(
             held = gated.wait_held()
             service.proc.send_signal(signal.SIGKILL)
             service.proc.wait(30)
-            with pytest.raises(client.ConnectionLost):
+            with pytest.raises(ConnectionLost):
                 doomed.result(60)
     finally:
         gated.open()
@@ -123,7 +124,7 @@ def test_kill_the_service_at_random_moments(
                 (repo / f"{name}.txt").write_text(name)
                 try:
                     answer = _send(settings, repo, name)
-                except (client.ConnectionLost, client.Unreachable):
+                except ServiceUnreachable:
                     return mine
                 assert answer["ok"], answer
                 mine.append(answer)

@@ -34,7 +34,7 @@ def grepo(tmp_path: Path) -> Iterator[Path]:
 
 def snap(settings: Settings, repo: Path, key: AttemptKey = KEY) -> int:
     done = snapshot_now(settings, key=key, path=repo, request_id=str(uuid.uuid4()))
-    return int(done["seq"])
+    return int(done.seq or 0)
 
 
 def manifest(root: Path) -> dict[str, tuple[str, object]]:
