@@ -29,7 +29,7 @@ def _skip_teardown(code: int) -> None:
     and locks are closed by their ``with`` blocks, SQLite has committed, and
     the output is flushed here.  Registered with atexit, so the usual
     SystemExit unwinding (and anything a caller does after catching it) runs
-    first; the hook's exit status is always ``code`` (0, contract 6).
+    first; the hook's exit status is always ``code`` (0, contract 6 in docs/DESIGN.md).
     """
     import atexit
     import os

@@ -85,7 +85,7 @@ class Store:
     # -- checkpoints -------------------------------------------------------
 
     def record_checkpoint(self, new: NewCheckpoint) -> Recorded:
-        """Record a captured commit for an attempt (contract 3).
+        """Record a captured commit for an attempt (contract 3, docs/DESIGN.md).
 
         Creates the run and attempt on first sight.  In one transaction: a
         request id seen before returns its row; a commit equal to the

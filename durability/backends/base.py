@@ -65,7 +65,7 @@ class Backend(Protocol):
         *,
         changed_paths: Collection[str] | None = None,
     ) -> Snapshot:
-        """Capture the worktree as it is now and pin the commit (contracts 1, 4).
+        """Capture the worktree as it is now and pin the commit (contracts 1, 4: docs/DESIGN.md).
 
         ``changed_paths`` (worktree-relative) is a watcher's promise that
         nothing else changed since this requester's previous capture; None

@@ -4,7 +4,7 @@ Each attempt has one ref, ``refs/durability/git/<hash of the attempt>``,
 pointing at its newest checkpoint commit; every commit's parent is the
 attempt's previous checkpoint (the first one's is HEAD at that time, none on
 an unborn branch), so one ref keeps the whole chain reachable for ``git gc``
-(contract 4).  Nothing here reads or moves HEAD's ref, a branch, the index or
+(contract 4, docs/DESIGN.md).  Nothing here reads or moves HEAD's ref, a branch, the index or
 a reflog: commits are written with no ref to update, and only the attempt's
 own ref under ``refs/durability/`` is set.
 

@@ -3,7 +3,7 @@
 The jj backend's way back to a pinned commit that jj itself can no longer name:
 once the operations that knew a commit are abandoned (``jj op abandon``) and
 collected, ``jj restore --from <id>`` says the revision does not exist, while
-the pin (contract 4) has kept the commit in the git store.  Its files are then
+the pin (contract 4, docs/DESIGN.md) has kept the commit in the git store.  Its files are then
 written from there, and the next jj snapshot records them.
 
 Only paths that differ between the current tree (a snapshot just taken, under

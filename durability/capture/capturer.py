@@ -1,7 +1,7 @@
 """Capture a worktree and record the checkpoint: the one code path shared by
 the service, the in-process fallback, the CLI and restore.
 
-A capture runs under a per-worktree file lock (contract 1: never two captures
+A capture runs under a per-worktree file lock (contract 1 in docs/DESIGN.md: never two captures
 of one worktree at once, across processes too) and records every request it
 answers while still holding the lock, so checkpoint order is capture order.
 """

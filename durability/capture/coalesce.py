@@ -1,6 +1,6 @@
 """Per-worktree queues that serialise and coalesce capture requests.
 
-Contract 2: requests that arrive while a capture of their worktree is running
+Contract 2 (docs/DESIGN.md): requests that arrive while a capture of their worktree is running
 wait for the *next* capture, which starts after they arrived; one capture then
 answers all of them.  A batch is cut the moment a capture begins, so a request
 is never answered by a capture that began before it was received.

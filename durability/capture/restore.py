@@ -1,4 +1,4 @@
-"""Restore a worktree to a recorded checkpoint (contract 7).
+"""Restore a worktree to a recorded checkpoint (contract 7, docs/DESIGN.md).
 
 Under the worktree lock: capture the current tree as a ``pre-restore``
 checkpoint of the same attempt (so every restore can be undone by restoring

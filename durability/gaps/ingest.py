@@ -1,4 +1,4 @@
-"""Ingest the gap spool into the store, idempotently (contract 5)."""
+"""Ingest the gap spool into the store, idempotently (contract 5, docs/DESIGN.md)."""
 
 from __future__ import annotations
 

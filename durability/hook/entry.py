@@ -3,7 +3,7 @@
 It also reads OpenAI Codex CLI ``PostToolUse`` and Gemini CLI ``AfterTool``
 payloads, told apart by their shape (``harness``).
 
-Contract 6: it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
+Contract 6 (docs/DESIGN.md): it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
 prints nothing on stdout, and turns every failure into a gap.  Its fast path
 (service reachable) imports only the standard library and this package's
 stdlib-only modules; the in-process fallback imports the rest on demand.

@@ -1,4 +1,4 @@
-"""Many hook processes on one worktree at once (contracts 1-3): 8 workers x 25
+"""Many hook processes on one worktree at once (docs/DESIGN.md contracts 1-3): 8 workers x 25
 calls of the installed ``durability snapshot-hook``, each writing its own file
 first, with the service running and with no service (in-process, under the
 file lock).  Every call is answered, seqs are contiguous, nothing is lost."""

@@ -1,4 +1,4 @@
-"""Reachability (contract 4): whatever the user does to jj's history and
+"""Reachability (contract 4, docs/DESIGN.md): whatever the user does to jj's history and
 however hard git collects garbage, every recorded checkpoint stays restorable."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Contract 8, security: only the owner reaches the service, private folders
+"""Contract 8 (docs/DESIGN.md), security: only the owner reaches the service, private folders
 stay private, and paths and ids from outside never reach a shell or leave
 the folder they are joined to."""
 

@@ -1,4 +1,4 @@
-"""The resume contract against real processes killed with SIGKILL at random
+"""The resume contract (docs/ENGINE.md) against real processes killed with SIGKILL at random
 (seeded) points of a four-task workflow writing to a real jj worktree."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_sigkill_then_resume_never_reruns_completed_tasks(tmp_path: Path, seed: 
             # holding whatever the kill left (the .partial file if it was there).
             # Killed after .partial was removed but before the output was
             # recorded, the tree equals that checkpoint and the pre-restore
-            # capture dedups to it (contract 3): no row, nothing to undo.
+            # capture dedups to it (contract 3, docs/DESIGN.md): no row, nothing to undo.
             assert own[-1].source == "pre-restore" or not partial_left
     if partial_left:
         assert interrupted, "a .partial file can only be left by an interrupted attempt"

@@ -1,5 +1,5 @@
 """The jj backend: finding jj, its version, and snapshots of colocated,
-non-colocated and secondary workspaces (contract 1, the pin of contract 4)."""
+non-colocated and secondary workspaces (contract 1, the pin of contract 4: docs/DESIGN.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Capture and record (contracts 1 and 3): rows, dedup, store-assigned seq,
+"""Capture and record (contracts 1, 3: docs/DESIGN.md): rows, dedup, store-assigned seq,
 request-id idempotency, and how each kind of failure is classified."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Contract 2: requests that arrive while a capture of their worktree runs are
+"""Contract 2 (docs/DESIGN.md): requests that arrive while a capture of their worktree runs are
 all answered by the *next* capture, never by the running one.
 
 Three levels: the ``Coalescer`` with a ``run_batch`` that blocks on an event

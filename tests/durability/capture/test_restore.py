@@ -1,4 +1,4 @@
-"""Restore (contract 7): byte-exact trees, a pre-restore checkpoint that undoes
+"""Restore (contract 7, docs/DESIGN.md): byte-exact trees, a pre-restore checkpoint that undoes
 the restore, another worktree, refusals, and serialisation with captures."""
 
 from __future__ import annotations

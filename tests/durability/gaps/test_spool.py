@@ -1,4 +1,4 @@
-"""The gap spool (contract 5): one private NDJSON file per run, ingested into
+"""The gap spool (contract 5, docs/DESIGN.md): one private NDJSON file per run, ingested into
 the store idempotently, torn lines skipped and counted."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def service(tmp_path: Path) -> Iterator[ServiceProcess]:
 def run_hook(payload: Any = None, *, raw: bytes | None = None,
              env: Mapping[str, str | None] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the installed hook; assert the parts of contract 6 that hold always."""
+    """Run the installed hook; assert the parts of contract 6 (docs/DESIGN.md) that hold always."""
     full = dict(os.environ)
     for name, value in (env or {}).items():
         if value is None:
