@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["call", "capture_request", "check_answer", "peer_uid"]
+__all__ = ["call", "capture_request", "check_answer", "listener_pid", "peer_uid"]
 
 # Matches the service's cap; a longer line is never sent.
 MAX_LINE = 64 * 1024
@@ -73,6 +73,28 @@ def _check_peer(sock: socket.socket, socket_path: object) -> None:
     uid = peer_uid(sock)
     if uid is not None and uid != os.getuid():
         raise ServiceUnreachable(f"the service on {socket_path} is run by uid {uid}, not by you")
+
+
+def listener_pid(socket_path: str | os.PathLike[str]) -> int | None:
+    """The pid of this user's process that listens on ``socket_path``, from the
+    kernel (SO_PEERCRED) and without a request, so it is known even for a
+    service that is stopped or flooded and cannot answer; None when nothing
+    listens, the platform cannot tell, or the listener is another user's."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(1.0)
+        sock.connect(os.fspath(socket_path))
+        if opt is None or peer_uid(sock) != os.getuid():
+            return None
+        import sys
+
+        creds = sock.getsockopt(socket.SOL_SOCKET, opt, 12)
+        return int.from_bytes(creds[0:4], sys.byteorder) or None
+    except OSError:
+        return None
+    finally:
+        sock.close()
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -39,6 +39,19 @@ class Settings:
             burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS", 400, zero_ok=True)),
         )
 
+    def to_env(self) -> dict[str, str]:
+        """These settings as the variables that give them to a child process
+        (a detached service, a run's task), so it resolves exactly these."""
+        return {
+            "DURABILITY_HOME": str(self.state_dir),
+            "DURABILITY_SOCKET": str(self.socket_path),
+            "DURABILITY_SPOOL_DIR": str(self.spool_dir),
+            "DURABILITY_JJ_TIMEOUT_MS": str(round(self.jj_timeout_s * 1000)),
+            "DURABILITY_HOOK_TIMEOUT_MS": str(self.hook_timeout_ms),
+            "DURABILITY_BURST_QUIET_MS": str(self.burst_quiet_ms),
+            "DURABILITY_BURST_MAX_MS": str(self.burst_max_ms),
+        }
+
     @property
     def db_path(self) -> Path:
         return self.state_dir / "state.db"

@@ -48,11 +48,7 @@ class DurabilityOps:
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
         """The caller's environment plus the attempt's DURABILITY_* variables."""
-        env = {**self.env, **attempt_variables(key, worktree)}
-        env["DURABILITY_SOCKET"] = str(self.settings.socket_path)
-        env["DURABILITY_HOME"] = str(self.settings.state_dir)
-        env["DURABILITY_SPOOL_DIR"] = str(self.settings.spool_dir)
-        return env
+        return {**self.env, **self.settings.to_env(), **attempt_variables(key, worktree)}
 
     def attempt_context(
         self, key: AttemptKey, worktree: str | None

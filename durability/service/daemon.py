@@ -15,14 +15,45 @@ from types import FrameType
 
 from durability import client
 from durability.config import Settings
-from durability.errors import ServiceError, ServiceRunning, ServiceTimeout, ServiceUnreachable
+from durability.errors import ServiceError, ServiceTimeout, ServiceUnreachable
 from durability.paths import ensure_private_dir
 from durability.service.server import Service
 
-__all__ = ["run_foreground", "start_detached", "with_socket"]
+__all__ = ["Started", "Stopped", "run_foreground", "start_detached", "status", "stop",
+           "with_socket"]
 
 # How long `serve --detach` waits for the child to answer a ping.
 _READY_TIMEOUT_S = 20.0
+# How long `stop` waits for a SIGTERMed service to drain its queue and leave:
+# a capture in flight is bounded by the jj timeout, so this is the default
+# `stop --timeout` and the point after which it says so (or kills, with --kill).
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """What ``serve --detach`` found or did."""
+
+    pid: int
+    socket: str
+    already_running: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stopped:
+    """What ``durability stop`` did: ``was_running`` False when nothing answered."""
+
+    socket: str
+    was_running: bool
+    pid: int | None = None
+    killed: bool = False
+    waited_s: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
 
 
 def with_socket(settings: Settings, path: Path) -> Settings:
@@ -47,25 +78,106 @@ def run_foreground(settings: Settings) -> None:
         service.serve_forever()
 
 
-def start_detached(settings: Settings) -> int:
-    """Start the service in its own session; return its pid once it answers."""
-    if _ping(settings) is not None:
-        raise ServiceRunning(f"a service is already answering on {settings.socket_path}")
+def start_detached(settings: Settings) -> Started:
+    """Start the service in its own session, once it answers; a service that
+    already answers on the socket is the answer (idempotent: nothing started)."""
+    running = _ping(settings)
+    if running is not None:
+        return Started(_pid(running, 0), str(settings.socket_path), already_running=True)
+    return _spawn(settings)
+
+
+def status(settings: Settings) -> dict[str, object] | None:
+    """The running service's ping answer (pid, version, counters); for one
+    that listens but does not answer, ``{"pid": N, "answering": False}``;
+    None when nothing listens."""
+    answer = _ping(settings)
+    if answer is not None:
+        return {**answer, "answering": True}
+    pid = client.listener_pid(settings.socket_path)
+    return {"pid": pid, "answering": False} if pid else None
+
+
+def stop(settings: Settings, *, timeout_s: float = STOP_TIMEOUT_S,
+         kill: bool = False) -> Stopped:
+    """Ask the service on the socket to stop (SIGTERM: it drains its queue and
+    removes the socket), and wait for it to be gone, at most ``timeout_s``.
+
+    The pid comes from the service's ping answer or, when it cannot answer,
+    from the kernel's record of the listener; both are believed only from a
+    process of this user (peer credentials), so a signal is never sent to
+    another user's process.  Past the timeout it raises
+    ``ServiceError``, or with ``kill`` sends SIGKILL and says so."""
+    path = str(settings.socket_path)
+    answer = _ping(settings)
+    # A service that cannot answer (stopped, flooded) is found by the kernel.
+    pid = _pid(answer, 0) if answer is not None else client.listener_pid(path) or 0
+    if pid <= 0:
+        return Stopped(path, was_running=False)
+    started = time.monotonic()
+    _signal(pid, signal.SIGTERM)
+    if _wait_gone(pid, settings, started + timeout_s):
+        return Stopped(path, True, pid, waited_s=round(time.monotonic() - started, 3))
+    if not kill:
+        raise ServiceError(f"the service (pid {pid}) did not stop within {timeout_s:g}s; "
+                           "try again with --kill")
+    _signal(pid, signal.SIGKILL)
+    _wait_gone(pid, settings, time.monotonic() + 5)
+    return Stopped(path, True, pid, killed=True, waited_s=round(time.monotonic() - started, 3))
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it left on its own in between: that is what we wanted
+
+
+def _wait_gone(pid: int, settings: Settings, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own detached child not yet reaped) has left
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def _pid(answer: dict[str, object], default: int) -> int:
+    pid = answer.get("pid")
+    return pid if isinstance(pid, int) else default
+
+
+def _spawn(settings: Settings) -> Started:
+    """Start a detached service and wait until the socket answers.  When two
+    starts race, the loser's child finds the socket taken and exits: the
+    winner's answer is then reported as already running, not as a failure."""
     ensure_private_dir(settings.state_dir)
-    env = {**os.environ, "DURABILITY_SOCKET": str(settings.socket_path),
-           "DURABILITY_HOME": str(settings.state_dir),
-           "DURABILITY_SPOOL_DIR": str(settings.spool_dir)}
+    env = {**os.environ, **settings.to_env()}
     with open(settings.log_path, "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "durability", "serve"], env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, close_fds=True,
         )
+    socket = str(settings.socket_path)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         answer = _ping(settings)
         if answer is not None:
-            pid = answer.get("pid")
-            return pid if isinstance(pid, int) else child.pid
+            pid = _pid(answer, child.pid)
+            return Started(pid, socket, already_running=pid != child.pid)
         if child.poll() is not None:
             raise ServiceError(f"the service exited at start; see {settings.log_path}: "
                                f"{_tail(settings.log_path)}")
