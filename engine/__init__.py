@@ -6,7 +6,15 @@ It never imports ``durability`` and knows nothing of jj, click or watchdog.
 from __future__ import annotations
 
 from engine.errors import EngineError, InvalidValue, NotFound, StoreUnavailable
-from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
+from engine.models import (
+    Attempt,
+    AttemptKey,
+    Checkpoint,
+    Gap,
+    NewCheckpoint,
+    Recorded,
+    Session,
+)
 from engine.store import Store, now_ms
 
 __all__ = [
@@ -19,6 +27,7 @@ __all__ = [
     "NewCheckpoint",
     "NotFound",
     "Recorded",
+    "Session",
     "Store",
     "StoreUnavailable",
     "now_ms",

@@ -109,3 +109,19 @@ class Gap(_Row):
     source: str | None = None
     tool_use_id: str | None = None
     detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Session(_Row):
+    """Everything recorded under one run id, whoever reported it (a harness
+    hook's session, an engine run, a wrapper): what ``durability sessions``
+    lists, so a user finds the run id to restore from."""
+
+    run_id: str
+    worktree: str | None
+    first_ms: int
+    last_ms: int
+    checkpoints: int
+    gaps: int
+    #: The sources that captured (``hook``, ``watch``, ``wrap``...), comma-separated.
+    sources: str

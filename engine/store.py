@@ -17,7 +17,15 @@ from typing import Any
 from engine.clock import system_clock
 from engine.db import connect, migrate, write_transaction
 from engine.errors import NotFound, StoreUnavailable
-from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
+from engine.models import (
+    Attempt,
+    AttemptKey,
+    Checkpoint,
+    Gap,
+    NewCheckpoint,
+    Recorded,
+    Session,
+)
 
 __all__ = ["Store", "now_ms"]
 
@@ -34,6 +42,26 @@ _GAP_COLS = (
     "source, tool_use_id, detail"
 )
 _KEY_WHERE = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
+# One row per run id over checkpoints and gaps; the worktree is that of the
+# newest checkpoint, else of the newest gap.
+_SESSIONS_SQL = """
+WITH events AS (
+    SELECT run_id, created_at_ms AS ts, worktree, source, 1 AS c, 0 AS g
+      FROM workspace_checkpoints
+    UNION ALL
+    SELECT run_id, ts_ms, worktree, NULL, 0, 1 FROM gaps
+)
+SELECT run_id,
+       COALESCE(
+         (SELECT worktree FROM workspace_checkpoints w WHERE w.run_id = e.run_id
+           ORDER BY created_at_ms DESC, seq DESC LIMIT 1),
+         (SELECT worktree FROM gaps x WHERE x.run_id = e.run_id AND x.worktree IS NOT NULL
+           ORDER BY ts_ms DESC LIMIT 1)),
+       MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(GROUP_CONCAT(DISTINCT source), '')
+  FROM events e
+ GROUP BY run_id
+ ORDER BY MAX(ts) DESC, run_id
+"""
 
 
 #: The store's default clock (kept under this name for its callers).
@@ -173,9 +201,16 @@ class Store:
             which = "checkpoints" if seq is None else f"checkpoint seq {seq}"
             raise NotFound(
                 f"run {key.run_id!r} node {key.node_id!r} iteration {key.iteration} "
-                f"attempt {key.attempt} has no {which}"
+                f"attempt {key.attempt} has no {which}{self._seq_range(key)}"
             )
         return Checkpoint(*rows[0])
+
+    def _seq_range(self, key: AttemptKey) -> str:
+        """``" (seq 1 to N)"`` of an attempt with checkpoints: the valid choices."""
+        low, high = self._read("SELECT MIN(seq), MAX(seq) FROM workspace_checkpoints "
+                               f"WHERE {_KEY_WHERE}",
+                               (key.run_id, key.node_id, key.iteration, key.attempt))[0]
+        return f" (seq {low} to {high})" if low is not None else ""
 
     def latest_attempt(
         self, run_id: str, node_id: str, iteration: int | None = None
@@ -231,6 +266,28 @@ class Store:
             f"SELECT {_GAP_COLS} FROM gaps WHERE run_id=? ORDER BY ts_ms, request_id", (run_id,)
         )
         return [Gap(*row) for row in rows]
+
+    # -- sessions ----------------------------------------------------------
+
+    def sessions(self, worktree: str | None = None) -> list[Session]:
+        """Every run id with checkpoints or gaps, newest activity first; with
+        ``worktree``, only those that touched it.  A session's worktree is the
+        one of its newest checkpoint (else of its newest gap)."""
+        rows = self._read(_SESSIONS_SQL)
+        found = [Session(*row) for row in rows]
+        if worktree is not None:
+            touched = {r[0] for r in self._read(
+                "SELECT DISTINCT run_id FROM workspace_checkpoints WHERE worktree=? "
+                "UNION SELECT DISTINCT run_id FROM gaps WHERE worktree=?", (worktree, worktree))}
+            found = [s for s in found if s.run_id in touched]
+        return found
+
+    def has_records(self, run_id: str) -> bool:
+        """Whether anything is recorded under ``run_id`` (a run row, a
+        checkpoint or a gap: hook sessions have no run row until they capture)."""
+        return bool(self._read(
+            "SELECT 1 FROM runs WHERE run_id=? UNION ALL "
+            "SELECT 1 FROM gaps WHERE run_id=? LIMIT 1", (run_id, run_id)))
 
     # -- health ------------------------------------------------------------
 

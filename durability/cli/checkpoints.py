@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from durability.cli import options
-from engine import AttemptKey
+from durability.errors import InvalidInput
+from engine import AttemptKey, NotFound, Store
 
 
 @click.command()
@@ -33,12 +34,44 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
 
 
 @click.command()
-@click.argument("run_id", callback=options.run_id)
+@click.option("--worktree", type=click.Path(path_type=Path, file_okay=False),
+              help="Only sessions that touched this worktree.")
+@options.json_option
+def sessions(worktree: Path | None, as_json: bool) -> None:
+    """List every run id with checkpoints or gaps (hook sessions too), newest first.
+
+    \b
+    Example:
+      durability sessions --worktree .
+    """
+    store = options.store(options.settings())
+    root = None
+    if worktree is not None:
+        from durability.backends import resolve_worktree
+
+        root = str(resolve_worktree(worktree))
+    rows = store.sessions(worktree=root)
+    from durability.cli.table import sessions_table
+
+    options.listing([s.to_dict() for s in rows], as_json, lambda: sessions_table(rows),
+                    "no sessions recorded yet" + (f" for {root}" if root else ""))
+
+
+@click.command()
+@options.run_argument
 @click.option("--node", "node_id", callback=options.run_id, help="Only this node.")
 @options.json_option
-def snapshots(run_id: str, node_id: str | None, as_json: bool) -> None:
-    """List a run's checkpoints, by attempt then seq."""
-    rows = options.store(options.settings()).checkpoints(run_id, node_id)
+def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bool) -> None:
+    """List a run's checkpoints, by attempt then seq.
+
+    \b
+    Examples:
+      durability snapshots --latest
+      durability snapshots 4f1c0d2e-session-id --json
+    """
+    store = options.store(options.settings())
+    run_id = options.resolve_run(store, run_id, latest)
+    rows = store.checkpoints(run_id, node_id)
     keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
             "tool_use_id", "label", "worktree", "created_at_ms")
     from durability.cli.table import checkpoints_table
@@ -48,18 +81,31 @@ def snapshots(run_id: str, node_id: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_id", callback=options.run_id)
-@options.attempt_options(node_required=True, defaults=False)
+@options.run_argument
+@options.attempt_options(node_required=False, defaults=False)
 @click.option("--seq", type=click.IntRange(1), help="Checkpoint seq (default: the latest).")
 @click.option("--worktree", type=click.Path(path_type=Path),
               help="Restore into this worktree (default: where it was captured).")
 @options.json_option
-def restore(run_id: str, node_id: str, iteration: int | None, attempt: int | None,
-            seq: int | None, worktree: Path | None, as_json: bool) -> None:
-    """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first)."""
+def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: int | None,
+            attempt: int | None, seq: int | None, worktree: Path | None, as_json: bool) -> None:
+    """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first).
+
+    --node may be left out when the run has one node (a hook session's is
+    its agent).  Every restore can be undone: restore the seq it prints.
+
+    \b
+    Examples:
+      durability restore --latest --seq 3
+      durability restore RUN --node agent --seq 3
+    """
     from durability.capture.restore import restore as do_restore
 
-    done = do_restore(options.settings(), run_id=run_id, node_id=node_id, iteration=iteration,
+    settings = options.settings()
+    store = options.store(settings)
+    run_id = options.resolve_run(store, run_id, latest)
+    node_id = node_id or _only_node(store, run_id)
+    done = do_restore(settings, run_id=run_id, node_id=node_id, iteration=iteration,
                       attempt=attempt, seq=seq, worktree=str(worktree) if worktree else None)
     result = {"worktree": done.worktree,
               "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
@@ -71,10 +117,15 @@ def restore(run_id: str, node_id: str, iteration: int | None, attempt: int | Non
 
 
 @click.command()
-@click.argument("run_id", callback=options.run_id)
+@options.run_argument
 @options.json_option
-def gaps(run_id: str, as_json: bool) -> None:
-    """List the captures of a run that could not be taken."""
+def gaps(run_id: str | None, latest: bool, as_json: bool) -> None:
+    """List the captures of a run that could not be taken.
+
+    \b
+    Example:
+      durability gaps --latest
+    """
     from durability.gaps.ingest import ingest_spool
 
     settings = options.settings()
@@ -82,6 +133,7 @@ def gaps(run_id: str, as_json: bool) -> None:
     ingested = ingest_spool(store, settings.spool_dir)
     if ingested.torn:
         click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
+    run_id = options.resolve_run(store, run_id, latest)
     rows = store.gaps(run_id)
     from durability.cli.table import gaps_table
 
@@ -90,15 +142,30 @@ def gaps(run_id: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_id", callback=options.run_id)
+@options.run_argument
 @options.json_option
-def attempts(run_id: str, as_json: bool) -> None:
-    """List a run's attempts with their jj_pointer."""
-    rows = options.store(options.settings()).attempts(run_id)
+def attempts(run_id: str | None, latest: bool, as_json: bool) -> None:
+    """List a run's attempts with their jj_pointer.
+
+    \b
+    Example:
+      durability attempts --latest
+    """
+    store = options.store(options.settings())
+    rows = store.attempts(options.resolve_run(store, run_id, latest))
     from durability.cli.table import attempts_table
 
     options.listing([a.to_dict() for a in rows], as_json, lambda: attempts_table(rows),
              f"no attempts for run {run_id}")
 
 
-COMMANDS = [snapshot, snapshots, restore, gaps, attempts]
+def _only_node(store: Store, run_id: str) -> str:
+    nodes = sorted({c.node_id for c in store.checkpoints(run_id)})
+    if len(nodes) == 1:
+        return nodes[0]
+    if not nodes:
+        raise NotFound(f"run {run_id!r} has no checkpoints")
+    raise InvalidInput(f"run {run_id!r} has nodes {', '.join(nodes)}: pick one with --node")
+
+
+COMMANDS = [sessions, snapshot, snapshots, restore, gaps, attempts]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -14,10 +15,10 @@ import click
 from durability import ids
 from durability.config import Settings
 from durability.errors import InvalidInput
-from engine import Store
+from engine import NotFound, Store
 
-__all__ = ["attempt_options", "emit", "json_option", "listing", "run_id", "settings",
-           "store"]
+__all__ = ["attempt_options", "emit", "json_option", "listing", "resolve_run", "run_argument",
+           "run_id", "settings", "store"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,6 +51,35 @@ def attempt_options(*, node_required: bool, defaults: bool) -> Callable[[F], F]:
         return f
 
     return decorate
+
+
+def run_argument(f: F) -> F:
+    """RUN, or ``--latest`` for the newest session of the current worktree;
+    resolved with ``resolve_run``."""
+    f = click.option("--latest", is_flag=True,
+                     help="The newest session of the worktree here (instead of RUN).")(f)
+    return click.argument("run_id", required=False, callback=run_id)(f)
+
+
+def resolve_run(s: Store, run: str | None, latest: bool, *,
+                cwd: Path | None = None) -> str:
+    """The run a command names: RUN (which must have records: an unknown id
+    is ``not-found``, never an empty success), or with ``--latest`` the
+    newest session that touched the worktree containing ``cwd``."""
+    if (run is None) == (not latest):
+        raise InvalidInput("name a RUN or give --latest (not both)")
+    if run is not None:
+        if not s.has_records(run):
+            raise NotFound(f"no run or session {run!r}: `durability sessions` lists them")
+        return run
+    from durability.backends import resolve_worktree
+
+    here = cwd or Path.cwd()
+    root = str(resolve_worktree(here))
+    found = s.sessions(worktree=root)
+    if not found:
+        raise NotFound(f"no session has touched {root} yet")
+    return found[0].run_id
 
 
 def settings() -> Settings:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from engine import Attempt, Checkpoint, Gap
+from engine import Attempt, Checkpoint, Gap, Session
 
-__all__ = ["attempts_table", "checkpoints_table", "gaps_table", "printable"]
+__all__ = ["attempts_table", "checkpoints_table", "gaps_table", "printable", "sessions_table"]
 
 
 def printable(text: str) -> str:
@@ -43,6 +43,15 @@ def attempts_table(rows: Sequence[Attempt]) -> str:
     return _table(header, [
         (a.node_id, str(a.iteration), str(a.attempt), a.state, a.jj_pointer or "-")
         for a in rows
+    ])
+
+
+def sessions_table(rows: Sequence[Session]) -> str:
+    header = ("RUN", "LAST", "FIRST", "CHECKPOINTS", "GAPS", "SOURCES", "WORKTREE")
+    return _table(header, [
+        (printable(s.run_id), _when(s.last_ms), _when(s.first_ms), str(s.checkpoints),
+         str(s.gaps), s.sources or "-", printable(s.worktree or "-"))
+        for s in rows
     ])
 
 
