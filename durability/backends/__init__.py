@@ -2,7 +2,8 @@
 
 A worktree is captured through jj when it is a jj working copy, with pygit2
 when it is a plain git working tree (a linked ``git worktree add`` tree and
-submodules included); ``DURABILITY_BACKEND=jj|git`` forces one.
+submodules included); ``DURABILITY_BACKEND=jj|git`` forces one.  A colocated
+jj repository on a machine without jj is captured through its git side.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from durability.backends.base import Backend, Snapshot, Stamp
-from durability.errors import InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
+from durability.errors import (
+    DurabilityError,
+    InvalidBackend,
+    NotAJjRepo,
+    NotARepo,
+    WorktreeMissing,
+)
 from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
 __all__ = ["Backend", "Snapshot", "Stamp", "backend_for", "backend_name", "resolve_worktree"]
@@ -39,6 +46,8 @@ def backend_name(worktree: Path, env: Mapping[str, str] = os.environ) -> str:
     if forced is not None:
         return forced
     if is_jj_root(worktree):
+        if is_git_root(worktree) and not _jj_installed(env):
+            return "git"  # colocated, and no jj here: the git side is captured instead
         return "jj"
     if is_git_root(worktree):
         return "git"
@@ -58,6 +67,22 @@ def backend_for(
     from durability.backends.jj import JjBackend, find_jj
 
     return JjBackend(find_jj(env), timeout_s=timeout_s)
+
+
+def _jj_installed(env: Mapping[str, str]) -> bool:
+    """Whether a jj can be found.  A colocated repository is also a git working
+    tree: without jj it is captured with pygit2 (doctor warns) rather than
+    filing a ``jj-missing`` gap on every tool call."""
+    from durability.backends.jj import find_jj
+    from durability.errors import JjMissing
+
+    try:
+        find_jj(env)
+    except JjMissing:
+        return False
+    except DurabilityError:
+        return True  # there, but unusable (too old): say so through the jj backend
+    return True
 
 
 def _forced(env: Mapping[str, str]) -> str | None:
