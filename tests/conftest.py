@@ -43,6 +43,9 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("DURABILITY_SOCKET", str(sock_dir / "service.sock"))
     monkeypatch.setenv("DURABILITY_SPOOL_DIR", str(tmp_path / "spool"))
     monkeypatch.setenv("DURABILITY_JJ", jj_path())
+    # A hook that finds no service starts one (hook/autostart.py); tests that
+    # want that say so, the rest must not leave services behind.
+    monkeypatch.setenv("DURABILITY_AUTOSTART", "0")
     (home / ".gitconfig").write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n")
     yield tmp_path
     shutil.rmtree(sock_dir, ignore_errors=True)

@@ -353,6 +353,7 @@ def _request(hook: _Hook, deadline: float) -> None:
     except ServiceTimeout as exc:
         return hook.gap("timeout", str(exc))
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
+        _autostart(hook.env)
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()
@@ -360,6 +361,14 @@ def _request(hook: _Hook, deadline: float) -> None:
         return hook.succeed()  # the service saw the failure and filed it
     error = response.get("error") or {}
     hook.gap(str(error.get("code") or "internal-error"), str(error.get("message")))
+
+
+def _autostart(env: Mapping[str, str]) -> None:
+    """Start a service for the calls after this one (``hook.autostart``)."""
+    from durability.hook import autostart
+
+    if autostart.enabled(env):
+        autostart.start_service(env)
 
 
 def _fallback(hook: _Hook, deadline: float) -> None:

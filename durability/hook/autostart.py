@@ -1,0 +1,78 @@
+"""The hook starts the snapshot service when none answers, so the fast path
+is the default after the first tool call, with no step for the user.
+
+Once, for many hooks at once: the hook that takes the start lock (a
+non-blocking ``flock`` on ``autostart.lock`` in the state folder) spawns a
+detached ``durability serve`` that *inherits the locked descriptor*: a flock
+belongs to the open file, so the lock stays held for as long as that service
+lives, and every other hook (16 concurrent first calls, or later calls while
+it is still binding its socket) finds it taken and starts nothing.  When the
+service ends, the kernel drops the lock with its last descriptor.
+
+Standard library only, and no ``subprocess`` (it imports selectors and
+threading, milliseconds of every call that lands here): ``os.posix_spawn``
+with ``setsid``.  The hook does not wait for the service; it captures this
+call in process as before.  ``DURABILITY_AUTOSTART=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["enabled", "start_service"]
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    return env.get("DURABILITY_AUTOSTART", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def start_service(env: Mapping[str, str]) -> int | None:
+    """Spawn a detached service unless one is starting or running; its pid,
+    or None when this hook started nothing (lock taken, or it could not)."""
+    import fcntl
+
+    from durability import paths
+
+    state = str(paths.state_dir(env))
+    try:
+        paths.ensure_private_dir(paths.state_dir(env))
+        fd = os.open(os.path.join(state, "autostart.lock"),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except Exception:  # an unusable state folder: no autostart, the capture goes on
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # another hook's service holds it: starting or running
+        return _spawn(env, fd, os.path.join(state, "service.log"))
+    finally:
+        os.close(fd)  # ours only: the child's inherited copy keeps the lock
+
+
+def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str) -> int | None:
+    argv = [sys.executable, "-m", "durability", "serve"]
+    child_env = {k: v for k, v in env.items() if k != "DURABILITY_AUTOSTART"}
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+        # The lock's descriptor, made inheritable for this child only.
+        (os.POSIX_SPAWN_DUP2, lock_fd, _LOCK_FD),
+    ]
+    try:
+        return os.posix_spawn(sys.executable, argv, child_env, file_actions=actions,
+                              setsid=True)
+    except OSError:
+        return None
+
+
+# The descriptor number the service inherits the start lock on: above the
+# standard three and any the interpreter opens early.  posix_spawn's dup2
+# clears close-on-exec on the copy, so only this child gets it.
+_LOCK_FD = 9
