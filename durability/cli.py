@@ -32,7 +32,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (DurabilityError, EngineError) as exc:
             if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
-                click.echo(f"durability: {exc.code}: {_one_line(str(exc))}", err=True)
+                click.echo(f"durability: {exc.code}: {ids.printable(_one_line(str(exc)))}",
+                           err=True)
             ctx.exit(exit_code(exc))
         except click.UsageError as exc:
             # A bad option is a user error too: one line with its code, like the rest.
@@ -83,7 +84,10 @@ def _store(settings: Settings) -> Store:
 
 
 def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    # A path that is not UTF-8 (lone surrogates, see engine.text) is written
+    # as \udcXX escapes: valid JSON that reads back to the same path.
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    click.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def _listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
@@ -92,7 +96,7 @@ def _listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str]
     if as_json:
         _emit(rows)
     elif rows:
-        click.echo(table())
+        click.echo(ids.printable(table()))
     else:
         click.echo(empty, err=True)
 
@@ -183,7 +187,7 @@ def restore(run_id: str, node_id: str, iteration: int | None, attempt: int | Non
               "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit}}
     if as_json:
         return _emit(result)
-    click.echo(f"restored {done.worktree} to seq {done.restored.seq} "
+    click.echo(f"restored {ids.printable(done.worktree)} to seq {done.restored.seq} "
                f"({done.restored.commit_id[:12]}); undo with --seq {done.pre_restore_seq}")
 
 
@@ -196,7 +200,9 @@ def gaps(run_id: str, as_json: bool) -> None:
 
     settings = _settings()
     store = _store(settings)
-    ingested = ingest_spool(store, settings.spool_dir)
+    ingested = ingest_spool(store, settings.spool_dirs)
+    for reason in ingested.skipped:
+        click.echo(f"durability: spool folder skipped: {reason}", err=True)
     if ingested.torn:
         click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
     rows = store.gaps(run_id)
