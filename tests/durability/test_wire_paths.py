@@ -131,8 +131,8 @@ def test_a_non_utf8_worktree_is_captured_in_process(
     assert row["label"] == "Write f\udcfa"
     # The CLI takes the path as bytes too, and restores into it.
     (wt / "README.md").write_text("changed\n")
-    snap = subprocess.run([durability_exe(), "snapshot", os.fsencode(wt), "--run", "r", "--node", "n"],
-                          capture_output=True, timeout=120)
+    snap = subprocess.run([durability_exe(), "snapshot", os.fsencode(wt), "--run", "r",
+                           "--node", "n"], capture_output=True, timeout=120)
     assert snap.returncode == 0, snap.stderr
     (wt / "README.md").write_text("lost\n")
     restored = cli("restore", "s1", "--node", "session", "--seq", "1")
