@@ -57,6 +57,12 @@ class Settings:
         return self.state_dir / "state.db"
 
     @property
+    def spool_dirs(self) -> list[Path]:
+        """``paths.spool_dirs``: where gaps are written, in order, and read from."""
+        second = self.state_dir / "spool"
+        return [self.spool_dir] if self.spool_dir == second else [self.spool_dir, second]
+
+    @property
     def lock_dir(self) -> Path:
         return self.state_dir / "locks"
 

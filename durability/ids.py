@@ -23,7 +23,9 @@ __all__ = [
     "find_worktree_root",
     "is_git_root",
     "is_jj_root",
+    "is_path",
     "is_valid_id",
+    "printable",
     "safe_filename",
     "sha256_hex",
     "validate_count",
@@ -74,6 +76,28 @@ def validate_count(value: object, what: str, minimum: int) -> int:
     return value
 
 
+def is_path(value: object) -> bool:
+    """Whether ``value`` is an absolute path this system can name: no NUL,
+    and any lone surrogates are bytes that are not UTF-8 (``os.fsdecode``'s
+    surrogateescape), not a broken JSON escape such as ``\\ud800``."""
+    if not isinstance(value, str) or "\x00" in value or not os.path.isabs(value):
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print and log: a path's bytes that are not UTF-8 as
+    ``\\xNN``, any other lone surrogate as ``\\udXXX``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def sha256_hex(data: bytes) -> str:
     """The SHA-256 hex digest of ``data``, as ``hashlib.sha256(data).hexdigest()``.
 
@@ -97,7 +121,9 @@ def call_request_id(run_id: str, node_id: str, iteration: int, attempt: int, cal
     call reported twice (plugin and settings hook, or SDK and plugin) is a
     replay, not a second row."""
     basis = "\0".join([run_id, node_id, str(iteration), str(attempt), call_key, str(event)])
-    return "hook-" + sha256_hex(basis.encode())[:32]
+    # surrogatepass: a call id with a lone surrogate (a broken JSON escape) still
+    # hashes, to the same id every time.
+    return "hook-" + sha256_hex(basis.encode("utf-8", "surrogatepass"))[:32]
 
 
 def safe_filename(run_id: str) -> str:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["ensure_private_dir", "socket_path", "spool_dir", "state_dir"]
+__all__ = ["ensure_private_dir", "socket_path", "spool_dir", "spool_dirs", "state_dir"]
 
 
 def state_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -65,6 +65,19 @@ def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
     if env.get("DURABILITY_SPOOL_DIR"):
         return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
     return Path(_tempdir()) / f"durability-spool-{os.getuid()}"
+
+
+def spool_dirs(env: Mapping[str, str] = os.environ) -> list[Path]:
+    """Every folder a gap may be spooled in, in the order they are tried.
+
+    ``spool_dir`` first; then ``spool`` inside the state folder, private to
+    the user, for when the first is full, owned by someone else or a symlink
+    (the temp folder is shared: anyone can squat the default name).  Writers
+    try them in this order and readers read them all.
+    """
+    first = spool_dir(env)
+    second = state_dir(env) / "spool"
+    return [first] if first == second else [first, second]
 
 
 def _tempdir() -> str:

@@ -26,6 +26,7 @@ from engine.models import (
     Recorded,
     Session,
 )
+from engine.text import row_from_db, to_db
 
 __all__ = ["Store", "now_ms"]
 
@@ -106,7 +107,8 @@ class Store:
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
             with self._conn() as conn:
-                return conn.execute(sql, params).fetchall()
+                # Paths that are not UTF-8 come back as the str they went in as.
+                return [row_from_db(r) for r in conn.execute(sql, params).fetchall()]
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
@@ -130,7 +132,7 @@ class Store:
     def _record(self, conn: sqlite3.Connection, new: NewCheckpoint, now: int) -> Recorded:
         seen = conn.execute(
             "SELECT seq, commit_id FROM workspace_checkpoints WHERE request_id=?",
-            (new.request_id,),
+            (to_db(new.request_id),),
         ).fetchone()
         if seen:
             return Recorded(seq=seen[0], commit_id=seen[1], deduped=False, replayed=True)
@@ -148,12 +150,12 @@ class Store:
             f"INSERT INTO workspace_checkpoints ({_CHECKPOINT_COLS}) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (k.run_id, k.node_id, k.iteration, k.attempt, seq, new.commit_id, new.change_id,
-             new.operation_id, new.worktree, new.source, new.tool_use_id, new.label,
-             new.request_id, now),
+             new.operation_id, to_db(new.worktree), new.source, to_db(new.tool_use_id),
+             to_db(new.label), to_db(new.request_id), now),
         )
         conn.execute(
             f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",
-            (new.commit_id, new.worktree, k.run_id, k.node_id, k.iteration, k.attempt),
+            (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
@@ -166,7 +168,7 @@ class Store:
         conn.execute(
             "INSERT OR IGNORE INTO attempts (run_id, node_id, iteration, attempt, state, "
             "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?)",
-            (k.run_id, k.node_id, k.iteration, k.attempt, now, worktree),
+            (k.run_id, k.node_id, k.iteration, k.attempt, now, to_db(worktree)),
         )
 
     def ensure_attempt(self, key: AttemptKey, worktree: str | None = None) -> None:
@@ -244,8 +246,9 @@ class Store:
     def add_gaps(self, gaps: Iterable[Gap]) -> int:
         """Insert gaps not yet recorded; returns how many were new."""
         rows = [
-            (g.ts_ms, g.run_id, g.request_id, g.reason, g.node_id, g.iteration, g.attempt,
-             g.worktree, g.source, g.tool_use_id, g.detail)
+            (g.ts_ms, to_db(g.run_id), to_db(g.request_id), to_db(g.reason), to_db(g.node_id),
+             g.iteration, g.attempt, to_db(g.worktree), to_db(g.source), to_db(g.tool_use_id),
+             to_db(g.detail))
             for g in gaps
         ]
         if not rows:

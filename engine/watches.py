@@ -18,6 +18,7 @@ from engine.db import connect, migrate, write_transaction
 from engine.errors import StoreUnavailable
 from engine.models import AttemptKey
 from engine.store import now_ms
+from engine.text import from_db, to_db
 
 __all__ = ["WatchRow", "Watches"]
 
@@ -58,7 +59,7 @@ class Watches:
     def put(self, row: WatchRow) -> None:
         """Record a watch, replacing any earlier watch of the same worktree."""
         k = row.key
-        values = (row.worktree, k.run_id, k.node_id, k.iteration, k.attempt, row.settle_ms,
+        values = (to_db(row.worktree), k.run_id, k.node_id, k.iteration, k.attempt, row.settle_ms,
                   row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
         try:
             with self._open() as conn, write_transaction(conn):
@@ -72,8 +73,8 @@ class Watches:
         try:
             with self._open() as conn, write_transaction(conn):
                 found = conn.execute(f"SELECT {_COLS} FROM watches WHERE worktree=?",
-                                     (worktree,)).fetchone()
-                conn.execute("DELETE FROM watches WHERE worktree=?", (worktree,))
+                                     (to_db(worktree),)).fetchone()
+                conn.execute("DELETE FROM watches WHERE worktree=?", (to_db(worktree),))
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
         return _row(found) if found else None
@@ -91,8 +92,8 @@ class Watches:
 def _row(r: tuple[object, ...]) -> WatchRow:
     worktree, run_id, node_id, iteration, attempt, settle, max_delay, created, poll = r
     key = AttemptKey(str(run_id), str(node_id), int(str(iteration)), int(str(attempt)))
-    return WatchRow(str(worktree), key, int(str(settle)), int(str(max_delay)), int(str(created)),
-                    bool(poll))
+    return WatchRow(str(from_db(worktree)), key, int(str(settle)), int(str(max_delay)),
+                    int(str(created)), bool(poll))
 
 
 class _Closing:

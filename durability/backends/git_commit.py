@@ -35,6 +35,7 @@ import time
 import pygit2
 
 from durability.backends.base import Stamp
+from durability.ids import printable
 
 __all__ = [
     "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "message", "parse_trailers", "scratch_commit",
@@ -71,7 +72,9 @@ def message(stamp: Stamp) -> str:
         trailers.append(("Tool-Use-Id", stamp.tool_use_id))
     trailers += [("Request", r) for r in stamp.request_ids]
     body = "\n".join(f"Durability-{name}: {_one_line(value)}" for name, value in trailers)
-    return f"{subject}\n\n{body}\n"
+    # A commit message is UTF-8: a label naming a path that is not UTF-8, or a
+    # call id with a broken escape, is written escaped (the store keeps it as is).
+    return printable(f"{subject}\n\n{body}\n")
 
 
 def parse_trailers(text: str) -> dict[str, list[str]]:

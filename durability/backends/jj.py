@@ -117,7 +117,9 @@ class JjBackend:
     def _run(self, worktree: Path, *args: str) -> str:
         if not worktree.is_dir():
             raise WorktreeMissing(f"worktree {worktree} does not exist")
-        argv = [self.jj.path, "--no-pager", "--color=never", "-R", str(worktree), *args]
+        # "-R ." with the worktree as cwd names the same workspace, and works
+        # where the path is not UTF-8 (jj refuses such an argument).
+        argv = [self.jj.path, "--no-pager", "--color=never", "-R", ".", *args]
         try:
             done = proc.run(argv, cwd=str(worktree), timeout=self.timeout_s)
         except proc.TimedOut as exc:

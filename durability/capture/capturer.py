@@ -204,11 +204,11 @@ def write_gap(
 ) -> bool:
     """Spool a gap, then ingest it at once when the store is at hand.
 
-    Whether the gap is on record: in the spool, or in the store when the
-    spool folder is unusable (insecure-path) but the store is not.
+    Whether the gap is on record: in a spool folder (the first of
+    ``settings.spool_dirs`` that takes it), or in the store when none does.
     """
     try:
-        spool.append_gap(settings.spool_dir, record)
+        spool.append_anywhere(settings.spool_dirs, record)
         spooled = True
     except (OSError, DurabilityError):
         spooled = False

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from durability import ids
 from durability.cli import options
 from durability.errors import InvalidInput
 from engine import AttemptKey, NotFound, Store
@@ -112,7 +113,7 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
               "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit}}
     if as_json:
         return options.emit(result)
-    click.echo(f"restored {done.worktree} to seq {done.restored.seq} "
+    click.echo(f"restored {ids.printable(done.worktree)} to seq {done.restored.seq} "
                f"({done.restored.commit_id[:12]}); undo with --seq {done.pre_restore_seq}")
 
 
@@ -130,7 +131,9 @@ def gaps(run_id: str | None, latest: bool, as_json: bool) -> None:
 
     settings = options.settings()
     store = options.store(settings)
-    ingested = ingest_spool(store, settings.spool_dir)
+    ingested = ingest_spool(store, settings.spool_dirs)
+    for reason in ingested.skipped:
+        click.echo(f"durability: spool folder skipped: {reason}", err=True)
     if ingested.torn:
         click.echo(f"durability: skipped {ingested.torn} torn spool line(s)", err=True)
     run_id = options.resolve_run(store, run_id, latest)

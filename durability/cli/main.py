@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from durability import ids
 from durability.cli import checkpoints, engine, service, watch
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
@@ -26,7 +27,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (DurabilityError, EngineError) as exc:
             if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
-                click.echo(f"durability: {exc.code}: {_one_line(str(exc))}", err=True)
+                click.echo(f"durability: {exc.code}: {ids.printable(_one_line(str(exc)))}",
+                           err=True)
             ctx.exit(exit_code(exc))
         except click.UsageError as exc:
             # A bad option is a user error too: one line with its code, like the rest.

@@ -91,7 +91,10 @@ def store(s: Settings) -> Store:
 
 
 def emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    # A path that is not UTF-8 (lone surrogates, see engine.text) is written
+    # as \udcXX escapes: valid JSON that reads back to the same path.
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    click.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
@@ -100,6 +103,6 @@ def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
     if as_json:
         emit(rows)
     elif rows:
-        click.echo(table())
+        click.echo(ids.printable(table()))
     else:
         click.echo(empty, err=True)

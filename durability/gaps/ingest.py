@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.errors import DurabilityError
 from durability.gaps import spool
 from durability.paths import ensure_private_dir
 from engine import Gap, Store
@@ -20,26 +21,39 @@ class IngestResult:
     added: int
     torn: int
     files: int
+    #: One line per spool folder that could not be read (and why).
+    skipped: tuple[str, ...] = ()
 
 
-def ingest_spool(store: Store, directory: Path) -> IngestResult:
-    """Read every spool file and insert the gaps the store does not have.
+def ingest_spool(store: Store, directories: Path | Sequence[Path]) -> IngestResult:
+    """Read every spool file of every folder and insert the gaps the store
+    does not have.
 
-    A spool folder reached through a symlink or owned by someone else is
-    refused (``InsecurePath``): whoever controls it could plant gaps.
+    A folder reached through a symlink or owned by someone else is skipped and
+    named in ``skipped`` (whoever controls it could plant gaps), never an
+    error: the other folders, and the store, still hold what was recorded.
     """
-    if os.path.lexists(directory):
-        ensure_private_dir(directory)
+    if isinstance(directories, Path):
+        directories = [directories]
     added = torn = files = 0
-    for path in spool.spool_files(directory):
+    skipped: list[str] = []
+    for directory in directories:
         try:
-            read = spool.read_spool(path)
-        except OSError:
-            continue  # unreadable now; a later ingest tries again
-        files += 1
-        torn += read.torn
-        added += ingest_records(store, read.records)
-    return IngestResult(added, torn, files)
+            if os.path.lexists(directory):
+                ensure_private_dir(directory)
+            paths_found = list(spool.spool_files(directory))
+        except (DurabilityError, OSError) as exc:
+            skipped.append(f"{directory}: {exc}")
+            continue
+        for path in paths_found:
+            try:
+                read = spool.read_spool(path)
+            except OSError:
+                continue  # unreadable now; a later ingest tries again
+            files += 1
+            torn += read.torn
+            added += ingest_records(store, read.records)
+    return IngestResult(added, torn, files, tuple(skipped))
 
 
 def ingest_records(store: Store, records: Iterable[dict[str, Any]]) -> int:

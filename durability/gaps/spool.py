@@ -3,25 +3,35 @@
 A failed capture appends one line here; the service and every command that
 reads gaps ingest the lines into the store (``durability.gaps.ingest``).  Standard
 library only: the hook writes here when nothing else works.
+
+Lines are ASCII JSON: a path that is not UTF-8 (a ``str`` with lone
+surrogates, see ``engine.text``) is written as ``\\udcXX`` escapes, which read
+back to the same ``str``.  A line is written whole or not at all, and when
+the first folder cannot take it (full, squatted, a symlink) the next one of
+``paths.spool_dirs`` is tried (``append_anywhere``).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.errors import DurabilityError
 from durability.ids import safe_filename
 from durability.paths import ensure_private_dir
 
 __all__ = [
     "SUFFIX",
     "SpoolRead",
+    "SpoolUnavailable",
+    "append_anywhere",
     "append_gap",
     "append_last_gap",
     "gap_record",
@@ -48,6 +58,27 @@ def gap_record(*, run_id: str, request_id: str, reason: str, **fields: Any) -> d
     if isinstance(record["detail"], str):
         record["detail"] = record["detail"][:_MAX_DETAIL]
     return {name: record[name] for name in FIELDS}
+
+
+class SpoolUnavailable(OSError):
+    """No spool folder could take the line; the message names each reason."""
+
+
+def append_anywhere(
+    directories: Sequence[Path], record: dict[str, Any], *, last: bool = False
+) -> Path | None:
+    """Append ``record`` to the first of ``directories`` that takes it whole.
+
+    ``last`` as ``append_last_gap``.  Raises ``SpoolUnavailable`` when none
+    does; the caller's last resort is the store itself.
+    """
+    reasons: list[str] = []
+    for directory in directories:
+        try:
+            return append_last_gap(directory, record) if last else append_gap(directory, record)
+        except (OSError, DurabilityError) as exc:
+            reasons.append(f"{directory}: {exc}")
+    raise SpoolUnavailable(errno.EIO, "no spool folder took the gap: " + "; ".join(reasons))
 
 
 def append_gap(directory: Path, record: dict[str, Any]) -> Path:
@@ -96,10 +127,36 @@ def _open_locked(directory: Path, record: dict[str, Any]) -> tuple[int, Path]:
 
 
 def _write_line(fd: int, record: dict[str, Any], *, torn_tail: bool) -> None:
-    """One NDJSON line, on a fresh line after a torn one, then fsync."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-    os.write(fd, (("\n" if torn_tail else "") + line).encode("utf-8"))
-    os.fsync(fd)
+    """One NDJSON line, on a fresh line after a torn one, then fsync; whole
+    or not at all.
+
+    ``os.write`` may write less than asked (a nearly full filesystem, a file
+    size limit): the rest is retried, and if that fails the file is cut back
+    to where it was, so no torn line is left behind a gap that was never
+    filed.
+    """
+    line = json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
+    data = memoryview((("\n" if torn_tail else "") + line).encode("ascii"))
+    start = os.fstat(fd).st_size
+    try:
+        while data:
+            written = os.write(fd, data)
+            if written <= 0:  # never for a regular file, but never loop forever
+                raise OSError(errno.ENOSPC, "the spool file takes no more bytes")
+            data = data[written:]
+        os.fsync(fd)
+    except BaseException:
+        _cut_back(fd, start)
+        raise
+
+
+def _cut_back(fd: int, size: int) -> None:
+    """Undo a partial append; freeing space cannot fail for lack of it."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError:
+        pass  # the reader skips and counts a torn line: still no false record
 
 
 @dataclass

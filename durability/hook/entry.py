@@ -79,8 +79,10 @@ class _Hook:
 
             record = spool.gap_record(run_id=self.run_id, request_id=self.request_id,
                                       reason=reason, detail=detail, **self.fields)
-            append = spool.append_last_gap if last else spool.append_gap
-            append(paths.spool_dir(self.env), record)
+            try:
+                spool.append_anywhere(paths.spool_dirs(self.env), record, last=last)
+            except spool.SpoolUnavailable:
+                _store_gap(self.env, record)  # every spool folder failed: the last resort
         except Exception as exc:
             sys.stderr.write(f"durability: could not record gap {reason}: {exc}\n")
             return
@@ -89,6 +91,15 @@ class _Hook:
     def succeed(self) -> None:
         with self.done:
             self.finished = True
+
+
+def _store_gap(env: Mapping[str, str], record: dict[str, Any]) -> None:
+    """Record a gap straight into the store (no spool folder took it)."""
+    from durability.gaps.ingest import ingest_records
+    from engine import Store
+
+    with Store(paths.state_dir(env) / "state.db") as store:
+        ingest_records(store, [record])
 
 
 def _random_id() -> str:
@@ -125,6 +136,9 @@ def _arm_alarm(hook: _Hook) -> Callable[[], None]:
     try:
         import signal
 
+        # Past a file size limit a write fails with EFBIG (and the spool tries
+        # its next folder) instead of the signal killing the hook mid-gap.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         signal.signal(signal.SIGALRM, lambda signum, frame: _on_alarm(hook))
         signal.setitimer(signal.ITIMER_REAL, delay)
     except (ValueError, OSError, AttributeError):
@@ -214,6 +228,9 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
     except (ValueError, UnicodeDecodeError):
         _guess_run(hook, raw)
         return hook.gap("bad-hook-input", "hook input is not valid JSON")
+    except RecursionError:  # nested deeper than the parser goes
+        _guess_run(hook, raw)
+        return hook.gap("bad-hook-input", "hook input is nested too deeply")
     if not isinstance(payload, dict):
         return hook.gap("bad-hook-input", "hook input is not a JSON object")
     problem = _identify(hook, payload)
@@ -295,8 +312,9 @@ def _call_key(payload: dict[str, Any]) -> str | None:
 
 def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, str]:
     where = hook.env.get("DURABILITY_WORKTREE") or payload.get("cwd")
-    if not isinstance(where, str) or not os.path.isabs(where) or "\x00" in where:
+    if not ids.is_path(where):
         return "bad-hook-input", f"cwd {str(where)[:200]!r} is not an absolute path"
+    assert isinstance(where, str)
     hook.fields["worktree"] = where
     if not os.path.isdir(where):
         return "worktree-missing", f"{where} does not exist"

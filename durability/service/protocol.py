@@ -29,7 +29,6 @@ final capture under ``"final"``; ``watches`` lists them under ``"watches"``.
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -61,7 +60,9 @@ def _valid_id(value: str) -> str:
 
 
 def _absolute(value: str) -> str:
-    if not os.path.isabs(value) or "\x00" in value:
+    # A path that is not UTF-8 arrives as \udcXX escapes (surrogateescape) and
+    # is kept as such; a lone surrogate that names no bytes is not a path.
+    if not ids.is_path(value):
         raise ValueError("worktree must be an absolute path")
     return value
 
@@ -139,12 +140,38 @@ def parse_request(line: bytes) -> AnyReq:
         raise ProtocolError("request must be a JSON object")
     if data.get("v") != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol version {data.get('v')!r}; this is v1")
+    raw = {k: v for k, v in data.items() if isinstance(v, str) and _has_surrogate(v)}
     try:
-        return _adapter.validate_python(data)
+        req = _adapter.validate_python({**data, **{k: _stand_in(v) for k, v in raw.items()}})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "request"
         raise ProtocolError(f"{where}: {first['msg']}") from None
+    if not raw:
+        return req
+    if "worktree" in raw and not ids.is_path(raw["worktree"]):
+        raise ProtocolError("worktree: worktree must be an absolute path")
+    fields = type(req).model_fields
+    return req.model_copy(update={k: v for k, v in raw.items() if k in fields})
+
+
+# pydantic-core cannot hold a lone surrogate, which is how Python spells a path
+# that is not UTF-8 (surrogateescape) and what a broken \ud800 escape decodes
+# to.  Such a field is validated as a stand-in of the same length (each
+# surrogate U+FFFD) and then given back as sent: paths stay lossless.
+_SURROGATES = {c: 0xFFFD for c in range(0xD800, 0xE000)}
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _stand_in(text: str) -> str:
+    return text.translate(_SURROGATES)
 
 
 def outcome_response(outcome: Outcome) -> dict[str, Any]:

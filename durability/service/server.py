@@ -200,10 +200,12 @@ class Service:
 
     def _ingest(self) -> None:
         try:
-            result = ingest_spool(self._get_store(), self.settings.spool_dir)
+            result = ingest_spool(self._get_store(), self.settings.spool_dirs)
         except (EngineError, DurabilityError, OSError) as exc:
             log.warning("gap ingestion failed: %s", exc)
             return
+        for reason in result.skipped:
+            log.warning("spool folder skipped: %s", reason)
         if result.added or result.torn:
             log.info("ingested %d gaps (%d torn lines skipped)", result.added, result.torn)
 

@@ -24,6 +24,7 @@ from tests.helpers import (
     cli,
     cli_json,
     hook_payload,
+    make_jj_repo,
     start_service,
     wait_for,
 )
@@ -279,7 +280,9 @@ def test_service_side_failure_is_recorded_once(service: ServiceProcess, tmp_path
 # -- jj discovery --------------------------------------------------------------------
 
 
-def test_jj_missing_is_a_gap(repo: Path, tmp_path: Path) -> None:
+def test_jj_missing_is_a_gap(tmp_path: Path) -> None:
+    # Not colocated: a colocated repository without jj is captured through git.
+    repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
     run_hook(hook_payload(repo, session_id="sess-nojj"),
              env={"DURABILITY_JJ": str(tmp_path / "no-such-jj")})
     one_gap("sess-nojj", "jj-missing")
