@@ -1,0 +1,112 @@
+#!/bin/sh
+# worktree-durability hook launcher (POSIX sh, no Python of its own).
+#
+# Run by the Claude Code plugin (hooks/hooks.json) and by the hooks that
+# `durability install-hook` writes, as: /bin/sh run-hook.sh [PREFERRED-EXE]
+# It finds a runnable `durability` and hands it the hook payload:
+#   1. PREFERRED-EXE (the absolute path install-hook saw running),
+#   2. `durability` on PATH (never the plugin's own bin/durability),
+#   3. .venv/bin/durability inside the plugin root,
+#   4. the usual user install places: pip --user and pipx (~/.local/bin),
+#      uv tool ($UV_TOOL_BIN_DIR, $XDG_BIN_HOME), macOS pip --user.
+# When none runs, it says so in one stderr line and appends a
+# `toolkit-missing` gap to the spool (the NDJSON line durability/spool.py
+# writes), so `durability gaps` shows the miss once the toolkit is back.
+# Contract 6: whatever happens it exits 0 and prints nothing on stdout.
+
+preferred=${1-}
+here=$(dirname "$0")
+root=${CLAUDE_PLUGIN_ROOT:-$here/..}
+
+# The payload is read once: it is handed to the toolkit, and read again for
+# the run id and cwd of the gap when no toolkit runs.
+payload=$(cat)
+tried=""
+
+run_candidate() {
+    exe=$1
+    [ -n "$exe" ] && [ -f "$exe" ] && [ -x "$exe" ] || return 1
+    # The plugin's bin/durability is itself a launcher: never hand it the hook.
+    [ "$exe" -ef "$root/bin/durability" ] && return 1
+    case "$tried " in *" $exe (exit "*) return 1 ;; esac  # already failed once
+    # stdout goes to stderr: a broken interpreter must not talk to the harness.
+    printf '%s' "$payload" | "$exe" snapshot-hook 1>&2
+    status=$?
+    [ "$status" -eq 0 ] && exit 0
+    tried="$tried $exe (exit $status)"
+    return 1
+}
+
+run_candidate "$preferred"
+
+old_ifs=$IFS
+IFS=:
+for dir in $PATH; do
+    IFS=$old_ifs
+    [ -n "$dir" ] && run_candidate "$dir/durability"
+done
+IFS=$old_ifs
+
+run_candidate "$root/.venv/bin/durability"
+run_candidate "${PYTHONUSERBASE:-${HOME:-/nonexistent}/.local}/bin/durability"
+run_candidate "${PIPX_BIN_DIR:-${HOME:-/nonexistent}/.local/bin}/durability"
+[ -n "${UV_TOOL_BIN_DIR-}" ] && run_candidate "$UV_TOOL_BIN_DIR/durability"
+[ -n "${XDG_BIN_HOME-}" ] && run_candidate "$XDG_BIN_HOME/durability"
+for exe in "${HOME:-/nonexistent}"/Library/Python/*/bin/durability; do
+    run_candidate "$exe"
+done
+
+# No toolkit ran.  Record the miss the way durability/spool.py does.
+
+# A JSON string value taken from the payload: only characters that need no
+# escaping, so the line we write is always valid JSON.
+# The first occurrence wins (top-level keys come before the tool's input):
+# the value is cut out between two \001 marks, which JSON text cannot hold.
+mark=$(printf '\001')
+field() {
+    printf '%s\n' "$payload" | tr '\n' ' ' \
+        | sed -n "s/\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"\\\\[:cntrl:]]*\)\"/$mark\1$mark/p" \
+        | sed "s/^[^$mark]*$mark//; s/$mark.*//"
+}
+json_or_null() {
+    if [ -n "$1" ]; then printf '"%s"' "$1"; else printf 'null'; fi
+}
+
+run_id=${DURABILITY_RUN_ID:-$(field session_id)}
+# The run id rules of durability/ids.py: 1-200 of letters, digits and _.:@+=-,
+# not starting with one of .:@+=-
+case $run_id in
+    ''|[.:@+=-]*|*[!A-Za-z0-9_.:@+=-]*) run_id=_invalid ;;
+esac
+[ "${#run_id}" -gt 200 ] && run_id=_invalid
+worktree=${DURABILITY_WORKTREE:-$(field cwd)}
+tool_use_id=$(field tool_use_id)
+now_ms=$(( $(date +%s) * 1000 ))
+# One tool call reported twice (plugin and settings) is one gap.
+request_id=toolkit-missing:${tool_use_id:-$now_ms-$$}
+detail="no runnable durability command found${tried:+ (tried:$tried)}; install the toolkit or run durability doctor"
+detail=$(printf '%s' "$detail" | tr -d '"\\' | tr -d '\000-\037')
+
+# The spool folder of durability/paths.py: $DURABILITY_SPOOL_DIR, else
+# durability-spool-UID in the temp folder ($TMPDIR, else /tmp).
+spool=${DURABILITY_SPOOL_DIR:-${TMPDIR:-/tmp}/durability-spool-$(id -u)}
+# durability/ids.py safe_filename: a run id that is already a safe file name
+# names its own spool file; any other goes to a file of the launcher's own.
+case $run_id in
+    [A-Za-z0-9_]*) case $run_id in *[!A-Za-z0-9_.-]*) name=_launcher ;; *) name=$run_id ;; esac ;;
+    *) name=_launcher ;;
+esac
+[ "${#run_id}" -gt 151 ] && name=_launcher
+file=$spool/$name.gaps.ndjson
+
+umask 077
+if mkdir -p "$spool" 2>/dev/null && [ ! -L "$file" ]; then
+    # A crashed writer may have left a torn line: start on a fresh one.
+    lead=""
+    [ -s "$file" ] && [ -n "$(tail -c 1 "$file")" ] && lead='\n'
+    printf "$lead"'{"ts_ms":%s,"run_id":"%s","node_id":null,"iteration":null,"attempt":null,"worktree":%s,"source":"hook","tool_use_id":%s,"request_id":"%s","reason":"toolkit-missing","detail":"%s"}\n' \
+        "$now_ms" "$run_id" "$(json_or_null "$worktree")" "$(json_or_null "$tool_use_id")" \
+        "$request_id" "$detail" >>"$file" 2>/dev/null
+fi
+printf 'durability: toolkit-missing: no runnable durability command found; snapshot not taken (gap filed in %s)\n' "$spool" >&2
+exit 0
