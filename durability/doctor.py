@@ -82,7 +82,8 @@ def _git(root: str) -> Check:
     except Exception as exc:  # any failure to open it is the answer
         return Check("backend", FAIL, f"git at {root}, but pygit2 cannot open it: {exc}",
                      "check the repository with `git status`")
-    return Check("backend", OK, f"git at {root} (pygit2 {pygit2.__version__}; jj not needed)")
+    version = getattr(pygit2, "__version__", "?")
+    return Check("backend", OK, f"git at {root} (pygit2 {version}; jj not needed)")
 
 
 def _state(settings: Settings) -> Check:

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from durability import install_hook
 from durability.doctor import FAIL, OK, WARN, Check
@@ -113,8 +114,9 @@ def _codex_trust(check: Check, path: Path, scope: str, project_dir: Path,
     from durability.install_flow import codex_trust_step
 
     config = _codex_config(env)
-    state = config.get("hooks", {}).get("state", {}) if isinstance(config.get("hooks"), dict) \
-        else {}
+    hooks = config.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    state = state if isinstance(state, dict) else {}
     keys = _codex_keys(path)
     trusted = [k for k in keys if isinstance(state.get(k), dict)
                and state[k].get("trusted_hash")]
@@ -122,7 +124,8 @@ def _codex_trust(check: Check, path: Path, scope: str, project_dir: Path,
     if not keys or len(trusted) < len(keys):
         problems.append("Codex has no trust recorded for it, so it never runs")
     if scope == "project":
-        project = config.get("projects", {}).get(str(project_dir), {})
+        projects = config.get("projects")
+        project = projects.get(str(project_dir)) if isinstance(projects, dict) else None
         if not (isinstance(project, dict) and project.get("trust_level") == "trusted"):
             problems.append("the project is not trusted, so Codex ignores its .codex/")
     if not problems:
@@ -132,7 +135,7 @@ def _codex_trust(check: Check, path: Path, scope: str, project_dir: Path,
                  codex_trust_step(path, scope))
 
 
-def _codex_config(env: Mapping[str, str]) -> dict[str, object]:
+def _codex_config(env: Mapping[str, str]) -> dict[str, Any]:
     import tomllib
 
     home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else \

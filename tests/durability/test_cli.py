@@ -200,12 +200,12 @@ def test_restore_refuses_an_unknown_node_or_run(repo: Path, run: str, node: str)
 # -- doctor ------------------------------------------------------------------------
 
 
-def test_doctor_all_ok(tmp_path: Path) -> None:
-    done = cli("doctor")
+def test_doctor_all_ok(tmp_path: Path, repo: Path) -> None:
+    done = cli("doctor", cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert [ln.split()[:2] for ln in lines] == [["ok", "jj"], ["ok", "state"], ["ok", "spool"],
-                                               ["ok", "service"]]
+    assert [ln.split()[:2] for ln in lines[:4]] == [["ok", "backend"], ["ok", "state"],
+                                                   ["ok", "spool"], ["ok", "service"]]
     assert "jj 0." in lines[0]
     assert "not running" in lines[3]
     svc = start_service(tmp_path)
@@ -218,15 +218,15 @@ def test_doctor_all_ok(tmp_path: Path) -> None:
         assert svc.stop() == 0
 
 
-def test_doctor_fails_when_jj_is_missing(tmp_path: Path) -> None:
+def test_doctor_fails_when_jj_is_missing(tmp_path: Path, repo: Path) -> None:
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
-    done = cli("doctor", env=env)
+    done = cli("doctor", env=env, cwd=repo)
     assert done.returncode == 1
     jj_line = done.stdout.splitlines()[0]
-    assert jj_line.split()[:2] == ["FAIL", "jj"]
+    assert jj_line.split()[:2] == ["FAIL", "backend"]
     assert "jj-missing" in jj_line
-    checks = json.loads(cli("doctor", "--json", env=env).stdout)
-    assert [c["ok"] for c in checks if c["name"] == "jj"] == [False]
+    checks = json.loads(cli("doctor", "--json", env=env, cwd=repo).stdout)
+    assert [c["ok"] for c in checks if c["name"] == "backend"] == [False]
 
 
 def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
     Path(os.environ["DURABILITY_SPOOL_DIR"]).symlink_to(real)
     done = cli("doctor")
     assert done.returncode == 1
-    [spool_line] = [ln for ln in done.stdout.splitlines() if ln.split()[1] == "spool"]
+    [spool_line] = [ln for ln in done.stdout.splitlines() if ln.split()[1:2] == ["spool"]]
     assert spool_line.startswith("FAIL") and "symlink" in spool_line
 
 
