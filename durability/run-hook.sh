@@ -15,46 +15,66 @@
 # Contract 6: whatever happens it exits 0 and prints nothing on stdout.
 
 preferred=${1-}
-here=$(dirname "$0")
+# Parameter expansion, not dirname: this runs on every tool call.
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
 root=${CLAUDE_PLUGIN_ROOT:-$here/..}
-
-# The payload is read once: it is handed to the toolkit, and read again for
-# the run id and cwd of the gap when no toolkit runs.
-payload=$(cat)
 tried=""
 
-run_candidate() {
-    exe=$1
-    [ -n "$exe" ] && [ -f "$exe" ] && [ -x "$exe" ] || return 1
-    # The plugin's bin/durability is itself a launcher: never hand it the hook.
-    [ "$exe" -ef "$root/bin/durability" ] && return 1
-    case "$tried " in *" $exe (exit "*) return 1 ;; esac  # already failed once
-    # stdout goes to stderr: a broken interpreter must not talk to the harness.
-    printf '%s' "$payload" | "$exe" snapshot-hook 1>&2
-    status=$?
-    [ "$status" -eq 0 ] && exit 0
-    tried="$tried $exe (exit $status)"
+# Whether $1 can run: an executable file, not the plugin's own bin/durability
+# (itself a launcher), and, for a script, with its interpreter still there (a
+# deleted virtualenv leaves scripts whose Python is gone).
+usable() {
+    [ -n "$1" ] && [ -f "$1" ] && [ -x "$1" ] || return 1
+    if [ "$1" -ef "$root/bin/durability" ]; then return 1; fi
+    first=""
+    IFS= read -r first <"$1" 2>/dev/null
+    case $first in
+        '#!'*)
+            interp=${first#??}
+            interp=${interp# }
+            interp=${interp%% *}
+            if [ ! -x "$interp" ]; then
+                tried="$tried $1 (its interpreter $interp is missing)"
+                return 1
+            fi ;;
+    esac
+    return 0
+}
+
+find_toolkit() {
+    usable "$preferred" && { exe=$preferred; return 0; }
+    old_ifs=$IFS
+    IFS=:
+    for dir in $PATH; do
+        IFS=$old_ifs
+        [ -n "$dir" ] && usable "$dir/durability" && { exe=$dir/durability; return 0; }
+    done
+    IFS=$old_ifs
+    for exe in "$root/.venv/bin/durability" \
+        "${PYTHONUSERBASE:-${HOME:-/nonexistent}/.local}/bin/durability" \
+        "${PIPX_BIN_DIR:-${HOME:-/nonexistent}/.local/bin}/durability" \
+        "${UV_TOOL_BIN_DIR:-/nonexistent}/durability" \
+        "${XDG_BIN_HOME:-/nonexistent}/durability" \
+        "${HOME:-/nonexistent}"/Library/Python/*/bin/durability; do
+        usable "$exe" && return 0
+    done
     return 1
 }
 
-run_candidate "$preferred"
-
-old_ifs=$IFS
-IFS=:
-for dir in $PATH; do
-    IFS=$old_ifs
-    [ -n "$dir" ] && run_candidate "$dir/durability"
-done
-IFS=$old_ifs
-
-run_candidate "$root/.venv/bin/durability"
-run_candidate "${PYTHONUSERBASE:-${HOME:-/nonexistent}/.local}/bin/durability"
-run_candidate "${PIPX_BIN_DIR:-${HOME:-/nonexistent}/.local/bin}/durability"
-[ -n "${UV_TOOL_BIN_DIR-}" ] && run_candidate "$UV_TOOL_BIN_DIR/durability"
-[ -n "${XDG_BIN_HOME-}" ] && run_candidate "$XDG_BIN_HOME/durability"
-for exe in "${HOME:-/nonexistent}"/Library/Python/*/bin/durability; do
-    run_candidate "$exe"
-done
+payload=""
+if find_toolkit; then
+    # The payload goes straight through (no copy on the fast path).  stdout
+    # goes to stderr: a broken install must not talk to the harness.
+    "$exe" snapshot-hook 1>&2
+    status=$?
+    [ "$status" -eq 0 ] && exit 0
+    # It consumed the payload and failed (a broken install): the gap is
+    # filed without the payload's run id and cwd.
+    tried="$tried $exe (exit $status)"
+else
+    # Read once, for the run id and cwd of the gap.
+    payload=$(cat)
+fi
 
 # No toolkit ran.  Record the miss the way durability/spool.py does.
 

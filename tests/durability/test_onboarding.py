@@ -160,7 +160,22 @@ def test_a_deleted_or_broken_install_is_a_gap_not_a_failed_tool_call(repo: Path,
     assert (done.returncode, done.stdout) == (0, b"")
     [gap] = _gaps(payload["session_id"])
     assert gap["reason"] == "toolkit-missing"
-    assert f"{broken} (exit 12" in gap["detail"]  # 126 or 127: the shebang's interpreter
+    assert f"{broken} (its interpreter /nonexistent/python3 is missing)" in gap["detail"]
+
+
+def test_an_install_that_starts_and_fails_is_a_gap_too(repo: Path, tmp_path: Path) -> None:
+    """A durability that runs but exits non-zero (a half-removed package):
+    the harness still sees exit 0 and nothing on stdout."""
+    command = _installed_command("codex", repo)
+    failing = tmp_path / "half" / "durability"
+    failing.parent.mkdir()
+    failing.write_text("#!/bin/sh\ncat >/dev/null\necho 'Traceback: no module'\nexit 3\n")
+    failing.chmod(0o755)
+    command = command.replace(str(VENV_BIN / "durability"), str(failing))
+    done = _run(command, _payload("codex", repo), env=_harness_env(DURABILITY_RUN_ID="r-half"))
+    assert (done.returncode, done.stdout) == (0, b"")
+    [gap] = _gaps("r-half")
+    assert gap["reason"] == "toolkit-missing" and f"{failing} (exit 3)" in gap["detail"]
 
 
 def test_unreadable_payload_still_files_the_gap(tmp_path: Path) -> None:
