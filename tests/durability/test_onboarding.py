@@ -353,3 +353,26 @@ def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
     os.symlink(VENV_BIN.parent, root / ".venv")
     code, checks = _doctor()
     assert (code, _by_name(checks, "hook claude plugin")["status"]) == (0, "ok")
+
+
+def test_readme_snippets_are_what_install_hook_writes() -> None:
+    """Each README snippet with the launcher command has the exact shape of the
+    entry install-hook adds for its harness (paths are placeholders there)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", readme, re.S)
+              if "run-hook.sh" in b]
+    seen = set()
+    for block in blocks:
+        if "matcher" in block:  # a bare group: the one Claude Code gets for each event
+            found = [("claude", block)]
+        else:  # a whole file: Codex's PostToolUse, Gemini's AfterTool
+            found = [("codex" if event == "PostToolUse" else "gemini", group)
+                     for event, [group] in block["hooks"].items()]
+        for name, group in found:
+            command = group["hooks"][0]["command"]
+            assert command.startswith("/bin/sh ") and command.endswith("/bin/durability")
+            assert group == HARNESSES[name].group(command)
+            seen.add(name)
+    assert seen == set(HARNESSES)
