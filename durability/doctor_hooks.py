@@ -85,7 +85,7 @@ def run_hook_command(name: str, command: str, where: Path, env: Mapping[str, str
         ms = (time.monotonic() - started) * 1000
     err = done.stderr.decode("utf-8", "replace").strip().splitlines()
     first = err[0][:200] if err else ""
-    again = f"reinstall: durability install-hook{_flags(name)}"
+    again = _again(name)
     if done.returncode != 0:
         return Check(name, FAIL, f"{where}: the hook exits {done.returncode} ({first}); the "
                      "harness sees a failed hook on every tool call", again)
@@ -93,16 +93,17 @@ def run_hook_command(name: str, command: str, where: Path, env: Mapping[str, str
         return Check(name, FAIL, f"{where}: the hook prints on stdout", again)
     if any("toolkit-missing" in line for line in err):
         return Check(name, FAIL, f"{where}: the hook runs but finds no toolkit ({first})",
-                     "install the toolkit (pip install / pipx / uv tool), then " + again)
+                     "install the toolkit (pip install --user, pipx or uv tool), then " + again)
     return Check(name, OK, f"{where}: runs under {shell} -c with PATH={MINIMAL_PATH} "
                  f"(exit 0, {ms:.0f} ms)")
 
 
-def _flags(name: str) -> str:
+def _again(name: str) -> str:
+    """The command that rewrites the hook ``name`` ("hook HARNESS SCOPE")."""
     parts = name.split()
-    if len(parts) != 3 or parts[0] != "hook":
-        return ""
-    return f" --harness {parts[1]} --scope {parts[2]}"
+    if parts[-1] == "plugin":
+        return "run `durability doctor` again (the plugin's launcher looks on each call)"
+    return f"reinstall: durability install-hook --harness {parts[1]} --scope {parts[2]}"
 
 
 def _codex_trust(check: Check, path: Path, scope: str, project_dir: Path,

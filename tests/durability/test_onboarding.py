@@ -350,6 +350,7 @@ def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
     code, checks = _doctor()
     plugin = _by_name(checks, "hook claude plugin")
     assert (code, plugin["status"]) == (1, "fail") and "finds no toolkit" in plugin["detail"]
+    assert "install-hook" not in plugin["next_step"]
     os.symlink(VENV_BIN.parent, root / ".venv")
     code, checks = _doctor()
     assert (code, _by_name(checks, "hook claude plugin")["status"]) == (0, "ok")
