@@ -37,7 +37,7 @@ def state_dir(env: Mapping[str, str] = os.environ) -> Path:
 def socket_path(env: Mapping[str, str] = os.environ) -> Path:
     """``$DURABILITY_SOCKET``, else ``service.sock`` in a ``durability/`` folder
     of the user's runtime folder (``$XDG_RUNTIME_DIR``, ``/run/user/UID``), else
-    a per-user folder in the temp folder."""
+    a per-user folder in ``/tmp`` (never ``$TMPDIR``, see ``_tempdir``)."""
     from pathlib import Path
 
     return Path(socket_path_str(env))
@@ -55,25 +55,28 @@ def socket_path_str(env: Mapping[str, str] = os.environ) -> str:
 
 
 def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """``$DURABILITY_SPOOL_DIR``, else a per-user folder in the temp folder.
+    """``$DURABILITY_SPOOL_DIR``, else ``spool`` in the state folder.
 
     Outside every worktree on purpose: a restore must never rewrite the record
-    of what failed.
+    of what failed.  In the state folder by default, not in a temp folder: it
+    is private to the user (nobody else can squat its name), it survives a
+    reboot (gaps not yet ingested are kept), and it does not move with
+    ``$TMPDIR``, which a harness may set differently from the user's shell.
     """
     from pathlib import Path
 
     if env.get("DURABILITY_SPOOL_DIR"):
         return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
-    return Path(_tempdir()) / f"durability-spool-{os.getuid()}"
+    return state_dir(env) / "spool"
 
 
 def spool_dirs(env: Mapping[str, str] = os.environ) -> list[Path]:
     """Every folder a gap may be spooled in, in the order they are tried.
 
-    ``spool_dir`` first; then ``spool`` inside the state folder, private to
-    the user, for when the first is full, owned by someone else or a symlink
-    (the temp folder is shared: anyone can squat the default name).  Writers
-    try them in this order and readers read them all.
+    ``spool_dir`` first; then, when ``DURABILITY_SPOOL_DIR`` names another
+    folder, ``spool`` inside the state folder, private to the user, for when
+    the first is full, owned by someone else or a symlink.  Writers try them
+    in this order (and then the store itself) and readers read them all.
     """
     first = spool_dir(env)
     second = state_dir(env) / "spool"
@@ -81,11 +84,10 @@ def spool_dirs(env: Mapping[str, str] = os.environ) -> list[Path]:
 
 
 def _tempdir() -> str:
-    # Imported here: tempfile costs ~7 ms of imports (shutil, random, ...) on
-    # every hook call, and is only needed when no variable names the folder.
-    import tempfile
-
-    return tempfile.gettempdir()
+    # The fixed /tmp, never $TMPDIR: a shell and a harness (Claude Code sets
+    # its own TMPDIR) must find the same socket without sharing an
+    # environment.  Used only when there is no private runtime folder.
+    return "/tmp"
 
 
 def _owned_private(path: str) -> bool:

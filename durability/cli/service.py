@@ -168,17 +168,29 @@ def snapshot_hook() -> None:
 
 
 @click.command()
+@click.option("--project-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Check this project folder (default: here).")
 @options.json_option
-def doctor(as_json: bool) -> None:
-    """Check jj, the socket, the state and spool folders."""
-    from durability.doctor import run_checks
+def doctor(project_dir: Path | None, as_json: bool) -> None:
+    """Check the whole path from a tool call to a checkpoint: backend, state,
+    spool, service, and every installed hook (run as the harness runs it).
 
-    checks = run_checks(options.settings(), os.environ)
+    \b
+    Example:
+      durability doctor --project-dir ~/src/myproject
+    """
+    from durability.doctor.checks import run_checks
+
+    checks = run_checks(options.settings(), os.environ, project_dir)
     if as_json:
-        options.emit([c.__dict__ for c in checks])
+        options.emit([{"name": c.name, "status": c.status, "ok": c.ok, "detail": c.detail,
+                       "next_step": c.next_step} for c in checks])
     else:
         for c in checks:
-            click.echo(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<8} {c.detail}")
+            click.echo(f"{c.status.upper() if c.status == 'fail' else c.status:<4}  "
+                       f"{c.name:<20} {c.detail}")
+            if c.next_step and c.status != "ok":
+                click.echo(f"{'':<26}next: {c.next_step}")
     if not all(c.ok for c in checks):
         sys.exit(CHECK_FAILED_EXIT)
 

@@ -1,5 +1,5 @@
 """``durability watch``, ``unwatch`` and ``install-hook``: thin commands over
-``durability.watch.foreground`` and ``durability.integrations.install_hook``."""
+``durability.watch.foreground`` and ``durability.integrations.install_flow``."""
 
 from __future__ import annotations
 
@@ -91,28 +91,40 @@ def _final_text(final: dict[str, Any] | None) -> str:
 
 
 @click.command("install-hook")
+@click.option("--harness", type=click.Choice(["claude", "codex", "gemini"]), default="claude",
+              show_default=True, help="Which agent harness's hook file.")
 @click.option("--scope", type=click.Choice(["user", "project", "local"]), default="user",
-              show_default=True, help="Which Claude Code settings file.")
+              show_default=True,
+              help="User-wide, or the project's file (local: Claude Code only).")
 @click.option("--project-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Project folder for --scope project|local (default: here).")
 @click.option("--uninstall", is_flag=True, help="Remove the hook this command added.")
 @options.json_option
-def install_hook_command(scope: str, project_dir: Path | None, uninstall: bool,
+def install_hook_command(harness: str, scope: str, project_dir: Path | None, uninstall: bool,
                          as_json: bool) -> None:
-    """Add the snapshot hook to Claude Code's settings.json (or remove it)."""
+    """Add the snapshot hook to a harness's hook file (or remove it).
+
+    \b
+    Example:
+      durability install-hook --harness gemini --scope project
+    """
     from durability.errors import InvalidInput
-    from durability.integrations import install_hook
+    from durability.integrations.install_flow import install_or_remove
 
     if scope == "user" and project_dir is not None:
         raise InvalidInput("--project-dir is for --scope project or local")
-    path = install_hook.settings_path(scope, project_dir=project_dir)
-    changed = (install_hook.uninstall if uninstall else install_hook.install)(path)
+    done = install_or_remove(harness=harness, scope=scope, project_dir=project_dir,
+                             remove=uninstall)
     if as_json:
-        return options.emit({"settings": str(path), "changed": changed,
-                      "installed": not uninstall})
-    verb = "removed from" if uninstall else "installed in"
-    state = verb if changed else ("was not in" if uninstall else "already in")
-    click.echo(f"durability snapshot-hook {state} {path}")
+        return options.emit(done)
+    if uninstall:
+        state = "removed from" if done["changed"] else "was not in"
+        return click.echo(f"durability snapshot-hook {state} {done['settings']}")
+    state = "installed in" if done["changed"] else "already in"
+    click.echo(f"durability snapshot-hook {state} {done['settings']}\n"
+               f"  command: {done['command']}")
+    for note in done["notes"]:
+        click.echo(f"durability: note: {note}", err=True)
 
 
 COMMANDS = [watch_command, unwatch_command, install_hook_command]

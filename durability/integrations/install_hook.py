@@ -1,32 +1,106 @@
-"""``durability install-hook``: put the snapshot hook into Claude Code's
-settings.json, for users who do not install the plugin.
+"""``durability install-hook``: put the snapshot hook into an agent harness's
+hook file, for users who do not install the plugin.
 
-Idempotent (installing twice leaves one entry), keeps every other setting and
-hook as it was, writes valid JSON atomically (a temporary file renamed over the
-old one), and ``uninstall`` removes only the entries it would have written.
+One table (``HARNESSES``) says, per harness, which file at which scope, which
+events, and the exact shape of one hook entry: Claude Code's settings.json
+(``PostToolUse`` and ``PostToolUseFailure``, timeout in seconds), OpenAI Codex
+CLI's hooks.json (``PostToolUse``, seconds) and Gemini CLI's settings.json
+(``AfterTool``, milliseconds).
+
+Idempotent (installing twice leaves one entry; an entry of ours with an older
+command is updated in place), keeps every other setting and hook as it was,
+writes valid JSON atomically (a temporary file renamed over the old one), and
+``uninstall`` removes only entries of ours (``is_ours``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durability.errors import InvalidInput
 from durability.fsutil import replace_file
 
-__all__ = ["EVENTS", "HOOK_COMMAND", "SCOPES", "install", "settings_path", "uninstall"]
+__all__ = [
+    "EVENTS",
+    "HARNESSES",
+    "HOOK_COMMAND",
+    "SCOPES",
+    "Harness",
+    "hook_path",
+    "install",
+    "installed_commands",
+    "is_ours",
+    "settings_path",
+    "uninstall",
+]
 
+#: The bare command earlier versions wrote; still recognised as ours, so that
+#: installing again replaces it with the absolute one.
 HOOK_COMMAND = "durability snapshot-hook"
 #: Post-tool events: a failed tool (a Bash command that exited non-zero) may
 #: still have written files.
 EVENTS = ("PostToolUse", "PostToolUseFailure")
 SCOPES = ("user", "project", "local")
-# Seconds Claude Code waits for the hook: above the hook's own 10 s budget, so
+# Seconds the harness waits for the hook: above the hook's own 10 s budget, so
 # the hook always finishes (and files its gap) before the harness kills it.
 HOOK_TIMEOUT_S = 15
+# Ours: the legacy bare command, a `durability` executable's snapshot-hook
+# (quoted or not), or the launcher (install-hook's and the plugin's).
+_OURS = re.compile(r"(^|/)durability'? snapshot-hook\s*$|(^|/)durability/run-hook\.sh['\"]?(\s|$)")
+
+
+@dataclass(frozen=True)
+class Harness:
+    name: str
+    events: tuple[str, ...]
+    scopes: tuple[str, ...]
+    #: The matcher of the group we add (None: the key is left out).
+    matcher: str | None
+    #: The timeout as the harness counts it.
+    timeout: int
+    #: Extra fields of the handler (Gemini CLI names each hook).
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def entry(self, command: str) -> dict[str, Any]:
+        return {"type": "command", **dict(self.extra), "command": command,
+                "timeout": self.timeout}
+
+    def group(self, command: str) -> dict[str, Any]:
+        group: dict[str, Any] = {} if self.matcher is None else {"matcher": self.matcher}
+        return {**group, "hooks": [self.entry(command)]}
+
+
+HARNESSES = {
+    "claude": Harness("claude", EVENTS, SCOPES, "*", HOOK_TIMEOUT_S),
+    # Codex matches every tool when a group has no matcher.
+    "codex": Harness("codex", ("PostToolUse",), ("user", "project"), None, HOOK_TIMEOUT_S),
+    # Gemini CLI counts its timeout in milliseconds; its matcher is a regex.
+    "gemini": Harness("gemini", ("AfterTool",), ("user", "project"), ".*",
+                      HOOK_TIMEOUT_S * 1000, (("name", "durability"),)),
+}
+
+
+def hook_path(harness: str, scope: str, *, project_dir: Path | None = None,
+              env: Mapping[str, str] = os.environ) -> Path:
+    """The hook file of ``harness`` at ``scope``."""
+    spec = _harness(harness)
+    if scope not in spec.scopes:
+        raise InvalidInput(f"{harness} has no {scope!r} scope: use one of "
+                           f"{', '.join(spec.scopes)}")
+    if harness == "claude":
+        return settings_path(scope, project_dir=project_dir, env=env)
+    home = Path(env.get("HOME") or Path.home())
+    root = Path(project_dir or Path.cwd()).absolute()
+    if harness == "codex":
+        base = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
+        return (base if scope == "user" else root / ".codex") / "hooks.json"
+    return (home if scope == "user" else root) / ".gemini" / "settings.json"
 
 
 def settings_path(scope: str, *, project_dir: Path | None = None,
@@ -43,27 +117,55 @@ def settings_path(scope: str, *, project_dir: Path | None = None,
     return root / ".claude" / name
 
 
-def install(path: Path, *, command: str = HOOK_COMMAND) -> bool:
-    """Add the hook to the settings file at ``path``; whether it changed."""
+def is_ours(command: object) -> bool:
+    return isinstance(command, str) and bool(_OURS.search(command.strip()))
+
+
+def install(path: Path, *, command: str, harness: str = "claude") -> bool:
+    """Add the hook running ``command`` to the file at ``path``, or bring an
+    entry of ours up to date; whether the file changed."""
+    spec = _harness(harness)
     settings = _read(path)
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidInput(f"{path}: \"hooks\" is not an object; not touching it")
     changed = False
-    for event in EVENTS:
+    for event in spec.events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InvalidInput(f"{path}: hooks.{event} is not a list; not touching it")
-        if not any(_ours(h, command) for g in groups for h in _handlers(g)):
-            groups.append({"matcher": "*", "hooks": [_entry(command)]})
+        mine = [h for g in groups for h in _handlers(g) if _ours(h)]
+        if not mine:
+            groups.append(spec.group(command))
             changed = True
+        for handler in mine:
+            if handler != {**handler, **spec.entry(command)}:
+                handler.update(spec.entry(command))
+                changed = True
     if changed:
         _write(path, settings)
     return changed
 
 
-def uninstall(path: Path, *, command: str = HOOK_COMMAND) -> bool:
-    """Remove the hook entries ``install`` writes; whether anything changed."""
+def installed_commands(path: Path, harness: str = "claude") -> dict[str, list[str]]:
+    """The commands of our entries in the file at ``path``, by event."""
+    try:
+        settings = _read(path)
+    except InvalidInput:
+        return {}
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return {}
+    found: dict[str, list[str]] = {}
+    for event in _harness(harness).events:
+        groups = hooks.get(event)
+        for g in groups if isinstance(groups, list) else []:
+            found.setdefault(event, []).extend(h["command"] for h in _handlers(g) if _ours(h))
+    return {event: commands for event, commands in found.items() if commands}
+
+
+def uninstall(path: Path, *, harness: str = "claude") -> bool:
+    """Remove the hook entries of ours; whether anything changed."""
     if not path.exists():
         return False
     settings = _read(path)
@@ -71,11 +173,11 @@ def uninstall(path: Path, *, command: str = HOOK_COMMAND) -> bool:
     if not isinstance(hooks, dict):
         return False
     changed = False
-    for event in EVENTS:
+    for event in _harness(harness).events:
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue
-        kept = [g for g in (_without(g, command) for g in groups) if g is not None]
+        kept = [g for g in (_without(g) for g in groups) if g is not None]
         if kept != groups:
             changed = True
             if kept:
@@ -89,8 +191,12 @@ def uninstall(path: Path, *, command: str = HOOK_COMMAND) -> bool:
     return changed
 
 
-def _entry(command: str) -> dict[str, Any]:
-    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+def _harness(name: str) -> Harness:
+    try:
+        return HARNESSES[name]
+    except KeyError:
+        raise InvalidInput(f"unknown harness {name!r}: use one of "
+                           f"{', '.join(HARNESSES)}") from None
 
 
 def _handlers(group: Any) -> list[Any]:
@@ -98,17 +204,17 @@ def _handlers(group: Any) -> list[Any]:
     return handlers if isinstance(handlers, list) else []
 
 
-def _ours(handler: Any, command: str) -> bool:
-    return isinstance(handler, dict) and handler.get("command") == command
+def _ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and is_ours(handler.get("command"))
 
 
-def _without(group: Any, command: str) -> Any:
+def _without(group: Any) -> Any:
     """``group`` less our handlers; None when only ours were in it."""
     handlers = _handlers(group)
-    mine = [h for h in handlers if _ours(h, command)]
+    mine = [h for h in handlers if _ours(h)]
     if not mine:
         return group
-    rest = [h for h in handlers if not _ours(h, command)]
+    rest = [h for h in handlers if not _ours(h)]
     return {**group, "hooks": rest} if rest else None
 
 

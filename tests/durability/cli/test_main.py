@@ -115,13 +115,20 @@ def test_snapshots_fields_and_order_attempt_then_seq(repo: Path) -> None:
     assert len(table.stdout.splitlines()) == 6
 
 
-def test_listing_an_unknown_run_is_empty_not_an_error() -> None:
-    assert cli_json("snapshots", "nobody-here") == []
-    assert cli_json("attempts", "nobody-here") == []
-    assert cli_json("gaps", "nobody-here") == []
-    done = cli("snapshots", "nobody-here")
+def test_listing_an_unknown_run_is_not_found_not_an_empty_success() -> None:
+    # A typo in a run id must not look like "nothing happened" (issue 10).
+    for command in ("snapshots", "attempts", "gaps"):
+        done = cli(command, "nobody-here", "--json")
+        assert (done.returncode, done.stdout) == (3, ""), command
+        assert done.stderr.startswith("durability: not-found: no run or session 'nobody-here'")
+
+
+def test_a_known_run_with_nothing_of_a_kind_lists_empty(repo: Path) -> None:
+    snap(repo, "--run", "run-e", "--node", "n")
+    assert cli_json("gaps", "run-e") == []
+    done = cli("gaps", "run-e")
     assert (done.returncode, done.stdout) == (0, "")
-    assert "no checkpoints" in done.stderr
+    assert "no gaps for run run-e" in done.stderr
 
 
 def test_attempts_point_at_the_latest_checkpoint(repo: Path) -> None:
@@ -200,12 +207,12 @@ def test_restore_refuses_an_unknown_node_or_run(repo: Path, run: str, node: str)
 # -- doctor ------------------------------------------------------------------------
 
 
-def test_doctor_all_ok(tmp_path: Path) -> None:
-    done = cli("doctor")
+def test_doctor_all_ok(tmp_path: Path, repo: Path) -> None:
+    done = cli("doctor", cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert [ln.split()[:2] for ln in lines] == [["ok", "jj"], ["ok", "state"], ["ok", "spool"],
-                                               ["ok", "service"]]
+    assert [ln.split()[:2] for ln in lines[:4]] == [["ok", "backend"], ["ok", "state"],
+                                                   ["ok", "spool"], ["ok", "service"]]
     assert "jj 0." in lines[0]
     assert "not running" in lines[3]
     svc = start_service(tmp_path)
@@ -218,15 +225,15 @@ def test_doctor_all_ok(tmp_path: Path) -> None:
         assert svc.stop() == 0
 
 
-def test_doctor_fails_when_jj_is_missing(tmp_path: Path) -> None:
+def test_doctor_fails_when_jj_is_missing(tmp_path: Path, repo: Path) -> None:
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
-    done = cli("doctor", env=env)
+    done = cli("doctor", env=env, cwd=repo)
     assert done.returncode == 1
     jj_line = done.stdout.splitlines()[0]
-    assert jj_line.split()[:2] == ["FAIL", "jj"]
+    assert jj_line.split()[:2] == ["FAIL", "backend"]
     assert "jj-missing" in jj_line
-    checks = json.loads(cli("doctor", "--json", env=env).stdout)
-    assert [c["ok"] for c in checks if c["name"] == "jj"] == [False]
+    checks = json.loads(cli("doctor", "--json", env=env, cwd=repo).stdout)
+    assert [c["ok"] for c in checks if c["name"] == "backend"] == [False]
 
 
 def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
@@ -235,7 +242,7 @@ def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
     Path(os.environ["DURABILITY_SPOOL_DIR"]).symlink_to(real)
     done = cli("doctor")
     assert done.returncode == 1
-    [spool_line] = [ln for ln in done.stdout.splitlines() if ln.split()[1] == "spool"]
+    [spool_line] = [ln for ln in done.stdout.splitlines() if ln.split()[1:2] == ["spool"]]
     assert spool_line.startswith("FAIL") and "symlink" in spool_line
 
 

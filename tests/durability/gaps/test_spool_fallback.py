@@ -225,26 +225,35 @@ def _squat(folder: Path) -> None:
 
 
 @pytest.fixture
-def squatted_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The default spool folder (in the temp folder) made by another user first."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp))
+def squatted_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The default spool folder (``spool`` in the state folder) taken by
+    another user first."""
     monkeypatch.delenv("DURABILITY_SPOOL_DIR")
-    folder = tmp / f"durability-spool-{os.getuid()}"
+    folder = Path(os.environ["DURABILITY_HOME"]) / "spool"
     _squat(folder)
     yield folder
     os.chown(folder, 0, 0)
 
 
-def test_squatted_default_spool_hook_gap_is_kept_and_listed(
-    squatted_default: Path, fallback: Path
+def test_the_default_spool_is_in_the_state_folder_whatever_tmpdir_says(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A harness and a shell with different TMPDIRs must spool to one place.
+    monkeypatch.delenv("DURABILITY_SPOOL_DIR")
+    for tmpdir in ("/tmp", str(tmp_path)):
+        monkeypatch.setenv("TMPDIR", tmpdir)
+        done = cli("snapshot-hook", input=_bad_hook())
+        assert (done.returncode, done.stdout) == (0, "")
+    home = Path(os.environ["DURABILITY_HOME"])
+    assert [r["reason"] for r in _lines(home / "spool")] == ["worktree-missing"] * 2
+
+
+def test_squatted_default_spool_hook_gap_goes_to_the_store_and_is_listed(
+    squatted_default: Path,
 ) -> None:
     done = cli("snapshot-hook", input=_bad_hook())
     assert (done.returncode, done.stdout) == (0, "")
     assert "could not record" not in done.stderr
     assert list(squatted_default.iterdir()) == []
-    assert [r["reason"] for r in _lines(fallback)] == ["worktree-missing"]
     listed = cli("gaps", "sess-f", "--json")
     assert listed.returncode == 0, listed.stderr
     assert [g["reason"] for g in json.loads(listed.stdout)] == ["worktree-missing"]

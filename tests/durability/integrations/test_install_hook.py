@@ -31,9 +31,13 @@ OTHER_SETTINGS: dict[str, Any] = {
 }
 
 
+# What install-hook writes: the launcher, with the durability that ran it.
+COMMAND = "/bin/sh /home/u/.local/share/durability/run-hook.sh /home/u/.venv/bin/durability"
+
+
 def _ours(settings: dict[str, Any], event: str) -> list[dict[str, Any]]:
     return [h for g in settings.get("hooks", {}).get(event, []) for h in g["hooks"]
-            if h["command"] == install_hook.HOOK_COMMAND]
+            if install_hook.is_ours(h["command"])]
 
 
 def test_round_trip_keeps_every_other_setting_and_hook(tmp_path: Path) -> None:
@@ -42,7 +46,8 @@ def test_round_trip_keeps_every_other_setting_and_hook(tmp_path: Path) -> None:
     settings_file.parent.mkdir(parents=True)
     settings_file.write_text(json.dumps(OTHER_SETTINGS, indent=4))
     first = cli_json("install-hook", "--scope", "project", "--project-dir", str(project))
-    assert first == {"settings": str(settings_file), "changed": True, "installed": True}
+    assert {k: first[k] for k in ("settings", "changed", "installed", "harness")} == {
+        "settings": str(settings_file), "changed": True, "installed": True, "harness": "claude"}
     second = cli_json("install-hook", "--scope", "project", "--project-dir", str(project))
     assert second["changed"] is False
     installed = json.loads(settings_file.read_text())
@@ -82,10 +87,10 @@ def test_a_group_shared_with_another_hook_keeps_the_other(tmp_path: Path) -> Non
     path = tmp_path / "settings.json"
     shared = {"hooks": {"PostToolUse": [{"matcher": "*", "hooks": [
         {"type": "command", "command": "logger.sh"},
-        {"type": "command", "command": install_hook.HOOK_COMMAND, "timeout": 15},
+        {"type": "command", "command": COMMAND, "timeout": 15},
     ]}]}}
     path.write_text(json.dumps(shared))
-    assert install_hook.install(path) is True  # PostToolUseFailure was missing
+    assert install_hook.install(path, command=COMMAND) is True  # PostToolUseFailure was missing
     assert install_hook.uninstall(path) is True
     assert json.loads(path.read_text()) == {"hooks": {"PostToolUse": [
         {"matcher": "*", "hooks": [{"type": "command", "command": "logger.sh"}]}]}}
@@ -107,7 +112,7 @@ def test_a_symlinked_settings_file_stays_a_symlink(tmp_path: Path) -> None:
     real.write_text("{}")
     link = tmp_path / "settings.json"
     link.symlink_to(real)
-    install_hook.install(link)
+    install_hook.install(link, command=COMMAND)
     assert link.is_symlink()
     assert _ours(json.loads(real.read_text()), "PostToolUse")
 
@@ -125,8 +130,9 @@ def test_plugin_hooks_match_install_hook() -> None:
         [group] = plugin["hooks"][event]
         assert group["matcher"] == "*"
         [entry] = group["hooks"]
-        assert entry == {"type": "command", "command": install_hook.HOOK_COMMAND,
-                         "timeout": install_hook.HOOK_TIMEOUT_S}
+        # The install-hook entry's shape, with the plugin's launcher as command.
+        assert entry == install_hook.HARNESSES["claude"].entry(entry["command"])
+        assert install_hook.is_ours(entry["command"])
         # Bounded, and longer than the hook's own budget so it exits by itself.
         assert DEFAULT_BUDGET_MS / 1000 < entry["timeout"] <= 60
     manifest = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
@@ -158,7 +164,7 @@ def test_the_settings_file_keeps_its_mode(tmp_path: Path, mode: int) -> None:
     # Under this umask a mode left to the umask would lose 0o664's group bits.
     old_umask = os.umask(0o077)
     try:
-        assert install_hook.install(path) is True
+        assert install_hook.install(path, command=COMMAND) is True
     finally:
         os.umask(old_umask)
     assert os.stat(path).st_mode & 0o777 == mode

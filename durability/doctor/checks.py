@@ -1,0 +1,130 @@
+"""``durability doctor``: is every part of the path from a tool call to a
+checkpoint in place, here and now?
+
+Each check is ok, warn or fail with a one-line next step.  Only a fail (a part
+that is installed and does not work, or a capture that cannot happen in this
+worktree) makes the command exit non-zero: a git-only user without jj, a
+service that is not running, a harness without a hook are all fine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from durability import client, ids, paths
+from durability.config import Settings
+from durability.errors import (
+    ConnectionLost,
+    DurabilityError,
+    ServiceTimeout,
+    ServiceUnreachable,
+)
+from engine import EngineError, Store
+
+__all__ = ["FAIL", "OK", "WARN", "Check", "run_checks"]
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    next_step: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+
+def run_checks(settings: Settings, env: Mapping[str, str],
+               project_dir: Path | None = None) -> list[Check]:
+    from durability.doctor.hooks import hook_checks
+
+    where = Path(project_dir or Path.cwd()).absolute()
+    return [_backend(where, env), _state(settings), _spool(settings), _socket(settings),
+            *hook_checks(where, env)]
+
+
+def _backend(where: Path, env: Mapping[str, str]) -> Check:
+    """The backend this folder's captures would use, and that it works."""
+    try:
+        forced = ids.backend_choice(env)
+    except ValueError as exc:
+        return Check("backend", FAIL, str(exc), "set DURABILITY_BACKEND to jj or git, or unset it")
+    found = ids.find_root_str(where, forced)
+    if found is None:
+        return Check("backend", WARN, f"none: {where} is not inside a jj working copy or a git "
+                     "working tree (hooks file a not-a-repo gap here)",
+                     "run doctor inside your project, or `git init` / `jj git init` it")
+    root, kind = found
+    return _jj(root, env) if kind == "jj" else _git(root)
+
+
+def _jj(root: str, env: Mapping[str, str]) -> Check:
+    from durability.backends.jj import find_jj
+
+    try:
+        jj = find_jj(env)
+    except DurabilityError as exc:
+        colocated = os.path.isdir(os.path.join(root, ".git"))
+        step = ("install jj (README: Installing jj), or set DURABILITY_BACKEND=git to capture "
+                "this colocated repository through git" if colocated else
+                "install jj (README: Installing jj) or set DURABILITY_JJ")
+        return Check("backend", FAIL, f"jj at {root}, but {exc.code}: {exc}", step)
+    return Check("backend", OK, f"jj at {root} ({jj.path}, jj {jj.version_text})")
+
+
+def _git(root: str) -> Check:
+    try:
+        import pygit2
+
+        pygit2.Repository(root)
+    except Exception as exc:  # any failure to open it is the answer
+        return Check("backend", FAIL, f"git at {root}, but pygit2 cannot open it: {exc}",
+                     "check the repository with `git status`")
+    version = getattr(pygit2, "__version__", "?")
+    return Check("backend", OK, f"git at {root} (pygit2 {version}; jj not needed)")
+
+
+def _state(settings: Settings) -> Check:
+    try:
+        paths.ensure_private_dir(settings.state_dir)
+        verdict = Store(settings.db_path).integrity_check()
+    except (DurabilityError, EngineError, OSError) as exc:
+        return Check("state", FAIL, f"{settings.db_path}: {exc}",
+                     "check the folder's owner and mode, or set DURABILITY_HOME")
+    return Check("state", OK if verdict == "ok" else FAIL,
+                 f"{settings.db_path} (integrity: {verdict})",
+                 "" if verdict == "ok" else "move state.db aside; checkpoints stay in the repo")
+
+
+def _spool(settings: Settings) -> Check:
+    try:
+        paths.ensure_private_dir(settings.spool_dir)
+    except DurabilityError as exc:
+        return Check("spool", FAIL, str(exc), "set DURABILITY_SPOOL_DIR to a folder of your own")
+    mode = oct(os.stat(settings.spool_dir).st_mode & 0o777)
+    return Check("spool", OK, f"{settings.spool_dir} ({mode})")
+
+
+def _socket(settings: Settings) -> Check:
+    path = settings.socket_path
+    try:
+        answer = client.call(path, {"v": 1, "op": "ping"}, timeout_s=2)
+    except (ConnectionLost, ServiceTimeout) as exc:
+        return Check("service", FAIL, f"{path}: {exc}",
+                     "`durability stop --kill`, then `durability serve --detach`")
+    except ServiceUnreachable:
+        return Check("service", OK, f"not running on {path} (hooks capture in-process)",
+                     "optional: `durability serve --detach` for faster captures")
+    except DurabilityError as exc:
+        return Check("service", FAIL, f"{path}: {exc}", "see `durability status`")
+    mode = oct(os.stat(path).st_mode & 0o777)
+    ok = bool(answer.get("ok"))
+    return Check("service", OK if ok else FAIL, f"pid {answer.get('pid')} on {path} ({mode})",
+                 "" if ok else "restart the service: `durability serve --detach`")
