@@ -184,8 +184,10 @@ def exit_code(error: BaseException) -> int:
     from engine.errors import EngineError  # lazily: the hook imports this module
 
     code = getattr(error, "code", None)
-    if isinstance(error, CaptureError):
-        return 5
+    # The code decides before the class: a capture whose record could not be
+    # written is store-unavailable (6), as documented, not a capture error (5).
     if isinstance(error, DurabilityError | EngineError) and code in _EXIT_CODES:
         return _EXIT_CODES[code]
+    if isinstance(error, CaptureError):
+        return 5
     return 1

@@ -25,20 +25,27 @@ BUSY_TIMEOUT_MS = 10_000
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` with the pragmas every connection needs."""
+    """Open ``path`` with the pragmas every connection needs.
+
+    The database is created only when no file exists at ``path``; a file that
+    exists but is empty, not a database or unreadable is ``StoreUnavailable``,
+    never replaced by a fresh one (its seq numbering would restart at 1).
+    """
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
         raise StoreUnavailable(f"cannot create {path.parent}: {exc.strerror}") from exc
-    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    if not os.path.lexists(path):
+        _create(path)
+    _check_existing(path)
     try:
+        # mode=rw: SQLite must not create the file, should it vanish after the check.
         conn = sqlite3.connect(
-            path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+            f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
         )
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
-    finally:
-        os.umask(old)
     try:
         # WAL: readers (listing, restore) never block the capture writer and a
         # crash mid-write leaves the last committed state intact.
@@ -54,6 +61,51 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise StoreUnavailable(f"cannot use {path}: {exc}") from exc
     return conn
+
+
+def _create(path: Path) -> None:
+    """Create an empty database at ``path`` atomically: built under a private
+    name, then linked into place, which fails if another process won the race.
+    So a file at ``path`` always has a SQLite header, and an empty one can
+    only mean damage."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # Writes the header; WAL is the mode every connection uses anyway.
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process created it first: use theirs
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreUnavailable(f"cannot create {path}: {exc}") from exc
+    finally:
+        os.umask(old)
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_existing(path: Path) -> None:
+    """Refuse a database file that exists but cannot be the store."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the state database {path}: {exc.strerror}; "
+                               "fix its permissions or move it away") from exc
+    if not head:
+        raise StoreUnavailable(f"the state database {path} is empty (0 bytes); it held the "
+                               "record and was truncated: restore it from a backup or move "
+                               "it away to start a new, empty record")
+    if head != _SQLITE_MAGIC:
+        raise StoreUnavailable(f"{path} is not a SQLite database (damaged or overwritten); "
+                               "move it away to start a new, empty record")
 
 
 @contextmanager
