@@ -62,6 +62,8 @@ GAP_REASONS = frozenset({
     # polled or captured the whole tree instead.
     "watch-degraded",
     "internal-error", "not-a-repo", "invalid-backend", "git-failed",
+    # A DURABILITY_*_MS setting is not a usable number (the hook names it).
+    "invalid-value",
 })
 
 

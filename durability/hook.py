@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from durability import client, fastjson, ids, paths
+from durability import client, envms, fastjson, ids, paths
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -196,11 +196,12 @@ def _import_spool() -> None:
 
 
 def _budget_ms(env: Mapping[str, str]) -> int:
+    """The budget, read as ``Settings`` reads it; an invalid value is filed as
+    an invalid-value gap by ``run_hook``, which needs a budget meanwhile."""
     try:
-        value = int(env.get("DURABILITY_HOOK_TIMEOUT_MS", DEFAULT_BUDGET_MS))
-    except ValueError:
+        return int(envms.read_ms(env, "DURABILITY_HOOK_TIMEOUT_MS"))
+    except envms.InvalidSetting:
         return DEFAULT_BUDGET_MS
-    return value if value > 0 else DEFAULT_BUDGET_MS
 
 
 def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
@@ -218,6 +219,13 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
     problem = _identify(hook, payload)
     if problem:
         return hook.gap("bad-hook-input", problem)
+    # Checked before any capture, service or not, so every path agrees: a
+    # setting the user wrote and we cannot honour is one invalid-value gap
+    # naming it, not a capture with a guessed value (a default budget could
+    # outlast the harness's own hook timeout and leave no record at all).
+    invalid = envms.first_invalid(hook.env)
+    if invalid:
+        return hook.gap("invalid-value", invalid)
     reason, detail = _locate_worktree(hook, payload)
     if reason:
         return hook.gap(reason, detail)
