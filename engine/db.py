@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -59,6 +60,9 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.Error as exc:
         conn.close()
+        if "not a database" in str(exc):
+            raise StoreUnavailable(f"{path} is not a SQLite database (damaged or overwritten); "
+                                   "move it away to start a new, empty record") from exc
         raise StoreUnavailable(f"cannot use {path}: {exc}") from exc
     return conn
 
@@ -88,24 +92,25 @@ def _create(path: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
 def _check_existing(path: Path) -> None:
-    """Refuse a database file that exists but cannot be the store."""
+    """Refuse a database file that exists but cannot be the store.
+
+    Only stat, never open: closing any descriptor of the file drops every
+    POSIX lock this process holds on it, including those of its open SQLite
+    connections, and another process could then delete the WAL they use.
+    A file that is not a database is caught by the first pragma instead.
+    """
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
+        st = os.stat(path)
     except OSError as exc:
-        raise StoreUnavailable(f"cannot read the state database {path}: {exc.strerror}; "
-                               "fix its permissions or move it away") from exc
-    if not head:
+        raise StoreUnavailable(f"cannot read the state database {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreUnavailable(f"the state database {path} is not a regular file; "
+                               "move it away to start a new, empty record")
+    if st.st_size == 0:
         raise StoreUnavailable(f"the state database {path} is empty (0 bytes); it held the "
                                "record and was truncated: restore it from a backup or move "
                                "it away to start a new, empty record")
-    if head != _SQLITE_MAGIC:
-        raise StoreUnavailable(f"{path} is not a SQLite database (damaged or overwritten); "
-                               "move it away to start a new, empty record")
 
 
 @contextmanager
