@@ -21,9 +21,9 @@ from durability.backends import Backend, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.paths import ensure_private_dir
-from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
+from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, RecordRefused, Store, now_ms
 
-__all__ = ["CaptureRequest", "Capturer", "Outcome"]
+__all__ = ["EXPIRED", "CaptureRequest", "Capturer", "Outcome", "expired_outcome"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,17 @@ class CaptureRequest:
     #: queue overflow, an event barrier up to this request) may set it; the
     #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
     changed_paths: frozenset[str] | None = None
+    #: The requester's deadline (ms since the epoch): past it the requester
+    #: has given up waiting and records the request itself, so this capture
+    #: neither records it nor files its gap (docs/reliability/service.md).
+    not_after_ms: int | None = None
+
+    def expired(self) -> bool:
+        return self.not_after_ms is not None and now_ms() > self.not_after_ms
+
+
+#: The error code of a request answered past its deadline: nothing recorded.
+EXPIRED = "expired"
 
 
 @dataclass(frozen=True)
@@ -149,9 +160,16 @@ class Capturer:
             operation_id=snap.operation_id, worktree=str(request.worktree),
             source=request.source, request_id=request.request_id,
             tool_use_id=request.tool_use_id, label=request.label,
+            not_after_ms=request.not_after_ms,
         )
         try:
             done = self._store().record_checkpoint(new)
+        except RecordRefused as exc:
+            if exc.gap_reason is None:
+                return expired_outcome(request)
+            # Already a gap (filed by whoever gave up first): that is its record.
+            return Outcome(request.request_id, error_code=exc.gap_reason,
+                           error_message=str(exc), gap_recorded=True)
         except EngineError as exc:
             # The commit is captured and pinned; only the row is missing.  Say
             # which commit, so the gap itself points at the lost state.
@@ -165,7 +183,10 @@ class Capturer:
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,
         ingest: bool = True,
     ) -> Outcome:
-        """File a gap for a request that could not be captured."""
+        """File a gap for a request that could not be captured (none past
+        its deadline: its requester files that one)."""
+        if request.expired():
+            return expired_outcome(request)
         code = getattr(error, "code", "internal-error")
         record = spool.gap_record(
             run_id=request.key.run_id, request_id=request.request_id, reason=code,
@@ -177,6 +198,13 @@ class Capturer:
         recorded = write_gap(self.settings, record, self._store if ingest else None)
         return Outcome(request.request_id, error_code=code, error_message=str(error),
                        gap_recorded=recorded)
+
+
+def expired_outcome(request: CaptureRequest) -> Outcome:
+    """The answer to a request past its deadline: nothing recorded for it."""
+    return Outcome(request.request_id, error_code=EXPIRED, error_message=(
+        f"request {request.request_id} passed its deadline before it was recorded; "
+        "its requester records it"))
 
 
 def write_gap(

@@ -15,7 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["ConnectionLost", "Unreachable", "WaitTimeout", "call", "capture_request", "peer_uid"]
+__all__ = ["Busy", "ConnectionLost", "Unreachable", "WaitTimeout", "call", "capture_request",
+           "peer_uid"]
 
 # Matches the service's cap; a longer line is never sent.
 MAX_LINE = 64 * 1024
@@ -23,6 +24,10 @@ MAX_LINE = 64 * 1024
 
 class Unreachable(Exception):
     """No service answers on the socket (none running, or a stale file)."""
+
+
+class Busy(Unreachable):
+    """The service is over its connection limits and refused this one."""
 
 
 class ConnectionLost(Exception):
@@ -34,16 +39,22 @@ class WaitTimeout(Exception):
 
 
 def call(
-    socket_path: str | os.PathLike[str], request: dict[str, Any], *, timeout_s: float
+    socket_path: str | os.PathLike[str], request: dict[str, Any], *, timeout_s: float,
+    connect_timeout_s: float = 2.0,
 ) -> dict[str, Any]:
-    """Send one request and return the service's response."""
+    """Send one request and return the service's response.
+
+    ``connect_timeout_s`` bounds the connect alone: a stopped or flooded
+    service's full backlog makes connect wait, and the hook would rather
+    capture in-process than spend its budget there.
+    """
     deadline = time.monotonic() + timeout_s
     line = json.dumps(request).encode() + b"\n"
     if len(line) > MAX_LINE:
         raise ValueError("request too large")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(min(timeout_s, 2.0))
+        sock.settimeout(min(timeout_s, connect_timeout_s))
         try:
             sock.connect(os.fspath(socket_path))
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
@@ -53,24 +64,33 @@ def call(
         _check_peer(sock, socket_path)
         try:
             sock.sendall(line)
-            return _read_response(sock, deadline)
+            response = _read_response(sock, deadline)
         except TimeoutError:
             raise WaitTimeout(f"no answer from the service within {timeout_s:g}s") from None
         except OSError as exc:
             raise ConnectionLost(f"service connection lost: {exc}") from None
     finally:
         sock.close()
+    error = response.get("error")
+    if isinstance(error, dict) and error.get("code") == "service-busy":
+        raise Busy(f"the service on {socket_path} is busy: {error.get('message')}")
+    return response
 
 
 def capture_request(
     *, request_id: str, run_id: str, node_id: str, iteration: int, attempt: int,
     worktree: str, source: str, tool_use_id: str | None, label: str | None, timeout_ms: int,
+    deadline_ms: int | None = None,
 ) -> dict[str, Any]:
-    """A ``capture`` request in the wire format (``durability.protocol``)."""
-    return {"v": 1, "op": "capture", "request_id": request_id, "run_id": run_id,
-            "node_id": node_id, "iteration": iteration, "attempt": attempt,
-            "worktree": worktree, "source": source, "tool_use_id": tool_use_id,
-            "label": label, "timeout_ms": timeout_ms}
+    """A ``capture`` request in the wire format (``durability.protocol``);
+    ``deadline_ms`` (ms since the epoch) only when the caller stops waiting then."""
+    request = {"v": 1, "op": "capture", "request_id": request_id, "run_id": run_id,
+               "node_id": node_id, "iteration": iteration, "attempt": attempt,
+               "worktree": worktree, "source": source, "tool_use_id": tool_use_id,
+               "label": label, "timeout_ms": timeout_ms}
+    if deadline_ms is not None:
+        request["deadline_ms"] = deadline_ms
+    return request
 
 
 def _check_peer(sock: socket.socket, socket_path: object) -> None:

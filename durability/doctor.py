@@ -57,6 +57,8 @@ def _socket(settings: Settings) -> Check:
     path = settings.socket_path
     try:
         answer = client.call(path, {"v": 1, "op": "ping"}, timeout_s=2)
+    except client.Busy as exc:  # alive, but over its connection limits
+        return Check("service", False, str(exc))
     except client.Unreachable:
         return Check("service", True, f"not running on {path} (hooks capture in-process)")
     except (client.ConnectionLost, client.WaitTimeout) as exc:

@@ -20,7 +20,8 @@ they never change once released.  Hierarchy::
     │   ├── ServiceRunning      service-running   a live service already owns the socket
     │   ├── ServiceUnreachable  service-unreachable
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
-    │   └── ProtocolError       bad-request / request-too-large / peer-refused
+    │   └── ProtocolError       bad-request / request-too-large / peer-refused /
+    │                           service-busy (over the service's connection limits)
     └── RestoreError            restore-verify-failed / restore-conflict (git: an ignored
                                 file in the way; nothing was changed)
 
@@ -163,6 +164,7 @@ _EXIT_CODES = {
     "bad-request": 4,
     "request-too-large": 4,
     "peer-refused": 4,
+    "service-busy": 4,
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,

@@ -348,25 +348,45 @@ def tool_label(payload: dict[str, Any], root: str) -> str | None:
 
 
 def _request(hook: _Hook, deadline: float) -> None:
+    """Ask the service, for a bounded part of the budget; past it (stopped,
+    flooded, slow), capture in-process with the rest.
+
+    The request carries the moment this hook stops waiting (``deadline_ms``):
+    the service captures and records it only before then, the hook only
+    after, so each call is recorded once and never under a later state
+    (docs/reliability/service.md).
+    """
     f = hook.fields
+    answer_s = _answer_s(hook.env, deadline)
     request = client.capture_request(
         request_id=hook.request_id, run_id=hook.run_id, node_id=f["node_id"],
         iteration=f["iteration"], attempt=f["attempt"], worktree=f["worktree"],
         source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
-        timeout_ms=max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)))
+        timeout_ms=max(100, int(answer_s * 1000)),
+        deadline_ms=time.time_ns() // 1_000_000 + int(answer_s * 1000))
+    connect_s = envms.read_ms(hook.env, "DURABILITY_SERVICE_CONNECT_MS") / 1000
     try:
-        response = client.call(paths.socket_path_str(hook.env), request,
-                               timeout_s=max(deadline - time.monotonic(), 0.1))
-    except client.WaitTimeout as exc:
-        return hook.gap("timeout", str(exc))
-    except (client.Unreachable, client.ConnectionLost):
+        response = client.call(paths.socket_path_str(hook.env), request, timeout_s=answer_s,
+                               connect_timeout_s=connect_s)
+    except (client.Unreachable, client.ConnectionLost, client.WaitTimeout):
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()
+    if (response.get("error") or {}).get("code") == "expired":
+        return _fallback(hook, deadline)  # answered just too late: ours now
     if response.get("gap_recorded"):
         return hook.succeed()  # the service saw the failure and filed it
     error = response.get("error") or {}
     hook.gap(str(error.get("code") or "internal-error"), str(error.get("message")))
+
+
+def _answer_s(env: Mapping[str, str], deadline: float) -> float:
+    """How long to wait for the service: ``DURABILITY_SERVICE_ANSWER_MS``,
+    but never more than half of what is left, so the in-process capture
+    after it has at least as long as the wait before it."""
+    left = deadline - time.monotonic()
+    configured = envms.read_ms(env, "DURABILITY_SERVICE_ANSWER_MS") / 1000
+    return max(min(configured, left / 2), 0.1)
 
 
 def _fallback(hook: _Hook, deadline: float) -> None:

@@ -5,7 +5,7 @@ It never imports ``durability`` and knows nothing of jj, click or watchdog.
 
 from __future__ import annotations
 
-from engine.errors import EngineError, InvalidValue, NotFound, StoreUnavailable
+from engine.errors import EngineError, InvalidValue, NotFound, RecordRefused, StoreUnavailable
 from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
 from engine.store import Store, now_ms
 
@@ -18,6 +18,7 @@ __all__ = [
     "InvalidValue",
     "NewCheckpoint",
     "NotFound",
+    "RecordRefused",
     "Recorded",
     "Store",
     "StoreUnavailable",

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.clock import system_clock
 from engine.db import connect, migrate, write_transaction
-from engine.errors import NotFound, StoreUnavailable
+from engine.errors import NotFound, RecordRefused, StoreUnavailable
 from engine.models import Attempt, AttemptKey, Checkpoint, Gap, NewCheckpoint, Recorded
 
 __all__ = ["Store", "now_ms"]
@@ -88,14 +88,18 @@ class Store:
         """Record a captured commit for an attempt (contract 3).
 
         Creates the run and attempt on first sight.  In one transaction: a
-        request id seen before returns its row; a commit equal to the
-        attempt's latest checkpoint adds nothing; otherwise the next seq is
-        inserted and the attempt's ``jj_pointer`` moves to the commit.
+        request id seen before returns its row; a request id already on record
+        as a gap, or a request past its ``not_after_ms``, is ``RecordRefused``
+        (each request is recorded once: checkpoint or gap, never both); a
+        commit equal to the attempt's latest checkpoint adds nothing;
+        otherwise the next seq is inserted and the attempt's ``jj_pointer``
+        moves to the commit.
         """
-        now = self._clock()
         try:
             with self._conn() as db, write_transaction(db) as conn:
-                return self._record(conn, new, now)
+                # Read inside the write lock: a gap filed for this request
+                # cannot land between this check and the insert.
+                return self._record(conn, new, self._clock())
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
 
@@ -106,6 +110,7 @@ class Store:
         ).fetchone()
         if seen:
             return Recorded(seq=seen[0], commit_id=seen[1], deduped=False, replayed=True)
+        self._refuse_if_settled(conn, new, now)
         k = new.key
         self._ensure_attempt(conn, k, new.worktree, now)
         latest = conn.execute(
@@ -128,6 +133,16 @@ class Store:
             (new.commit_id, new.worktree, k.run_id, k.node_id, k.iteration, k.attempt),
         )
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
+
+    def _refuse_if_settled(self, conn: sqlite3.Connection, new: NewCheckpoint, now: int) -> None:
+        gap = conn.execute("SELECT reason FROM gaps WHERE request_id=?",
+                           (new.request_id,)).fetchone()
+        if gap:
+            raise RecordRefused(f"request {new.request_id} is already on record as a "
+                                f"{gap[0]} gap", gap_reason=str(gap[0]))
+        if new.not_after_ms is not None and now > new.not_after_ms:
+            raise RecordRefused(f"request {new.request_id} came {now - new.not_after_ms} ms "
+                                "past its deadline; its requester records it")
 
     def _ensure_attempt(
         self, conn: sqlite3.Connection, k: AttemptKey, worktree: str | None, now: int
@@ -207,10 +222,15 @@ class Store:
     # -- gaps --------------------------------------------------------------
 
     def add_gaps(self, gaps: Iterable[Gap]) -> int:
-        """Insert gaps not yet recorded; returns how many were new."""
+        """Insert gaps not yet recorded; returns how many were new.
+
+        A gap whose request already has a checkpoint is skipped: the request
+        was captured after all (a late answer of the service, the hook's own
+        fallback), and a request is on record once, checkpoint or gap.
+        """
         rows = [
             (g.ts_ms, g.run_id, g.request_id, g.reason, g.node_id, g.iteration, g.attempt,
-             g.worktree, g.source, g.tool_use_id, g.detail)
+             g.worktree, g.source, g.tool_use_id, g.detail, g.request_id)
             for g in gaps
         ]
         if not rows:
@@ -219,7 +239,8 @@ class Store:
             with self._conn() as db, write_transaction(db) as conn:
                 before = conn.total_changes
                 conn.executemany(
-                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints WHERE request_id=?)",
                     rows,
                 )
                 return conn.total_changes - before
