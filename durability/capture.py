@@ -21,7 +21,16 @@ from durability.backends import Backend, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.paths import ensure_private_dir
-from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, RecordRefused, Store, now_ms
+from engine import (
+    AttemptKey,
+    Checkpoint,
+    EngineError,
+    NewCheckpoint,
+    NotFound,
+    RecordRefused,
+    Store,
+    now_ms,
+)
 
 __all__ = ["EXPIRED", "CaptureRequest", "Capturer", "Outcome", "expired_outcome"]
 
@@ -42,8 +51,8 @@ class CaptureRequest:
     #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
     changed_paths: frozenset[str] | None = None
     #: The requester's deadline (ms since the epoch): past it the requester
-    #: has given up waiting and records the request itself, so this capture
-    #: neither records it nor files its gap (docs/reliability/service.md).
+    #: has given up waiting and records the request itself, so no capture may
+    #: begin for it here, nor a gap be filed (docs/reliability/service.md).
     not_after_ms: int | None = None
 
     def expired(self) -> bool:
@@ -114,7 +123,21 @@ class Capturer:
             lock.release()
 
     def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
-        """As ``capture``, for a caller that already holds the worktree lock."""
+        """As ``capture``, for a caller that already holds the worktree lock.
+
+        Under the lock, before the snapshot begins: a request past its
+        deadline is not captured (its requester has moved on, and the tree
+        may already hold later calls), and a request already on record (a
+        late answer of the service the hook gave up on) is answered from the
+        record instead of captured again.
+        """
+        settled = {id(r): o for r in requests if (o := self._settled(r)) is not None}
+        todo = [r for r in requests if id(r) not in settled]
+        if todo:
+            settled.update(zip(map(id, todo), self._snapshot(todo), strict=True))
+        return [settled[id(r)] for r in requests]
+
+    def _snapshot(self, requests: list[CaptureRequest]) -> list[Outcome]:
         worktree = requests[0].worktree
         try:
             backend = self.backend(worktree)
@@ -123,6 +146,22 @@ class Capturer:
         except CaptureError as exc:
             return [self.fail(r, exc) for r in requests]
         return [self._record(r, snap) for r in requests]
+
+    def _settled(self, request: CaptureRequest) -> Outcome | None:
+        """The answer to a request that must not be captured now, if any."""
+        if request.expired():
+            return expired_outcome(request)
+        try:
+            found = self._store().request_record(request.request_id)
+        except EngineError:
+            return None  # no record to consult: capture, and let the record fail alone
+        if isinstance(found, Checkpoint):
+            return Outcome(request.request_id, found.seq, found.commit_id)
+        if found is not None:
+            return Outcome(request.request_id, error_code=found.reason,
+                           error_message=f"already on record as a {found.reason} gap",
+                           gap_recorded=True)
+        return None
 
     def _stamps(self, requests: list[CaptureRequest], with_seq: bool) -> list[Stamp]:
         """One stamp per attempt in the batch, named after its first request
@@ -160,13 +199,10 @@ class Capturer:
             operation_id=snap.operation_id, worktree=str(request.worktree),
             source=request.source, request_id=request.request_id,
             tool_use_id=request.tool_use_id, label=request.label,
-            not_after_ms=request.not_after_ms,
         )
         try:
             done = self._store().record_checkpoint(new)
         except RecordRefused as exc:
-            if exc.gap_reason is None:
-                return expired_outcome(request)
             # Already a gap (filed by whoever gave up first): that is its record.
             return Outcome(request.request_id, error_code=exc.gap_reason,
                            error_message=str(exc), gap_recorded=True)

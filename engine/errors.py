@@ -9,7 +9,7 @@ Hierarchy::
     ├── NotFound                "not-found": a run, attempt or checkpoint that
     │                           does not exist
     ├── RecordRefused           "record-refused": a checkpoint whose request is
-    │                           already on record as a gap, or came past its deadline
+    │                           already on record as a gap
     ├── InvalidValue            "invalid-value": a value that fails validation
     ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
     │                           loaded or declares a bad graph
@@ -77,13 +77,11 @@ class NotFound(EngineError):
 
 class RecordRefused(EngineError):
     """A checkpoint the store will not record, so that each request is on
-    record once: its request id is already a gap (``gap_reason``), or the
-    requester's deadline had passed (``gap_reason`` None: the requester gave
-    up waiting and records the request itself)."""
+    record once: its request id is already a gap, with reason ``gap_reason``."""
 
     code = "record-refused"
 
-    def __init__(self, message: str, *, gap_reason: str | None = None) -> None:
+    def __init__(self, message: str, *, gap_reason: str) -> None:
         super().__init__(message)
         self.gap_reason = gap_reason
 

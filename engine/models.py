@@ -31,10 +31,6 @@ class NewCheckpoint:
     operation_id: str | None = None
     tool_use_id: str | None = None
     label: str | None = None
-    #: The requester's deadline (ms since the epoch, the store's clock): past
-    #: it, the requester has stopped waiting and records the request itself,
-    #: so the store refuses the row (``RecordRefused``).  None: no deadline.
-    not_after_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -89,16 +89,16 @@ class Store:
 
         Creates the run and attempt on first sight.  In one transaction: a
         request id seen before returns its row; a request id already on record
-        as a gap, or a request past its ``not_after_ms``, is ``RecordRefused``
-        (each request is recorded once: checkpoint or gap, never both); a
+        as a gap is ``RecordRefused`` (each request is recorded once:
+        checkpoint or gap, never both); a
         commit equal to the attempt's latest checkpoint adds nothing;
         otherwise the next seq is inserted and the attempt's ``jj_pointer``
         moves to the commit.
         """
         try:
             with self._conn() as db, write_transaction(db) as conn:
-                # Read inside the write lock: a gap filed for this request
-                # cannot land between this check and the insert.
+                # Checked inside the write lock: a gap filed for this request
+                # cannot land between the check and the insert.
                 return self._record(conn, new, self._clock())
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
@@ -110,7 +110,7 @@ class Store:
         ).fetchone()
         if seen:
             return Recorded(seq=seen[0], commit_id=seen[1], deduped=False, replayed=True)
-        self._refuse_if_settled(conn, new, now)
+        self._refuse_if_gap(conn, new)
         k = new.key
         self._ensure_attempt(conn, k, new.worktree, now)
         latest = conn.execute(
@@ -134,15 +134,21 @@ class Store:
         )
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
-    def _refuse_if_settled(self, conn: sqlite3.Connection, new: NewCheckpoint, now: int) -> None:
+    def _refuse_if_gap(self, conn: sqlite3.Connection, new: NewCheckpoint) -> None:
         gap = conn.execute("SELECT reason FROM gaps WHERE request_id=?",
                            (new.request_id,)).fetchone()
         if gap:
             raise RecordRefused(f"request {new.request_id} is already on record as a "
                                 f"{gap[0]} gap", gap_reason=str(gap[0]))
-        if new.not_after_ms is not None and now > new.not_after_ms:
-            raise RecordRefused(f"request {new.request_id} came {now - new.not_after_ms} ms "
-                                "past its deadline; its requester records it")
+
+    def request_record(self, request_id: str) -> Checkpoint | Gap | None:
+        """What is on record for a request id: its checkpoint, its gap, or None."""
+        rows = self._read(f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints "
+                          "WHERE request_id=?", (request_id,))
+        if rows:
+            return Checkpoint(*rows[0])
+        gaps = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE request_id=?", (request_id,))
+        return Gap(*gaps[0]) if gaps else None
 
     def _ensure_attempt(
         self, conn: sqlite3.Connection, k: AttemptKey, worktree: str | None, now: int
