@@ -237,3 +237,42 @@ def test_a_flood_of_slow_connections_does_not_starve_other_clients(
     finally:
         flood.kill()
         flood.communicate(timeout=30)
+
+
+def test_a_capture_slower_than_the_answer_wait_is_found_not_redone(
+    tmp_path: Path, repo: Path
+) -> None:
+    # The service's capture outlasts the hook's answer wait (a big tree): the
+    # hook's fallback waits for the worktree lock, then finds the service's
+    # checkpoint for its request instead of capturing again.  Its jj fails,
+    # so a second capture would show up as a gap.
+    import time
+
+    from tests.helpers import write_script
+
+    gated = GatedJj(tmp_path / "gated", when="after")
+    svc = start_service(tmp_path, env={**os.environ, "DURABILITY_JJ": str(gated.path)})
+    broken = write_script(tmp_path / "broken-jj", "#!/bin/sh\nexit 3\n")
+    try:
+        gated.close()
+        (repo / "f.txt").write_text("v1\n")
+        payload = tmp_path / "payload.json"
+        payload.write_text(json.dumps(hook_payload(repo, session_id="run-slow",
+                                                   tool_use_id="t1")))
+        with payload.open("rb") as stdin:
+            hook = subprocess.Popen(
+                [sys.executable, "-m", "durability", "snapshot-hook"], stdin=stdin,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env={**os.environ, **BUDGET, "DURABILITY_JJ": str(broken)})
+        gated.wait_held(1)
+        time.sleep(2.3)  # past the hook's answer wait (about 1.9 s of a 4 s budget)
+        gated.open()
+        out, _ = hook.communicate(timeout=60)
+        assert (hook.returncode, out) == (0, b"")
+        rows = _checkpoints("run-slow")
+        assert [(c.seq, c.tool_use_id) for c in rows] == [(1, "t1")]
+        assert _content(repo, rows[0].commit_id) == b"v1\n"
+        assert _gaps("run-slow") == []
+    finally:
+        gated.open()
+        svc.stop()
