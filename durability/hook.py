@@ -352,9 +352,10 @@ def _request(hook: _Hook, deadline: float) -> None:
     flooded, slow), capture in-process with the rest.
 
     The request carries the moment this hook stops waiting (``deadline_ms``):
-    the service captures and records it only before then, the hook only
-    after, so each call is recorded once and never under a later state
-    (docs/reliability/service.md).
+    the service begins no capture for it after then, and the hook's own
+    capture, under the worktree lock, first looks for a record the service
+    made in time; with the store's refusals, each call is recorded once and
+    never under a later state (docs/reliability/service.md).
     """
     f = hook.fields
     answer_s = _answer_s(hook.env, deadline)

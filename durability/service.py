@@ -204,13 +204,15 @@ class Service:
         pid = _peer_pid(conn)
         with self._conn_lock:
             crowded = pid is not None and self._per_peer.get(pid, 0) >= MAX_PER_PEER
-            if crowded or not self._slots.acquire(blocking=False):
-                return _refuse_busy(conn, "per-client" if crowded else "total")
-            if pid is not None:
-                self._per_peer[pid] = self._per_peer.get(pid, 0) + 1
-            thread = threading.Thread(target=self._serve_conn, args=(conn, pid), daemon=True,
-                                      name="conn")
-            self._conn_threads.add(thread)
+            admitted = not crowded and self._slots.acquire(blocking=False)
+            if admitted:
+                if pid is not None:
+                    self._per_peer[pid] = self._per_peer.get(pid, 0) + 1
+                thread = threading.Thread(target=self._serve_conn, args=(conn, pid),
+                                          daemon=True, name="conn")
+                self._conn_threads.add(thread)
+        if not admitted:
+            return _refuse_busy(conn, "per-client" if crowded else "total")
         thread.start()
 
     def _ingest_loop(self) -> None:
