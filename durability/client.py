@@ -8,7 +8,13 @@ import os
 import time
 
 from durability import fastjson as json  # json imports re: ~6 ms per hook call
-from durability.errors import ConnectionLost, ServiceTimeout, ServiceUnreachable, from_code
+from durability.errors import (
+    ConnectionLost,
+    ServiceBusy,
+    ServiceTimeout,
+    ServiceUnreachable,
+    from_code,
+)
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~3 ms on
 # every hook call, and the annotations need it only when type checking.
@@ -23,13 +29,18 @@ MAX_LINE = 64 * 1024
 
 
 def call(
-    socket_path: str | os.PathLike[str], request: dict[str, Any], *, timeout_s: float
+    socket_path: str | os.PathLike[str], request: dict[str, Any], *, timeout_s: float,
+    connect_timeout_s: float = 2.0,
 ) -> dict[str, Any]:
     """Send one request and return the service's response.
 
     Raises ``ServiceUnreachable`` (no service, or one run by another user),
-    ``ConnectionLost`` (it took the request and went away) or
-    ``ServiceTimeout`` (no answer in ``timeout_s``), all from ``durability.errors``.
+    its ``ServiceBusy`` (over its connection limits) and ``ConnectionLost``
+    (it took the request and went away), or ``ServiceTimeout`` (no answer
+    in ``timeout_s``), all from ``durability.errors``.  ``connect_timeout_s``
+    bounds the connect alone: a stopped or flooded service's full backlog
+    makes connect wait, and the hook would rather capture in-process than
+    spend its budget there.
     """
     deadline = time.monotonic() + timeout_s
     line = json.dumps(request).encode() + b"\n"
@@ -37,7 +48,7 @@ def call(
         raise ValueError("request too large")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(min(timeout_s, 2.0))
+        sock.settimeout(min(timeout_s, connect_timeout_s))
         try:
             sock.connect(os.fspath(socket_path))
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
@@ -47,24 +58,33 @@ def call(
         _check_peer(sock, socket_path)
         try:
             sock.sendall(line)
-            return _read_response(sock, deadline)
+            response = _read_response(sock, deadline)
         except TimeoutError:
             raise ServiceTimeout(f"no answer from the service within {timeout_s:g}s") from None
         except OSError as exc:
             raise ConnectionLost(f"service connection lost: {exc}") from None
     finally:
         sock.close()
+    error = response.get("error")
+    if isinstance(error, dict) and error.get("code") == "service-busy":
+        raise ServiceBusy(f"the service on {socket_path} is busy: {error.get('message')}")
+    return response
 
 
 def capture_request(
     *, request_id: str, run_id: str, node_id: str, iteration: int, attempt: int,
     worktree: str, source: str, tool_use_id: str | None, label: str | None, timeout_ms: int,
+    deadline_ms: int | None = None,
 ) -> dict[str, Any]:
-    """A ``capture`` request in the wire format (``durability.service.protocol``)."""
-    return {"v": 1, "op": "capture", "request_id": request_id, "run_id": run_id,
-            "node_id": node_id, "iteration": iteration, "attempt": attempt,
-            "worktree": worktree, "source": source, "tool_use_id": tool_use_id,
-            "label": label, "timeout_ms": timeout_ms}
+    """A ``capture`` request in the wire format (``durability.service.protocol``);
+    ``deadline_ms`` (ms since the epoch) only when the caller stops waiting then."""
+    request = {"v": 1, "op": "capture", "request_id": request_id, "run_id": run_id,
+               "node_id": node_id, "iteration": iteration, "attempt": attempt,
+               "worktree": worktree, "source": source, "tool_use_id": tool_use_id,
+               "label": label, "timeout_ms": timeout_ms}
+    if deadline_ms is not None:
+        request["deadline_ms"] = deadline_ms
+    return request
 
 
 def _check_peer(sock: socket.socket, socket_path: object) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from durability import paths
+from durability import envms, paths
 from durability.errors import InvalidInput
 
 __all__ = ["Settings"]
@@ -26,17 +26,28 @@ class Settings:
     burst_quiet_ms: int = 60
     #: ...but never longer than this (see ``durability.capture.coalesce``).
     burst_max_ms: int = 400
+    #: The hook gives up connecting to the service after this long (a stopped
+    #: or flooded service's full backlog) and captures in-process.
+    service_connect_ms: int = 200
+    #: The hook gives up waiting for the service's answer after this long (at
+    #: most half of what is left of its budget) and captures in-process.
+    service_answer_ms: int = 3_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        """Settings from the environment; ``InvalidInput`` (invalid-value) names
+        the first variable that is not a usable number of milliseconds.  The
+        hook checks the same table (``durability.envms``) before anything else."""
         return cls(
             state_dir=paths.state_dir(env),
             socket_path=paths.socket_path(env),
             spool_dir=paths.spool_dir(env),
-            jj_timeout_s=_number(env, "DURABILITY_JJ_TIMEOUT_MS", 120_000) / 1000,
-            hook_timeout_ms=int(_number(env, "DURABILITY_HOOK_TIMEOUT_MS", 10_000)),
-            burst_quiet_ms=int(_number(env, "DURABILITY_BURST_QUIET_MS", 60, zero_ok=True)),
-            burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS", 400, zero_ok=True)),
+            jj_timeout_s=_number(env, "DURABILITY_JJ_TIMEOUT_MS") / 1000,
+            hook_timeout_ms=int(_number(env, "DURABILITY_HOOK_TIMEOUT_MS")),
+            burst_quiet_ms=int(_number(env, "DURABILITY_BURST_QUIET_MS")),
+            burst_max_ms=int(_number(env, "DURABILITY_BURST_MAX_MS")),
+            service_connect_ms=int(_number(env, "DURABILITY_SERVICE_CONNECT_MS")),
+            service_answer_ms=int(_number(env, "DURABILITY_SERVICE_ANSWER_MS")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -71,14 +82,8 @@ class Settings:
         return self.state_dir / "service.log"
 
 
-def _number(env: Mapping[str, str], name: str, default: int, *, zero_ok: bool = False) -> float:
-    raw = env.get(name)
-    if not raw:
-        return float(default)
+def _number(env: Mapping[str, str], name: str) -> float:
     try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidInput(f"{name}={raw!r} is not a number of milliseconds") from None
-    if value < 0 or (value == 0 and not zero_ok):
-        raise InvalidInput(f"{name}={raw!r} must be positive")
-    return value
+        return envms.read_ms(env, name)
+    except envms.InvalidSetting as exc:
+        raise InvalidInput(str(exc)) from None

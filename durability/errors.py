@@ -19,7 +19,8 @@ they never change once released.  Hierarchy::
     ├── ServiceError            service-error
     │   ├── ServiceRunning      service-running   a live service already owns the socket
     │   ├── ServiceUnreachable  service-unreachable  no service answers on the socket
-    │   │   └── ConnectionLost  service-unreachable  it took the request and went away
+    │   │   ├── ConnectionLost  service-unreachable  it took the request and went away
+    │   │   └── ServiceBusy     service-busy      over its connection limits: capture here
     │   ├── ServiceTimeout      timeout           it did not answer in the time allowed
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
     │   └── ProtocolError       bad-request / request-too-large / peer-refused
@@ -56,6 +57,7 @@ __all__ = [
     "NotARepo",
     "ProtocolError",
     "RestoreError",
+    "ServiceBusy",
     "ServiceError",
     "ServiceRunning",
     "ServiceTimeout",
@@ -73,6 +75,8 @@ GAP_REASONS = frozenset({
     # polled or captured the whole tree instead.
     "watch-degraded",
     "internal-error", "not-a-repo", "invalid-backend", "git-failed",
+    # A DURABILITY_*_MS setting is not a usable number (the hook names it).
+    "invalid-value",
 })
 
 
@@ -155,6 +159,13 @@ class ConnectionLost(ServiceUnreachable):
     """The service accepted the request and went away before answering."""
 
 
+class ServiceBusy(ServiceUnreachable):
+    """The service is over its connection limits and refused this one: for a
+    caller, as good as no service (capture in process)."""
+
+    code = "service-busy"
+
+
 class ServiceTimeout(ServiceError):
     """The service did not answer within the time allowed.  Its code is the
     ``timeout`` gap reason, and it exits as a capture that timed out."""
@@ -188,6 +199,7 @@ _EXIT_CODES = {
     "bad-request": 4,
     "request-too-large": 4,
     "peer-refused": 4,
+    "service-busy": 4,
     # A capture that could not be taken (each is also a gap reason).
     "jj-missing": 5,
     "jj-too-old": 5,
@@ -223,6 +235,8 @@ CHECK_FAILED_EXIT = 1
 def exit_code(error: BaseException) -> int:
     """The CLI's exit status for an error: the table by code, then by family."""
     code = getattr(error, "code", None)
+    # The code decides before the class: a capture whose record could not be
+    # written is store-unavailable (6), as documented, not a capture error (5).
     if isinstance(code, str) and code in _EXIT_CODES:
         return _EXIT_CODES[code]
     if isinstance(error, CaptureError):
@@ -233,6 +247,7 @@ def exit_code(error: BaseException) -> int:
 
 
 _SERVICE_CODES = {"service-running": ServiceRunning, "service-unreachable": ServiceUnreachable,
+                  "service-busy": ServiceBusy,
                   "insecure-path": InsecurePath, "bad-request": ProtocolError,
                   "request-too-large": ProtocolError, "peer-refused": ProtocolError}
 

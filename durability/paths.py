@@ -87,7 +87,7 @@ def _tempdir() -> str:
     # The fixed /tmp, never $TMPDIR: a shell and a harness (Claude Code sets
     # its own TMPDIR) must find the same socket without sharing an
     # environment.  Used only when there is no private runtime folder.
-    return "/tmp"
+    return "/tmp"  # noqa: S108 (a per-user 0700 folder inside it, checked by ensure_private_dir)
 
 
 def _owned_private(path: str) -> bool:

@@ -5,7 +5,7 @@ It never imports ``durability`` and knows nothing of jj, click or watchdog.
 
 from __future__ import annotations
 
-from engine.errors import EngineError, InvalidValue, NotFound, StoreUnavailable
+from engine.errors import EngineError, InvalidValue, NotFound, RecordRefused, StoreUnavailable
 from engine.models import (
     Attempt,
     AttemptKey,
@@ -26,6 +26,7 @@ __all__ = [
     "InvalidValue",
     "NewCheckpoint",
     "NotFound",
+    "RecordRefused",
     "Recorded",
     "Session",
     "Store",

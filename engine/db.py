@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -25,20 +26,27 @@ BUSY_TIMEOUT_MS = 10_000
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` with the pragmas every connection needs."""
+    """Open ``path`` with the pragmas every connection needs.
+
+    The database is created only when no file exists at ``path``; a file that
+    exists but is empty, not a database or unreadable is ``StoreUnavailable``,
+    never replaced by a fresh one (its seq numbering would restart at 1).
+    """
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
         raise StoreUnavailable(f"cannot create {path.parent}: {exc.strerror}") from exc
-    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    if not os.path.lexists(path):
+        _create(path)
+    _check_existing(path)
     try:
+        # mode=rw: SQLite must not create the file, should it vanish after the check.
         conn = sqlite3.connect(
-            path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+            f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
         )
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
-    finally:
-        os.umask(old)
     try:
         # WAL: readers (listing, restore) never block the capture writer and a
         # crash mid-write leaves the last committed state intact.
@@ -52,8 +60,57 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.Error as exc:
         conn.close()
+        if "not a database" in str(exc):
+            raise StoreUnavailable(f"{path} is not a SQLite database (damaged or overwritten); "
+                                   "move it away to start a new, empty record") from exc
         raise StoreUnavailable(f"cannot use {path}: {exc}") from exc
     return conn
+
+
+def _create(path: Path) -> None:
+    """Create an empty database at ``path`` atomically: built under a private
+    name, then linked into place, which fails if another process won the race.
+    So a file at ``path`` always has a SQLite header, and an empty one can
+    only mean damage."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # Writes the header; WAL is the mode every connection uses anyway.
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process created it first: use theirs
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreUnavailable(f"cannot create {path}: {exc}") from exc
+    finally:
+        os.umask(old)
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def _check_existing(path: Path) -> None:
+    """Refuse a database file that exists but cannot be the store.
+
+    Only stat, never open: closing any descriptor of the file drops every
+    POSIX lock this process holds on it, including those of its open SQLite
+    connections, and another process could then delete the WAL they use.
+    A file that is not a database is caught by the first pragma instead.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the state database {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreUnavailable(f"the state database {path} is not a regular file; "
+                               "move it away to start a new, empty record")
+    if st.st_size == 0:
+        raise StoreUnavailable(f"the state database {path} is empty (0 bytes); it held the "
+                               "record and was truncated: restore it from a backup or move "
+                               "it away to start a new, empty record")
 
 
 @contextmanager

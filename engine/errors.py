@@ -8,6 +8,8 @@ Hierarchy::
     │                           permissions, corruption)
     ├── NotFound                "not-found": a run, attempt or checkpoint that
     │                           does not exist
+    ├── RecordRefused           "record-refused": a checkpoint whose request is
+    │                           already on record as a gap
     ├── InvalidValue            "invalid-value": a value that fails validation
     ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
     │                           loaded or declares a bad graph
@@ -41,6 +43,7 @@ __all__ = [
     "InvalidValue",
     "NotFound",
     "QuotaExhausted",
+    "RecordRefused",
     "ResumeMetadataMismatch",
     "ResumeRefused",
     "RunFailed",
@@ -70,6 +73,17 @@ class StoreUnavailable(EngineError):
 
 class NotFound(EngineError):
     code = "not-found"
+
+
+class RecordRefused(EngineError):
+    """A checkpoint the store will not record, so that each request is on
+    record once: its request id is already a gap, with reason ``gap_reason``."""
+
+    code = "record-refused"
+
+    def __init__(self, message: str, *, gap_reason: str) -> None:
+        super().__init__(message)
+        self.gap_reason = gap_reason
 
 
 class InvalidValue(EngineError):

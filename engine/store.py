@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.clock import system_clock
 from engine.db import connect, migrate, write_transaction
-from engine.errors import NotFound, StoreUnavailable
+from engine.errors import NotFound, RecordRefused, StoreUnavailable
 from engine.models import (
     Attempt,
     AttemptKey,
@@ -118,14 +118,18 @@ class Store:
         """Record a captured commit for an attempt (contract 3, docs/DESIGN.md).
 
         Creates the run and attempt on first sight.  In one transaction: a
-        request id seen before returns its row; a commit equal to the
-        attempt's latest checkpoint adds nothing; otherwise the next seq is
-        inserted and the attempt's ``jj_pointer`` moves to the commit.
+        request id seen before returns its row; a request id already on record
+        as a gap is ``RecordRefused`` (each request is recorded once:
+        checkpoint or gap, never both); a
+        commit equal to the attempt's latest checkpoint adds nothing;
+        otherwise the next seq is inserted and the attempt's ``jj_pointer``
+        moves to the commit.
         """
-        now = self._clock()
         try:
             with self._conn() as db, write_transaction(db) as conn:
-                return self._record(conn, new, now)
+                # Checked inside the write lock: a gap filed for this request
+                # cannot land between the check and the insert.
+                return self._record(conn, new, self._clock())
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
 
@@ -136,6 +140,7 @@ class Store:
         ).fetchone()
         if seen:
             return Recorded(seq=seen[0], commit_id=seen[1], deduped=False, replayed=True)
+        self._refuse_if_gap(conn, new)
         k = new.key
         self._ensure_attempt(conn, k, new.worktree, now)
         latest = conn.execute(
@@ -158,6 +163,23 @@ class Store:
             (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
+
+    def _refuse_if_gap(self, conn: sqlite3.Connection, new: NewCheckpoint) -> None:
+        gap = conn.execute("SELECT reason FROM gaps WHERE request_id=?",
+                           (to_db(new.request_id),)).fetchone()
+        if gap:
+            raise RecordRefused(f"request {new.request_id} is already on record as a "
+                                f"{gap[0]} gap", gap_reason=str(gap[0]))
+
+    def request_record(self, request_id: str) -> Checkpoint | Gap | None:
+        """What is on record for a request id: its checkpoint, its gap, or None."""
+        rows = self._read(f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints "
+                          "WHERE request_id=?", (to_db(request_id),))
+        if rows:
+            return Checkpoint(*rows[0])
+        gaps = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE request_id=?",
+                          (to_db(request_id),))
+        return Gap(*gaps[0]) if gaps else None
 
     def _ensure_attempt(
         self, conn: sqlite3.Connection, k: AttemptKey, worktree: str | None, now: int
@@ -244,11 +266,16 @@ class Store:
     # -- gaps --------------------------------------------------------------
 
     def add_gaps(self, gaps: Iterable[Gap]) -> int:
-        """Insert gaps not yet recorded; returns how many were new."""
+        """Insert gaps not yet recorded; returns how many were new.
+
+        A gap whose request already has a checkpoint is skipped: the request
+        was captured after all (a late answer of the service, the hook's own
+        fallback), and a request is on record once, checkpoint or gap.
+        """
         rows = [
             (g.ts_ms, to_db(g.run_id), to_db(g.request_id), to_db(g.reason), to_db(g.node_id),
              g.iteration, g.attempt, to_db(g.worktree), to_db(g.source), to_db(g.tool_use_id),
-             to_db(g.detail))
+             to_db(g.detail), to_db(g.request_id))
             for g in gaps
         ]
         if not rows:
@@ -257,7 +284,8 @@ class Store:
             with self._conn() as db, write_transaction(db) as conn:
                 before = conn.total_changes
                 conn.executemany(
-                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints WHERE request_id=?)",
                     rows,
                 )
                 return conn.total_changes - before

@@ -22,9 +22,18 @@ from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
 from durability.paths import ensure_private_dir
-from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
+from engine import (
+    AttemptKey,
+    Checkpoint,
+    EngineError,
+    NewCheckpoint,
+    NotFound,
+    RecordRefused,
+    Store,
+    now_ms,
+)
 
-__all__ = ["CaptureRequest", "Capturer", "Outcome"]
+__all__ = ["EXPIRED", "CaptureRequest", "Capturer", "Outcome", "expired_outcome"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,17 @@ class CaptureRequest:
     #: queue overflow, an event barrier up to this request) may set it; the
     #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
     changed_paths: frozenset[str] | None = None
+    #: The requester's deadline (ms since the epoch): past it the requester
+    #: has given up waiting and records the request itself, so no capture may
+    #: begin for it here, nor a gap be filed (docs/reliability/service.md).
+    not_after_ms: int | None = None
+
+    def expired(self) -> bool:
+        return self.not_after_ms is not None and now_ms() > self.not_after_ms
+
+
+#: The error code of a request answered past its deadline: nothing recorded.
+EXPIRED = "expired"
 
 
 @dataclass(frozen=True)
@@ -123,7 +143,21 @@ class Capturer:
             lock.release()
 
     def capture_locked(self, requests: list[CaptureRequest]) -> list[Outcome]:
-        """As ``capture``, for a caller that already holds the worktree lock."""
+        """As ``capture``, for a caller that already holds the worktree lock.
+
+        Under the lock, before the snapshot begins: a request past its
+        deadline is not captured (its requester has moved on, and the tree
+        may already hold later calls), and a request already on record (a
+        late answer of the service the hook gave up on) is answered from the
+        record instead of captured again.
+        """
+        settled = {id(r): o for r in requests if (o := self._settled(r)) is not None}
+        todo = [r for r in requests if id(r) not in settled]
+        if todo:
+            settled.update(zip(map(id, todo), self._snapshot(todo), strict=True))
+        return [settled[id(r)] for r in requests]
+
+    def _snapshot(self, requests: list[CaptureRequest]) -> list[Outcome]:
         worktree = requests[0].worktree
         try:
             backend = self.backend(worktree)
@@ -132,6 +166,22 @@ class Capturer:
         except CaptureError as exc:
             return [self.fail(r, exc) for r in requests]
         return [self._record(r, snap) for r in requests]
+
+    def _settled(self, request: CaptureRequest) -> Outcome | None:
+        """The answer to a request that must not be captured now, if any."""
+        if request.expired():
+            return expired_outcome(request)
+        try:
+            found = self._store().request_record(request.request_id)
+        except EngineError:
+            return None  # no record to consult: capture, and let the record fail alone
+        if isinstance(found, Checkpoint):
+            return Outcome(request.request_id, found.seq, found.commit_id)
+        if found is not None:
+            return Outcome(request.request_id, error_code=found.reason,
+                           error_message=f"already on record as a {found.reason} gap",
+                           gap_recorded=True)
+        return None
 
     def _stamps(self, requests: list[CaptureRequest], with_seq: bool) -> list[Stamp]:
         """One stamp per attempt in the batch, named after its first request
@@ -172,6 +222,10 @@ class Capturer:
         )
         try:
             done = self._store().record_checkpoint(new)
+        except RecordRefused as exc:
+            # Already a gap (filed by whoever gave up first): that is its record.
+            return Outcome(request.request_id, error_code=exc.gap_reason,
+                           error_message=str(exc), gap_recorded=True)
         except EngineError as exc:
             # The commit is captured and pinned; only the row is missing.  Say
             # which commit, so the gap itself points at the lost state.
@@ -185,7 +239,10 @@ class Capturer:
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,
         ingest: bool = True,
     ) -> Outcome:
-        """File a gap for a request that could not be captured."""
+        """File a gap for a request that could not be captured (none past
+        its deadline: its requester files that one)."""
+        if request.expired():
+            return expired_outcome(request)
         code = getattr(error, "code", "internal-error")
         record = spool.gap_record(
             run_id=request.key.run_id, request_id=request.request_id, reason=code,
@@ -197,6 +254,13 @@ class Capturer:
         recorded = write_gap(self.settings, record, self._store if ingest else None)
         return Outcome(request.request_id, error_code=code, error_message=str(error),
                        gap_recorded=recorded)
+
+
+def expired_outcome(request: CaptureRequest) -> Outcome:
+    """The answer to a request past its deadline: nothing recorded for it."""
+    return Outcome(request.request_id, error_code=EXPIRED, error_message=(
+        f"request {request.request_id} passed its deadline before it was recorded; "
+        "its requester records it"))
 
 
 def write_gap(

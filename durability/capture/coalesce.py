@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from durability.capture.capturer import CaptureRequest, Outcome
+from durability.capture.capturer import CaptureRequest, Outcome, expired_outcome
 
 __all__ = ["Coalescer", "coalesced_capture"]
 
@@ -59,6 +59,9 @@ class Coalescer:
         self._stopping = False
         #: Captures run so far, all worktrees (the benchmark reads it).
         self.captures = 0
+        #: Requests dropped because their deadline passed before a capture
+        #: began (a stopped service woken up, a long queue).
+        self.expired = 0
 
     def submit(self, request: CaptureRequest) -> Future[Outcome]:
         future: Future[Outcome] = Future()
@@ -102,7 +105,22 @@ class Coalescer:
                     self._threads.pop(worktree, None)
                 return []
             batch, queue.pending = queue.pending, []
-        return [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
+        return self._drop_expired([(r, f) for r, f in batch if f.set_running_or_notify_cancel()])
+
+    def _drop_expired(
+        self, batch: list[tuple[CaptureRequest, Future[Outcome]]]
+    ) -> list[tuple[CaptureRequest, Future[Outcome]]]:
+        """Answer the requests whose requester gave up before this capture
+        began, without capturing for them: a capture now would show the tree
+        as it is now, later than their tool call, under their label."""
+        live = []
+        for request, future in batch:
+            if request.expired():
+                self.expired += 1
+                future.set_result(expired_outcome(request))
+            else:
+                live.append((request, future))
+        return live
 
     def _gather(self, queue: _Queue) -> None:
         """Let a burst settle: wait until no request has arrived for the quiet

@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from durability import client, fastjson, ids, paths
-from durability.errors import ServiceTimeout, ServiceUnreachable
+from durability import client, envms, fastjson, ids, paths
+from durability.errors import ServiceBusy, ServiceTimeout, ServiceUnreachable
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -211,11 +211,12 @@ def _import_spool() -> None:
 
 
 def _budget_ms(env: Mapping[str, str]) -> int:
+    """The budget, read as ``Settings`` reads it; an invalid value is filed as
+    an invalid-value gap by ``run_hook``, which needs a budget meanwhile."""
     try:
-        value = int(env.get("DURABILITY_HOOK_TIMEOUT_MS", DEFAULT_BUDGET_MS))
-    except ValueError:
+        return int(envms.read_ms(env, "DURABILITY_HOOK_TIMEOUT_MS"))
+    except envms.InvalidSetting:
         return DEFAULT_BUDGET_MS
-    return value if value > 0 else DEFAULT_BUDGET_MS
 
 
 def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
@@ -236,6 +237,13 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
     problem = _identify(hook, payload)
     if problem:
         return hook.gap("bad-hook-input", problem)
+    # Checked before any capture, service or not, so every path agrees: a
+    # setting the user wrote and we cannot honour is one invalid-value gap
+    # naming it, not a capture with a guessed value (a default budget could
+    # outlast the harness's own hook timeout and leave no record at all).
+    invalid = envms.first_invalid(hook.env)
+    if invalid:
+        return hook.gap("invalid-value", invalid)
     reason, detail = _locate_worktree(hook, payload)
     if reason:
         return hook.gap(reason, detail)
@@ -359,22 +367,36 @@ def tool_label(payload: dict[str, Any], root: str) -> str | None:
 
 
 def _request(hook: _Hook, deadline: float) -> None:
+    """Ask the service, for a bounded part of the budget; past it (stopped,
+    flooded, slow), capture in-process with the rest.
+
+    The request carries the moment this hook stops waiting (``deadline_ms``):
+    the service begins no capture for it after then, and the hook's own
+    capture, under the worktree lock, first looks for a record the service
+    made in time; with the store's refusals, each call is recorded once and
+    never under a later state (docs/reliability/service.md).
+    """
     f = hook.fields
+    answer_s = _answer_s(hook.env, deadline)
     request = client.capture_request(
         request_id=hook.request_id, run_id=hook.run_id, node_id=f["node_id"],
         iteration=f["iteration"], attempt=f["attempt"], worktree=f["worktree"],
         source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
-        timeout_ms=max(100, int((deadline - time.monotonic() - _MARGIN_S) * 1000)))
+        timeout_ms=max(100, int(answer_s * 1000)),
+        deadline_ms=time.time_ns() // 1_000_000 + int(answer_s * 1000))
+    connect_s = envms.read_ms(hook.env, "DURABILITY_SERVICE_CONNECT_MS") / 1000
     try:
-        response = client.call(paths.socket_path_str(hook.env), request,
-                               timeout_s=max(deadline - time.monotonic(), 0.1))
-    except ServiceTimeout as exc:
-        return hook.gap("timeout", str(exc))
+        response = client.call(paths.socket_path_str(hook.env), request, timeout_s=answer_s,
+                               connect_timeout_s=connect_s)
+    except (ServiceTimeout, ServiceBusy):  # there, but stopped or flooded: capture here
+        return _fallback(hook, deadline)
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
-        _autostart(hook.env)
+        _autostart(hook.env)  # and start one for the calls after this
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()
+    if (response.get("error") or {}).get("code") == "expired":
+        return _fallback(hook, deadline)  # answered just too late: ours now
     if response.get("gap_recorded"):
         return hook.succeed()  # the service saw the failure and filed it
     error = response.get("error") or {}
@@ -387,6 +409,15 @@ def _autostart(env: Mapping[str, str]) -> None:
 
     if autostart.enabled(env):
         autostart.start_service(env)
+
+
+def _answer_s(env: Mapping[str, str], deadline: float) -> float:
+    """How long to wait for the service: ``DURABILITY_SERVICE_ANSWER_MS``,
+    but never more than half of what is left, so the in-process capture
+    after it has at least as long as the wait before it."""
+    left = deadline - time.monotonic()
+    configured = envms.read_ms(env, "DURABILITY_SERVICE_ANSWER_MS") / 1000
+    return max(min(configured, left / 2), 0.1)
 
 
 def _fallback(hook: _Hook, deadline: float) -> None:

@@ -8,7 +8,16 @@ Request (``op`` ``capture``)::
 
     {"v": 1, "op": "capture", "request_id": "...", "run_id": "...",
      "node_id": "...", "iteration": 0, "attempt": 1, "worktree": "/abs/path",
-     "source": "hook", "tool_use_id": "...", "label": "...", "timeout_ms": 9000}
+     "source": "hook", "tool_use_id": "...", "label": "...", "timeout_ms": 9000,
+     "deadline_ms": 1764496800000}
+
+``deadline_ms`` (optional, added compatibly: an older service ignores it) is
+when the requester stops waiting, in ms since the epoch.  A request still
+waiting for its capture to begin at that time is dropped, and a capture that
+finishes past it records nothing for it: the requester has captured or filed
+the request itself (docs/reliability/service.md).  Such a request is answered
+``{"ok": false, "error": {"code": "expired", ...}, "gap_recorded": false}``.
+A connection over the service's limits is answered ``service-busy`` and closed.
 
 Response::
 
@@ -96,6 +105,7 @@ class CaptureReq(_Base):
     tool_use_id: Annotated[str, Field(max_length=200)] | None = None
     label: Annotated[str, Field(max_length=1000)] | None = None
     timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 60_000
+    deadline_ms: Annotated[int, Field(ge=0, lt=2**53)] | None = None
 
 
 class WatchReq(_Base):

@@ -14,7 +14,9 @@ import logging
 import os
 import socket
 import stat
+import struct
 import threading
+import time
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -24,7 +26,7 @@ import filelock
 
 from durability import client
 from durability.backends import resolve_worktree
-from durability.capture.capturer import Capturer, CaptureRequest, Outcome
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
 from durability.capture.coalesce import Coalescer
 from durability.config import Settings
 from durability.errors import (
@@ -45,12 +47,19 @@ __all__ = ["VERSION", "Service"]
 
 log = logging.getLogger("durability.service")
 VERSION = "0.1.0"
-# Bound on simultaneous connections: beyond it, accept waits (back-pressure)
-# instead of growing threads without limit.
+# Bound on simultaneous connections (one thread each).  Beyond it a new
+# connection is answered service-busy at once, so its client captures
+# in-process instead of waiting in the backlog.
 MAX_CONNECTIONS = 256
-# A client has this long to send its request line; a silent connection is
-# closed so it cannot pin a thread.
-READ_TIMEOUT_S = 10.0
+# Bound per client process (peer pid): one process holding many connections
+# (a flood of slow clients) cannot take every slot from the others.  A hook
+# uses one connection; the SDK and the watcher a few at most.
+MAX_PER_PEER = 16
+# A client has this long, in all, to send each request line: a connection
+# trickling one byte every few seconds is closed once it runs out, so it
+# cannot pin a thread (a per-recv timeout would restart with every byte).
+# Clients send their line right after connecting.
+READ_TIMEOUT_S = 2.0
 # How often gaps spooled by other processes are pulled into the store.
 INGEST_INTERVAL_S = 30.0
 # The accept loop wakes this often to notice stop(); costs nothing measurable.
@@ -66,6 +75,7 @@ class Service:
         self._threads: list[threading.Thread] = []
         self._conn_threads: set[threading.Thread] = set()
         self._conn_lock = threading.Lock()
+        self._per_peer: dict[int, int] = {}
         self._listener: socket.socket | None = None
         self._lock: filelock.BaseFileLock | None = None
         self._inode: int | None = None
@@ -187,12 +197,24 @@ class Service:
                 if self._stop.is_set():
                     return
                 continue
-            self._slots.acquire()
-            thread = threading.Thread(target=self._serve_conn, args=(conn,), daemon=True,
-                                      name="conn")
-            with self._conn_lock:
+            self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Serve ``conn`` on its own thread, or refuse it at once (never wait:
+        the accept loop must keep answering everyone else)."""
+        pid = _peer_pid(conn)
+        with self._conn_lock:
+            crowded = pid is not None and self._per_peer.get(pid, 0) >= MAX_PER_PEER
+            admitted = not crowded and self._slots.acquire(blocking=False)
+            if admitted:
+                if pid is not None:
+                    self._per_peer[pid] = self._per_peer.get(pid, 0) + 1
+                thread = threading.Thread(target=self._serve_conn, args=(conn, pid),
+                                          daemon=True, name="conn")
                 self._conn_threads.add(thread)
-            thread.start()
+        if not admitted:
+            return _refuse_busy(conn, "per-client" if crowded else "total")
+        thread.start()
 
     def _ingest_loop(self) -> None:
         while not self._stop.wait(INGEST_INTERVAL_S):
@@ -211,7 +233,7 @@ class Service:
 
     # -- one connection ----------------------------------------------------
 
-    def _serve_conn(self, conn: socket.socket) -> None:
+    def _serve_conn(self, conn: socket.socket, pid: int | None) -> None:
         try:
             with conn:
                 conn.settimeout(READ_TIMEOUT_S)
@@ -225,12 +247,20 @@ class Service:
         finally:
             with self._conn_lock:
                 self._conn_threads.discard(threading.current_thread())
+                if pid is not None:
+                    left = self._per_peer.pop(pid, 1) - 1
+                    if left:
+                        self._per_peer[pid] = left
             self._slots.release()
 
     def _serve_lines(self, conn: socket.socket) -> None:
         buf = b""
         while not self._stop.is_set():
+            # Each line within READ_TIMEOUT_S in all; past it, recv raises
+            # TimeoutError (an OSError) and the connection is closed.
+            line_deadline = time.monotonic() + READ_TIMEOUT_S
             while b"\n" not in buf and len(buf) <= protocol.MAX_REQUEST_BYTES:
+                conn.settimeout(max(line_deadline - time.monotonic(), 0.001))
                 chunk = conn.recv(65536)
                 if not chunk:
                     return
@@ -253,7 +283,7 @@ class Service:
             assert self.coalescer is not None
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
-                    "requests": self.requests}
+                    "requests": self.requests, "expired": self.coalescer.expired}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
@@ -276,16 +306,22 @@ class Service:
             request = dataclasses.replace(request, worktree=resolve_worktree(req.worktree))
         except CaptureError as exc:
             return self.capturer.fail(request, exc)
+        if request.expired():  # read only now, from a backlog the service was slow to drain
+            self.coalescer.expired += 1
+            return expired_outcome(request)
         try:
             future = self.coalescer.submit(request)
         except RuntimeError as exc:
             return Outcome(req.request_id, error_code="service-unreachable",
                            error_message=str(exc))
         try:
-            return future.result(timeout=req.timeout_ms / 1000)
+            return future.result(timeout=_wait_s(req))
         except FutureTimeout:
             if future.cancel():
-                # Never started: nobody will answer it, so it is a gap now.
+                # Never started.  Past its deadline its requester records it;
+                # otherwise nobody will, so it is a gap now.
+                if request.expired():
+                    return expired_outcome(request)
                 err = LockTimeout(f"not captured within {req.timeout_ms} ms")
                 return self.capturer.fail(request, err)
             # Already capturing: its own result is the truth; wait for it.
@@ -304,7 +340,41 @@ def _request(req: protocol.CaptureReq) -> CaptureRequest:
     return CaptureRequest(
         key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
         worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
-        tool_use_id=req.tool_use_id, label=req.label)
+        tool_use_id=req.tool_use_id, label=req.label, not_after_ms=req.deadline_ms)
+
+
+def _wait_s(req: protocol.CaptureReq) -> float:
+    """How long to wait for a capture to begin: ``timeout_ms``, and never
+    past the request's deadline (a little after, so a capture that began in
+    time is still waited for by ``future.result()``)."""
+    wait = req.timeout_ms / 1000
+    if req.deadline_ms is not None:
+        wait = min(wait, max(req.deadline_ms / 1000 - time.time(), 0) + 0.05)
+    return wait
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The client's pid (Linux SO_PEERCRED); None where the platform cannot tell."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))
+    except OSError:
+        return None
+    return int(pid)
+
+
+def _refuse_busy(conn: socket.socket, which: str) -> None:
+    """Answer service-busy and close: the client captures in-process at once."""
+    with conn:
+        try:
+            conn.settimeout(0.05)  # a fresh socket's buffer takes one line; never wait
+            _send(conn, protocol.error_response(
+                "service-busy", f"the service's {which} connection limit is reached"))
+        except OSError:
+            pass
+    log.warning("refused a connection: %s connection limit reached", which)
 
 
 def _answers(path: Path) -> bool:

@@ -329,10 +329,12 @@ def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:
         wedged.bind(sock_path)
         wedged.listen(8)
         run_hook(hook_payload(repo, session_id="sess-wedged"), timeout=60,
-                 env={"DURABILITY_HOOK_TIMEOUT_MS": "1500"})
-    gap = one_gap("sess-wedged", "timeout")
-    assert gap["worktree"] == str(repo)
-    assert checkpoints("sess-wedged") == []
+                 env={"DURABILITY_HOOK_TIMEOUT_MS": "4000"})
+    # Issue 8: the hook stops waiting after half its budget and captures
+    # in-process with the rest (docs/reliability/service.md).
+    [row] = checkpoints("sess-wedged")
+    assert row.worktree == str(repo)
+    assert spool_lines("sess-wedged") == []
 
 
 # -- the fast path ---------------------------------------------------------------------
