@@ -99,10 +99,17 @@ class WorktreeIndex:
             self._apply(_diff_paths(self.repo, self.index, sorted(cleaned)))
 
     def _apply(self, diff: pygit2.Diff) -> None:
-        for delta in diff.deltas:
-            if delta.status == DeltaStatus.DELETED:
+        # Deletions first, each only if still there: adding ``a`` (a file or
+        # link where a folder was) drops every ``a/...`` entry, and adding
+        # ``a/e/f`` drops a file entry ``a``; whichever order libgit2 lists
+        # the deltas in (it depends on how the siblings' names sort), a later
+        # removal of such an entry must not fail the capture.
+        deltas = list(diff.deltas)
+        for delta in deltas:
+            if delta.status == DeltaStatus.DELETED and delta.old_file.path in self.index:
                 self.index.remove(delta.old_file.path)
-            else:
+        for delta in deltas:
+            if delta.status != DeltaStatus.DELETED:
                 self._add(delta.new_file.path)
 
     def _add(self, path: str) -> None:
