@@ -17,13 +17,13 @@ from pathlib import Path
 import filelock
 
 from durability import spool
-from durability.backends import Backend, Snapshot, Stamp, backend_for
+from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.paths import ensure_private_dir
 from engine import AttemptKey, EngineError, NewCheckpoint, NotFound, Store
 
-__all__ = ["CaptureRequest", "Capturer", "Outcome"]
+__all__ = ["CaptureRequest", "Capturer", "Outcome", "skipped_list"]
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,17 @@ class Outcome:
     error_code: str | None = None
     error_message: str | None = None
     gap_recorded: bool = False
+    #: Paths the checkpoint left out (each filed as a gap once per attempt).
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.error_code is None
+
+
+def skipped_list(outcome: Outcome) -> list[dict[str, str]]:
+    """The paths a checkpoint left out, as the wire and the CLI show them."""
+    return [{"path": s.path, "reason": s.reason} for s in outcome.skipped]
 
 
 class Capturer:
@@ -81,7 +88,8 @@ class Capturer:
         return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
 
     def backend(self, worktree: Path) -> Backend:
-        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env)
+        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env,
+                           max_new_file_size=self.settings.max_new_file_size)
 
     def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         """One snapshot of the requests' worktree answers all of them."""
@@ -157,9 +165,18 @@ class Capturer:
             # which commit, so the gap itself points at the lost state.
             # Not ingested now: the store just failed, and waiting out its
             # busy timeout a second time would only delay the answer.
+            if snap.skipped:
+                from durability.path_gaps import file_path_gaps
+
+                file_path_gaps(self.settings, None, request, snap.skipped)
             return self.fail(request, exc, detail=f"commit {new.commit_id}: {exc}",
                              ingest=False)
-        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
+        if snap.skipped:
+            from durability.path_gaps import file_path_gaps
+
+            file_path_gaps(self.settings, self._store, request, snap.skipped)
+        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
+                       skipped=snap.skipped)
 
     def fail(
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,

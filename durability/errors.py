@@ -15,6 +15,7 @@ they never change once released.  Hierarchy::
     │   ├── WorktreeMissing     worktree-missing
     │   ├── JjFailed            jj-failed
     │   ├── JjTimeout           jj-timeout
+    │   ├── UnreadablePath      unreadable-path   jj could not snapshot around a path it cannot read
     │   └── LockTimeout         timeout           the worktree lock was not free in time
     ├── ServiceError
     │   ├── ServiceRunning      service-running   a live service already owns the socket
@@ -50,6 +51,7 @@ __all__ = [
     "ServiceError",
     "ServiceRunning",
     "ServiceUnreachable",
+    "UnreadablePath",
     "WorktreeMissing",
     "exit_code",
 ]
@@ -62,6 +64,9 @@ GAP_REASONS = frozenset({
     # polled or captured the whole tree instead.
     "watch-degraded",
     "internal-error", "not-a-repo", "invalid-backend", "git-failed",
+    # A capture left a path out (its checkpoint, if any, holds the rest):
+    # the path cannot be read, or jj refused a new file over its size limit.
+    "unreadable-path", "file-too-large",
 })
 
 
@@ -122,6 +127,10 @@ class JjFailed(CaptureError):
 
 class JjTimeout(CaptureError):
     code = "jj-timeout"
+
+
+class UnreadablePath(CaptureError):
+    code = "unreadable-path"
 
 
 class LockTimeout(CaptureError):

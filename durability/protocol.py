@@ -14,6 +14,8 @@ Response::
 
     {"v": 1, "ok": true, "request_id": "...", "seq": 3, "commit_id": "...",
      "deduped": false}
+    (plus "skipped": [{"path": "...", "reason": "unreadable-path"}, ...] when
+     the checkpoint left paths out; each is also a gap)
     {"v": 1, "ok": false, "request_id": "...",
      "error": {"code": "jj-failed", "message": "..."}, "gap_recorded": true}
 
@@ -35,7 +37,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from durability import ids
-from durability.capture import Outcome
+from durability.capture import Outcome, skipped_list
 from durability.errors import ProtocolError
 
 __all__ = [
@@ -149,8 +151,12 @@ def parse_request(line: bytes) -> AnyReq:
 
 def outcome_response(outcome: Outcome) -> dict[str, Any]:
     if outcome.ok:
-        return {"v": 1, "ok": True, "request_id": outcome.request_id, "seq": outcome.seq,
-                "commit_id": outcome.commit_id, "deduped": outcome.deduped}
+        answer: dict[str, Any] = {"v": 1, "ok": True, "request_id": outcome.request_id,
+                                  "seq": outcome.seq, "commit_id": outcome.commit_id,
+                                  "deduped": outcome.deduped}
+        if outcome.skipped:
+            answer["skipped"] = skipped_list(outcome)
+        return answer
     return {"v": 1, "ok": False, "request_id": outcome.request_id,
             "error": {"code": outcome.error_code, "message": outcome.error_message},
             "gap_recorded": outcome.gap_recorded}

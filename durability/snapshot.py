@@ -10,7 +10,7 @@ from typing import Any
 
 from durability import client
 from durability.backends import resolve_worktree
-from durability.capture import Capturer, CaptureRequest
+from durability.capture import Capturer, CaptureRequest, skipped_list
 from durability.config import Settings
 from durability.errors import CaptureError
 from durability.inprocess import capture_once, lazy_store
@@ -30,7 +30,9 @@ def snapshot_now(
     tool_use_id: str | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> dict[str, Any]:
-    """Capture now; ``{"seq", "commit_id", "deduped"}``, or raise with the gap's code."""
+    """Capture now; ``{"seq", "commit_id", "deduped", "skipped"}``, or raise with
+    the gap's code.  ``skipped`` lists the paths the checkpoint left out
+    (``{"path", "reason"}``, each also filed as a gap)."""
     # Cut as the hook does, to what the service accepts, so a long label is
     # stored the same way whether or not a service answers.
     label = label[:1000] if label is not None else None
@@ -54,7 +56,7 @@ def snapshot_now(
                                request_id=request_id, tool_use_id=tool_use_id, label=label,
                                lock_timeout_s=settings.jj_timeout_s + 30, env=env)
         answer = {"ok": outcome.ok, "seq": outcome.seq, "commit_id": outcome.commit_id,
-                  "deduped": outcome.deduped,
+                  "deduped": outcome.deduped, "skipped": skipped_list(outcome),
                   "error": {"code": outcome.error_code, "message": outcome.error_message}}
     except client.WaitTimeout as exc:
         raise CaptureError(str(exc), code="timeout") from None
@@ -62,4 +64,4 @@ def snapshot_now(
         error = answer.get("error") or {}
         raise CaptureError(str(error.get("message")), code=str(error.get("code")))
     return {"seq": answer["seq"], "commit_id": answer["commit_id"],
-            "deduped": bool(answer["deduped"])}
+            "deduped": bool(answer["deduped"]), "skipped": list(answer.get("skipped") or [])}

@@ -27,6 +27,7 @@ from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
 from durability.backends.git_repo import open_worktree
+from durability.backends.unreadable import find_unreadable, is_unreadable
 
 __all__ = ["WorktreeIndex"]
 
@@ -58,6 +59,9 @@ class WorktreeIndex:
         self.last_scan = ""
         self._rules = self._rule_stamp()
         self._submodules: list[str] = []
+        #: Paths the last ``stage`` left out because they cannot be read: an
+        #: entry the index held for one keeps its previous content.
+        self.skipped: list[str] = []
 
     # -- scanning ------------------------------------------------------------
 
@@ -80,7 +84,15 @@ class WorktreeIndex:
         return self.index.write_tree()
 
     def _stage_all(self) -> None:
-        self._apply(self.index.diff_to_workdir(flags=_SCAN_FLAGS))
+        # libgit2 fails the whole diff on a tracked file it cannot open, and
+        # silently skips a folder it cannot list: find such paths first and
+        # keep them out of the diff (their entries stay as they were).
+        self.skipped = find_unreadable(self.worktree, ignored=self._ignored)
+        if not self.skipped:
+            self._apply(self.index.diff_to_workdir(flags=_SCAN_FLAGS))
+            return
+        spec = [f"!{_escape(p)}" for p in self.skipped] + ["*"]
+        self._apply(_diff_paths(self.repo, self.index, spec, literal=False))
 
     def _stage_paths(self, paths: Collection[str]) -> None:
         """Restage only ``paths`` (a folder: everything under it).
@@ -90,13 +102,32 @@ class WorktreeIndex:
         not the size of the tree.
         """
         cleaned = {c for c in map(_clean, paths) if c is not None}
+        # A path left out before and readable now is restaged: a mode change
+        # alone may not reach a watcher.
+        cleaned |= {p for p in self.skipped if not is_unreadable(self.worktree, p)}
         # A submodule's HEAD moves inside the superproject's .git (modules/),
         # where a watcher does not look: its gitlink is always rechecked (one
         # HEAD read each), and a path inside it stands for the submodule.
         for sub in self._submodules:
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
-        if cleaned:
+        still = {p for p in self.skipped if p not in cleaned}
+        self.skipped = sorted(still | set(find_unreadable(self.worktree, sorted(cleaned),
+                                                          ignored=self._ignored)))
+        if not cleaned:
+            return
+        if not self.skipped:
             self._apply(_diff_paths(self.repo, self.index, sorted(cleaned)))
+            return
+        spec = [f"!{_escape(p)}" for p in self.skipped] + [_escape(c) for c in sorted(cleaned)]
+        self._apply(_diff_paths(self.repo, self.index, spec, literal=False))
+
+    def _ignored(self, path: str) -> bool:
+        """Whether git ignores ``path`` (a folder's ends with ``/``): what
+        git ignores is never captured, readable or not."""
+        try:
+            return bool(self.repo.path_is_ignored(path))
+        except pygit2.GitError:
+            return False
 
     def _apply(self, diff: pygit2.Diff) -> None:
         # Deletions first, each only if still there: adding ``a`` (a file or
@@ -127,7 +158,13 @@ class WorktreeIndex:
             if path in self.index:
                 self.index.remove(path)
             return
-        self.index.add(path)
+        try:
+            self.index.add(path)
+        except pygit2.GitError:
+            # Made unreadable after the walk that looked for such files.
+            if not is_unreadable(self.worktree, path):
+                raise
+            self.skipped = sorted({*self.skipped, path})
 
     def _add_embedded_repo(self, path: str) -> None:
         try:
@@ -175,15 +212,23 @@ def _is_gitlink(index: pygit2.Index, path: str) -> bool:
         return False
 
 
-def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str]) -> pygit2.Diff:
-    """Index-to-workdir diff limited to literal ``paths``.
+def _escape(path: str) -> str:
+    """``path`` as a libgit2 pathspec pattern that matches only itself."""
+    return "".join("\\" + c if c in "*?[]\\!" else c for c in path)
+
+
+def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str], *,
+                literal: bool = True) -> pygit2.Diff:
+    """Index-to-workdir diff limited to literal ``paths`` (or, with
+    ``literal=False``, to libgit2 pathspec patterns: the first that matches
+    a path decides, and ``!`` excludes).
 
     pygit2's ``diff_to_workdir`` takes no pathspec, so the same libgit2 call
     is made here through pygit2's own cffi binding.
     """
     opts = ffi.new("git_diff_options *")
     _check(C.git_diff_options_init(opts, 1))
-    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH)
+    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH if literal else _SCAN_FLAGS)
     out = ffi.new("git_diff **")
     with StrArray(paths) as array:
         array.assign_to(opts.pathspec)

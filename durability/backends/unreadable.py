@@ -1,0 +1,107 @@
+"""Finding the paths of a worktree this process cannot read.
+
+One file with mode 000 (or owned by another user) used to fail every capture,
+and so every restore, whose pre-restore capture is mandatory.  Both backends
+now leave such paths out of the capture and report them (``Skipped``); this
+walk is how they learn which paths those are.
+
+A file counts when it is a regular file this process cannot open for reading;
+a folder when it cannot be listed or entered (its contents are then unknown,
+so the folder itself is reported and not descended into).  The check is
+``os.access`` with the real ids, which is what the capture runs as (the
+toolkit never changes ids), ACLs and capabilities included.  Symlinks are not
+followed: a capture stores a link's target text, which is always readable.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+__all__ = ["find_unreadable", "is_unreadable"]
+
+#: Folders a capture never stores, at the worktree's root.
+_PRIVATE = frozenset({".git", ".jj"})
+
+
+def find_unreadable(
+    root: Path,
+    under: Iterable[str] = ("",),
+    *,
+    ignored: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Worktree-relative paths (``/``-separated) under each of ``under``
+    (``""``: the whole worktree) that cannot be read, sorted.
+
+    ``ignored(path)`` (a folder's path ends with ``/``) prunes what the
+    backend would not capture anyway, so it is never reported.
+    """
+    found: set[str] = set()
+    for start in under:
+        _walk(root, start, ignored, found)
+    return sorted(found)
+
+
+def is_unreadable(root: Path, rel: str) -> bool:
+    """Whether ``rel`` exists and cannot be read (see the module docstring)."""
+    try:
+        st = os.lstat(root / rel)
+    except OSError:
+        return False
+    return _denied(os.path.join(root, rel), st.st_mode)
+
+
+def _walk(root: Path, start: str, ignored: Callable[[str], bool] | None,
+          found: set[str]) -> None:
+    stack = [start]
+    while stack:
+        rel = stack.pop()
+        full = os.path.join(root, rel) if rel else str(root)
+        try:
+            st_mode = os.lstat(full).st_mode
+        except PermissionError:
+            # A named path inside a folder that cannot be entered: whatever
+            # is there is unknown, so that path is what gets left out.
+            found.add(rel)
+            continue
+        except OSError:
+            continue  # gone
+        if not stat.S_ISDIR(st_mode):
+            if _denied(full, st_mode) and not (ignored and ignored(rel)):
+                found.add(rel)
+            continue
+        if rel and (ignored and ignored(rel + "/")):
+            continue
+        if _denied(full, st_mode):
+            if rel:
+                found.add(rel)
+            continue
+        try:
+            entries = list(os.scandir(full))
+        except OSError:
+            found.add(rel)
+            continue
+        for entry in entries:
+            if not rel and entry.name in _PRIVATE:
+                continue
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = entry.is_file(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                stack.append(child)
+            elif is_file and not os.access(entry.path, os.R_OK) and not (
+                    ignored and ignored(child)):
+                found.add(child)
+
+
+def _denied(full: str, mode: int) -> bool:
+    if stat.S_ISDIR(mode):
+        return not os.access(full, os.R_OK | os.X_OK)
+    if stat.S_ISREG(mode):
+        return not os.access(full, os.R_OK)
+    return False
