@@ -145,7 +145,7 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
     if as_json:
         _emit(result)
     else:
-        skipped = result["skipped"]
+        skipped = result.get("skipped", [])
         # A checkpoint that left paths out is never "unchanged": the tree may
         # match the last one only because the same paths were left out.
         note = (f" ({len(skipped)} path(s) left out, see `durability gaps`)" if skipped

@@ -30,8 +30,8 @@ def snapshot_now(
     tool_use_id: str | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> dict[str, Any]:
-    """Capture now; ``{"seq", "commit_id", "deduped", "skipped"}``, or raise with
-    the gap's code.  ``skipped`` lists the paths the checkpoint left out
+    """Capture now; ``{"seq", "commit_id", "deduped"}``, or raise with the gap's
+    code.  When the checkpoint left paths out, ``skipped`` lists them
     (``{"path", "reason"}``, each also filed as a gap)."""
     # Cut as the hook does, to what the service accepts, so a long label is
     # stored the same way whether or not a service answers.
@@ -63,5 +63,8 @@ def snapshot_now(
     if not answer.get("ok"):
         error = answer.get("error") or {}
         raise CaptureError(str(error.get("message")), code=str(error.get("code")))
-    return {"seq": answer["seq"], "commit_id": answer["commit_id"],
-            "deduped": bool(answer["deduped"]), "skipped": list(answer.get("skipped") or [])}
+    result = {"seq": answer["seq"], "commit_id": answer["commit_id"],
+              "deduped": bool(answer["deduped"])}
+    if answer.get("skipped"):
+        result["skipped"] = list(answer["skipped"])
+    return result
