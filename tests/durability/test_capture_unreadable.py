@@ -234,3 +234,68 @@ def test_jj_changed_then_unreadable_tracked_file_is_an_unreadable_path_gap(
     assert done.returncode == 5 and "unreadable-path" in done.stderr, done.stderr
     recorded = [g for g in gaps() if g["reason"] == "unreadable-path"]
     assert len(recorded) == 1 and "kept.txt" in recorded[0]["detail"]
+
+
+def test_git_unreadable_names_with_pattern_characters_exclude_only_themselves(
+    grepo: Path
+) -> None:
+    """The unreadable paths are kept out of libgit2's diff by pathspec
+    patterns: a name with ``*``, ``[`` or a leading ``!`` must match itself
+    only, never a readable file its unescaped pattern would match."""
+    for name in ("we*ird[1].txt", "!bang"):
+        (grepo / name).write_text("unreadable\n")
+    (grepo / "weXXird1.txt").write_text("readable v1\n")
+    (grepo / "bang").write_text("readable bang v1\n")
+    snapshot(grepo)
+    (grepo / "weXXird1.txt").write_text("readable v2\n")
+    (grepo / "bang").write_text("readable bang v2\n")
+    for name in ("we*ird[1].txt", "!bang"):
+        (grepo / name).write_text("changed, unreadable\n")
+        lock(grepo / name)
+    done = snapshot(grepo)
+    assert [s["path"] for s in done.get("skipped", [])] == ["!bang", "we*ird[1].txt"]
+    tree = git_manifest(grepo, done["commit_id"])
+    assert tree["weXXird1.txt"] == b"readable v2\n" and tree["bang"] == b"readable bang v2\n"
+    assert tree["we*ird[1].txt"] == b"unreadable\n" and tree["!bang"] == b"unreadable\n"
+
+
+INFORMED = r"""
+import json, sys
+from pathlib import Path
+from durability.backends.git import GitBackend
+root, changed = Path(sys.argv[1]), json.loads(sys.argv[2])
+backend = GitBackend()
+first = backend.snapshot(root)                        # a full scan: the index is primed
+(root / "ok.txt").write_text("informed v2\n")
+(root / "locked.txt").write_text("locked v2\n")
+import os; os.chmod(root / "locked.txt", 0)
+second = backend.snapshot(root, changed_paths=changed)  # only the watcher's paths
+from durability.backends.git import worktree_index
+assert worktree_index(root).last_scan == "paths"
+os.chmod(root / "locked.txt", 0o644)
+third = backend.snapshot(root, changed_paths=[])      # readable again: restaged anyway
+print(json.dumps([[s.path for s in snap.skipped] for snap in (first, second, third)]
+                 + [backend.tree_id(root, s.commit_id) for s in (second, third)]))
+"""
+
+
+def test_git_informed_capture_skips_an_unreadable_changed_path(grepo: Path) -> None:
+    """A watcher-informed capture (only the changed paths) leaves out an
+    unreadable one too, and restages it once it is readable again."""
+    import sys
+
+    done = unprivileged(sys.executable, "-c", INFORMED, str(grepo),
+                        json.dumps(["ok.txt", "locked.txt"]))
+    assert done.returncode == 0, done.stderr
+    skipped_first, skipped_second, skipped_third, tree_second, tree_third = json.loads(
+        done.stdout)
+    assert (skipped_first, skipped_second, skipped_third) == ([], ["locked.txt"], [])
+    assert tree_second != tree_third
+    import pygit2
+
+    store = pygit2.Repository(str(grepo))
+    second = store[tree_second].peel(pygit2.Tree)
+    third = store[tree_third].peel(pygit2.Tree)
+    assert store[second["ok.txt"].id].peel(pygit2.Blob).data == b"informed v2\n"
+    assert store[second["locked.txt"].id].peel(pygit2.Blob).data == b"locked v1\n"
+    assert store[third["locked.txt"].id].peel(pygit2.Blob).data == b"locked v2\n"
