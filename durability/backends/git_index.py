@@ -84,16 +84,8 @@ class WorktreeIndex:
         return self.index.write_tree()
 
     def _stage_all(self) -> None:
-        # libgit2 fails the whole diff on a tracked file it cannot open, and
-        # silently skips a folder it cannot list: find such paths first and
-        # keep them out of the diff (their entries stay as they were).
-        self.skipped = find_unreadable(self.worktree, ignored=self._ignored)
-        if not self.skipped:
-            self._apply(self.index.diff_to_workdir(flags=_SCAN_FLAGS))
-            return
-        spec = [f"!{_escape(p)}" for p in self.skipped] + ["*"]
-        self._apply(_diff_paths(self.repo, self.index, spec, literal=False))
-
+        self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
+        self._scan([""], None)
     def _stage_paths(self, paths: Collection[str]) -> None:
         """Restage only ``paths`` (a folder: everything under it).
 
@@ -110,16 +102,43 @@ class WorktreeIndex:
         # HEAD read each), and a path inside it stands for the submodule.
         for sub in self._submodules:
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
-        still = {p for p in self.skipped if p not in cleaned}
-        self.skipped = sorted(still | set(find_unreadable(self.worktree, sorted(cleaned),
-                                                          ignored=self._ignored)))
-        if not cleaned:
-            return
+        self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
+        if cleaned:
+            self._scan(sorted(cleaned), sorted(cleaned))
+
+    def _scan(self, under: list[str], literal: list[str] | None) -> None:
+        """Stage what changed under ``under`` (``literal``: those paths only;
+        None: everything), leaving out what cannot be read.
+
+        libgit2 silently skips a folder it cannot list and fails the whole
+        diff on a changed tracked file it cannot open.  So unreadable folders
+        are looked for first (one listing per folder, no per-file check), and
+        files only when the diff fails; every path found stays out of the
+        diff (an entry the index holds for it keeps its last captured
+        content) and is remembered in ``skipped``, so the next scan leaves it
+        out at once while it stays unreadable.
+        """
+        folders = find_unreadable(self.worktree, under, ignored=self._ignored, files=False)
+        self.skipped = sorted({*self.skipped, *folders})
+        try:
+            diff = self._diff(literal)
+        except pygit2.GitError:
+            found = set(find_unreadable(self.worktree, under, ignored=self._ignored))
+            if not found - set(self.skipped):
+                raise
+            self.skipped = sorted({*self.skipped, *found})
+            diff = self._diff(literal)
+        self._apply(diff)
+
+    def _diff(self, literal: list[str] | None) -> pygit2.Diff:
         if not self.skipped:
-            self._apply(_diff_paths(self.repo, self.index, sorted(cleaned)))
-            return
-        spec = [f"!{_escape(p)}" for p in self.skipped] + [_escape(c) for c in sorted(cleaned)]
-        self._apply(_diff_paths(self.repo, self.index, spec, literal=False))
+            if literal is None:
+                return self.index.diff_to_workdir(flags=_SCAN_FLAGS)
+            return _diff_paths(self.repo, self.index, literal)
+        # The first pattern that matches a path decides: exclusions first.
+        spec = [f"!{_escape(p)}" for p in self.skipped]
+        spec += ["*"] if literal is None else [_escape(c) for c in literal]
+        return _diff_paths(self.repo, self.index, spec, literal=False)
 
     def _ignored(self, path: str) -> bool:
         """Whether git ignores ``path`` (a folder's ends with ``/``): what

@@ -31,16 +31,20 @@ def find_unreadable(
     under: Iterable[str] = ("",),
     *,
     ignored: Callable[[str], bool] | None = None,
+    files: bool = True,
 ) -> list[str]:
     """Worktree-relative paths (``/``-separated) under each of ``under``
     (``""``: the whole worktree) that cannot be read, sorted.
+
+    ``files=False`` checks folders only: one listing per folder and no
+    call per file (see docs/reliability/capture.md for what each costs).
 
     ``ignored(path)`` (a folder's path ends with ``/``) prunes what the
     backend would not capture anyway, so it is never reported.
     """
     found: set[str] = set()
     for start in under:
-        _walk(root, start, ignored, found)
+        _walk(root, start, ignored, found, files)
     return sorted(found)
 
 
@@ -54,7 +58,7 @@ def is_unreadable(root: Path, rel: str) -> bool:
 
 
 def _walk(root: Path, start: str, ignored: Callable[[str], bool] | None,
-          found: set[str]) -> None:
+          found: set[str], files: bool) -> None:
     stack = [start]
     while stack:
         rel = stack.pop()
@@ -69,7 +73,7 @@ def _walk(root: Path, start: str, ignored: Callable[[str], bool] | None,
         except OSError:
             continue  # gone
         if not stat.S_ISDIR(st_mode):
-            if _denied(full, st_mode) and not (ignored and ignored(rel)):
+            if files and _denied(full, st_mode) and not (ignored and ignored(rel)):
                 found.add(rel)
             continue
         if rel and (ignored and ignored(rel + "/")):
@@ -94,7 +98,7 @@ def _walk(root: Path, start: str, ignored: Callable[[str], bool] | None,
                 continue
             if is_dir:
                 stack.append(child)
-            elif is_file and not os.access(entry.path, os.R_OK) and not (
+            elif files and is_file and not os.access(entry.path, os.R_OK) and not (
                     ignored and ignored(child)):
                 found.add(child)
 
