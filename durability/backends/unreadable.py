@@ -59,48 +59,49 @@ def is_unreadable(root: Path, rel: str) -> bool:
 
 def _walk(root: Path, start: str, ignored: Callable[[str], bool] | None,
           found: set[str], files: bool) -> None:
-    stack = [start]
+    full = os.path.join(root, start) if start else str(root)
+    try:
+        st_mode = os.lstat(full).st_mode
+    except PermissionError:
+        # A named path inside a folder that cannot be entered: whatever is
+        # there is unknown, so that path is what gets left out.
+        found.add(start)
+        return
+    except OSError:
+        return  # gone
+    if not stat.S_ISDIR(st_mode):
+        if files and _denied(full, st_mode) and not (ignored and ignored(start)):
+            found.add(start)
+        return
+    # Folders below come from their parent's listing (its d_type): no stat.
+    stack = [(start, full)]
     while stack:
-        rel = stack.pop()
-        full = os.path.join(root, rel) if rel else str(root)
-        try:
-            st_mode = os.lstat(full).st_mode
-        except PermissionError:
-            # A named path inside a folder that cannot be entered: whatever
-            # is there is unknown, so that path is what gets left out.
-            found.add(rel)
+        rel, full = stack.pop()
+        if rel and ignored is not None and ignored(rel + "/"):
             continue
-        except OSError:
-            continue  # gone
-        if not stat.S_ISDIR(st_mode):
-            if files and _denied(full, st_mode) and not (ignored and ignored(rel)):
-                found.add(rel)
-            continue
-        if rel and (ignored and ignored(rel + "/")):
-            continue
-        if _denied(full, st_mode):
+        if not os.access(full, os.R_OK | os.X_OK):
             if rel:
                 found.add(rel)
             continue
         try:
             entries = list(os.scandir(full))
         except OSError:
-            found.add(rel)
+            if rel:
+                found.add(rel)
             continue
         for entry in entries:
             if not rel and entry.name in _PRIVATE:
                 continue
             child = f"{rel}/{entry.name}" if rel else entry.name
             try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = entry.is_file(follow_symlinks=False)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((child, entry.path))
+                elif (files and entry.is_file(follow_symlinks=False)
+                      and not os.access(entry.path, os.R_OK)
+                      and not (ignored and ignored(child))):
+                    found.add(child)
             except OSError:
                 continue
-            if is_dir:
-                stack.append(child)
-            elif files and is_file and not os.access(entry.path, os.R_OK) and not (
-                    ignored and ignored(child)):
-                found.add(child)
 
 
 def _denied(full: str, mode: int) -> bool:
