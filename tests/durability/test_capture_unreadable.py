@@ -299,3 +299,38 @@ def test_git_informed_capture_skips_an_unreadable_changed_path(grepo: Path) -> N
     assert store[second["ok.txt"].id].peel(pygit2.Blob).data == b"informed v2\n"
     assert store[second["locked.txt"].id].peel(pygit2.Blob).data == b"locked v1\n"
     assert store[third["locked.txt"].id].peel(pygit2.Blob).data == b"locked v2\n"
+
+
+def test_through_the_service_the_answer_names_the_paths_and_gaps_are_filed_once(
+    grepo: Path, tmp_path: Path
+) -> None:
+    """The service (itself unable to read the file) answers with the skipped
+    paths, and repeated captures file each path's gap once."""
+    from tests.helpers import ping, wait_for
+
+    sock = Path(os.environ["DURABILITY_SOCKET"])
+    with open(tmp_path / "service.log", "ab") as log:
+        service = subprocess.Popen([setpriv(), *DROP, durability_exe(), "serve"],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: ping(sock, timeout=2), timeout=30)
+        make_unreadable_mess(grepo)
+        for round_ in range(3):
+            (grepo / "ok.txt").write_text(f"round {round_}\n")
+            done = cli_snapshot(grepo)
+            assert [s["path"] for s in done["skipped"]] == [
+                "d2", "d4", "locked.txt", "new.txt", "x"]
+        answer = ping(sock)
+        assert answer is not None and answer["captures"] >= 3  # the service took them
+    finally:
+        service.terminate()
+        service.wait(30)
+    assert len([g for g in gaps() if g["reason"] == "unreadable-path"]) == 5
+    assert len([r for r in spool_lines(tmp_path) if r["reason"] == "unreadable-path"]) == 5
+
+
+def cli_snapshot(repo: Path) -> dict[str, Any]:
+    """``durability snapshot`` as root: the capture itself runs in the service."""
+    from tests.helpers import cli_json
+
+    return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
