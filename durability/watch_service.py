@@ -106,6 +106,10 @@ def final_dict(final: Outcome | None) -> dict[str, Any] | None:
     if final is None:
         return None
     if final.ok:
-        return {"seq": final.seq, "commit_id": final.commit_id, "deduped": final.deduped}
+        done: dict[str, Any] = {"seq": final.seq, "commit_id": final.commit_id,
+                                "deduped": final.deduped}
+        if final.skipped:
+            done["skipped"] = [{"path": s.path, "reason": s.reason} for s in final.skipped]
+        return done
     return {"error": {"code": final.error_code, "message": final.error_message},
             "gap_recorded": final.gap_recorded}
