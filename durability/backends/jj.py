@@ -23,7 +23,7 @@ from pathlib import Path
 
 from durability import proc
 from durability.backends.base import Skipped, Snapshot, Stamp
-from durability.backends.unreadable import find_unreadable
+from durability.backends.unreadable import find_unreadable, is_unreadable
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
 from durability.errors import (
     JjFailed,
@@ -146,17 +146,23 @@ class JjBackend:
         """
         if not worktree.is_dir():
             raise WorktreeMissing(f"worktree {worktree} does not exist")
-        config = [f"snapshot.max-new-file-size={self.max_new_file_size}"]
+        size = f"snapshot.max-new-file-size={self.max_new_file_size}"
+        # Paths this process already found unreadable here are left out from
+        # the first run while they stay so: one jj run, not three, per capture.
+        track, known = _left_out.get(worktree, ("", []))
+        unreadable = [p for p in known if is_unreadable(worktree, p)]
+        config = [size] + ([_auto_track_config(track, unreadable)] if unreadable else [])
         done = self._exec(worktree, config, args)
-        unreadable: list[str] = []
         if done.returncode != 0 and _permission_denied(done.stderr):
-            unreadable = find_unreadable(worktree)
-            if unreadable:
-                track = self._auto_track(worktree)
-                left_out = " | ".join(map(_fileset_path, unreadable))
-                config.append("snapshot.auto-track="
-                              + json.dumps(f"({track}) & ~({left_out})", ensure_ascii=False))
-                done = self._exec(worktree, config, args)
+            found = find_unreadable(worktree)
+            if found and found != unreadable:
+                track = track or self._auto_track(worktree)
+                unreadable = found
+                done = self._exec(worktree, [size, _auto_track_config(track, found)], args)
+        if unreadable:
+            _left_out[worktree] = (track, unreadable)
+        else:
+            _left_out.pop(worktree, None)
         if done.returncode != 0:
             if unreadable and _permission_denied(done.stderr):
                 raise UnreadablePath(f"jj cannot snapshot {worktree} around unreadable "
@@ -247,6 +253,17 @@ def _operation_id(worktree: Path) -> str | None:
     except OSError:
         return None
     return heads[0] if len(heads) == 1 else None
+
+
+#: worktree -> (the user's snapshot.auto-track, paths found unreadable there).
+_left_out: dict[Path, tuple[str, list[str]]] = {}
+
+
+def _auto_track_config(track: str, paths: Sequence[str]) -> str:
+    """A ``--config`` value that keeps ``paths`` out of jj's snapshot."""
+    left_out = " | ".join(map(_fileset_path, paths))
+    return "snapshot.auto-track=" + json.dumps(f"({track}) & ~({left_out})",
+                                               ensure_ascii=False)
 
 
 def _permission_denied(stderr: str) -> bool:
