@@ -334,3 +334,40 @@ def cli_snapshot(repo: Path) -> dict[str, Any]:
     from tests.helpers import cli_json
 
     return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
+
+
+JJ_REPEAT = r"""
+import json, sys
+from pathlib import Path
+from durability.backends.jj import JjBackend, find_jj
+root, jj = Path(sys.argv[1]), sys.argv[2]
+backend = JjBackend(find_jj({"DURABILITY_JJ": jj}), timeout_s=120)
+out = []
+for i in range(3):
+    (root / "ok.txt").write_text(f"v{i}\n")
+    snap = backend.snapshot(root)
+    out.append([s.path for s in snap.skipped])
+print(json.dumps(out))
+"""
+
+
+def test_jj_a_long_lived_capturer_leaves_known_unreadable_paths_out_from_the_first_run(
+    jrepo: Path, tmp_path: Path
+) -> None:
+    import sys
+
+    from tests.helpers import jj_path
+
+    calls = tmp_path / "jj-calls"
+    wrapper = tmp_path / "jj-counting"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {jj_path()} "$@"\n')
+    wrapper.chmod(0o755)
+    (jrepo / "secret.txt").write_text("s\n")
+    lock(jrepo / "secret.txt")
+    done = unprivileged(sys.executable, "-c", JJ_REPEAT, str(jrepo), str(wrapper))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["secret.txt"]] * 3
+    logs = [line for line in calls.read_text().splitlines() if " log " in f" {line} "]
+    # First capture: the failing run, then the run without the path; then one each.
+    assert len(logs) == 4, logs
+    assert all("snapshot.auto-track" in line for line in logs[1:])
