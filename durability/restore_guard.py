@@ -33,13 +33,13 @@ def refuse_unrecorded(backend: Backend, root: Path, pre_commit: str, target_comm
     changed: set[str] = set()
     for delta in before.diff_to_tree(after).deltas:
         changed.update((delta.old_file.path, delta.new_file.path))
-    hits = sorted({s.path for s in skipped if any(_overlap(s.path, c) for c in changed)})
+    hits = sorted({s for s in skipped if any(_overlap(s.path, c) for c in changed)})
     if hits:
-        shown = ", ".join(hits[:10]) + (f" and {len(hits) - 10} more" if len(hits) > 10 else "")
+        shown = ", ".join(f"{s.path} ({s.reason})" for s in hits[:10])
+        more = f" and {len(hits) - 10} more" if len(hits) > 10 else ""
         raise RestoreError(
-            f"restore would overwrite {len(hits)} path(s) the pre-restore checkpoint could not "
-            f"capture ({skipped[0].reason if len(skipped) == 1 else 'see durability gaps'}): "
-            f"{shown}; nothing was changed", code="restore-conflict")
+            f"restore would overwrite {len(hits)} path(s) the pre-restore checkpoint could "
+            f"not capture: {shown}{more}; nothing was changed", code="restore-conflict")
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -86,6 +86,7 @@ class WorktreeIndex:
     def _stage_all(self) -> None:
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
         self._scan([""], None)
+
     def _stage_paths(self, paths: Collection[str]) -> None:
         """Restage only ``paths`` (a folder: everything under it).
 
