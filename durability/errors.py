@@ -15,6 +15,7 @@ they never change once released.  Hierarchy::
     │   ├── WorktreeMissing     worktree-missing
     │   ├── JjFailed            jj-failed
     │   ├── JjTimeout           jj-timeout
+    │   ├── UnreadablePath      unreadable-path   jj could not snapshot around a path it cannot read
     │   └── LockTimeout         timeout           the worktree lock was not free in time
     ├── ServiceError            service-error
     │   ├── ServiceRunning      service-running   a live service already owns the socket
@@ -62,6 +63,7 @@ __all__ = [
     "ServiceRunning",
     "ServiceTimeout",
     "ServiceUnreachable",
+    "UnreadablePath",
     "WorktreeMissing",
     "exit_code",
     "from_code",
@@ -77,6 +79,9 @@ GAP_REASONS = frozenset({
     "internal-error", "not-a-repo", "invalid-backend", "git-failed",
     # A DURABILITY_*_MS setting is not a usable number (the hook names it).
     "invalid-value",
+    # A capture left a path out (its checkpoint, if any, holds the rest):
+    # the path cannot be read, or jj refused a new file over its size limit.
+    "unreadable-path", "file-too-large",
 })
 
 
@@ -137,6 +142,10 @@ class JjFailed(CaptureError):
 
 class JjTimeout(CaptureError):
     code = "jj-timeout"
+
+
+class UnreadablePath(CaptureError):
+    code = "unreadable-path"
 
 
 class LockTimeout(CaptureError):
@@ -211,6 +220,8 @@ _EXIT_CODES = {
     "jj-failed": 5,
     "jj-timeout": 5,
     "timeout": 5,
+    "unreadable-path": 5,
+    "file-too-large": 5,
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from durability.backends.base import Backend, Snapshot, Stamp
+from durability.backends.base import Backend, Skipped, Snapshot, Stamp
 from durability.errors import (
     DurabilityError,
     InvalidBackend,
@@ -22,7 +22,8 @@ from durability.errors import (
 )
 from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
-__all__ = ["Backend", "Snapshot", "Stamp", "backend_for", "backend_name", "resolve_worktree"]
+__all__ = ["Backend", "Skipped", "Snapshot", "Stamp", "backend_for", "backend_name",
+           "resolve_worktree"]
 
 
 def resolve_worktree(
@@ -57,16 +58,18 @@ def backend_name(worktree: Path, env: Mapping[str, str] = os.environ) -> str:
 
 
 def backend_for(
-    worktree: Path, *, timeout_s: float, env: Mapping[str, str] = os.environ
+    worktree: Path, *, timeout_s: float, env: Mapping[str, str] = os.environ,
+    max_new_file_size: int | None = None,
 ) -> Backend:
-    """The backend that captures ``worktree``."""
+    """The backend that captures ``worktree`` (``max_new_file_size``: jj's
+    limit on a new file, default ``config.DEFAULT_MAX_NEW_FILE_SIZE``)."""
     if backend_name(worktree, env) == "git":
         from durability.backends.git import GitBackend
 
         return GitBackend()
     from durability.backends.jj import JjBackend, find_jj
 
-    return JjBackend(find_jj(env), timeout_s=timeout_s)
+    return JjBackend(find_jj(env), timeout_s=timeout_s, max_new_file_size=max_new_file_size)
 
 
 def _jj_installed(env: Mapping[str, str]) -> bool:

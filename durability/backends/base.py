@@ -9,7 +9,7 @@ from typing import Protocol
 
 from engine import AttemptKey
 
-__all__ = ["Backend", "Snapshot", "Stamp"]
+__all__ = ["Backend", "Skipped", "Snapshot", "Stamp"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,20 @@ class Stamp:
     seq: int | None = None
 
 
+@dataclass(frozen=True, order=True)
+class Skipped:
+    """A path a capture left out: its checkpoint does not hold what is there now.
+
+    ``reason`` is a gap reason: ``unreadable-path`` (the file or folder could
+    not be read; a file the checkpoint already held keeps its previous
+    content there) or ``file-too-large`` (jj refused a new file over
+    ``snapshot.max-new-file-size``).
+    """
+
+    path: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One captured state of a worktree, pinned against garbage collection.
@@ -44,6 +58,8 @@ class Snapshot:
     change_id: str | None = None
     operation_id: str | None = None
     commits: Mapping[AttemptKey, str] = field(default_factory=dict)
+    #: Paths left out of this capture; the commit holds everything else.
+    skipped: tuple[Skipped, ...] = ()
 
     def commit_for(self, key: AttemptKey) -> str:
         """The commit that records this capture for attempt ``key``."""

@@ -27,6 +27,7 @@ from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
 from durability.backends.git_repo import open_worktree
+from durability.backends.unreadable import find_unreadable, is_unreadable
 
 __all__ = ["WorktreeIndex"]
 
@@ -58,6 +59,9 @@ class WorktreeIndex:
         self.last_scan = ""
         self._rules = self._rule_stamp()
         self._submodules: list[str] = []
+        #: Paths the last ``stage`` left out because they cannot be read: an
+        #: entry the index held for one keeps its previous content.
+        self.skipped: list[str] = []
 
     # -- scanning ------------------------------------------------------------
 
@@ -80,7 +84,8 @@ class WorktreeIndex:
         return self.index.write_tree()
 
     def _stage_all(self) -> None:
-        self._apply(self.index.diff_to_workdir(flags=_SCAN_FLAGS))
+        self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
+        self._scan([""], None)
 
     def _stage_paths(self, paths: Collection[str]) -> None:
         """Restage only ``paths`` (a folder: everything under it).
@@ -90,19 +95,72 @@ class WorktreeIndex:
         not the size of the tree.
         """
         cleaned = {c for c in map(_clean, paths) if c is not None}
+        # A path left out before and readable now is restaged: a mode change
+        # alone may not reach a watcher.
+        cleaned |= {p for p in self.skipped if not is_unreadable(self.worktree, p)}
         # A submodule's HEAD moves inside the superproject's .git (modules/),
         # where a watcher does not look: its gitlink is always rechecked (one
         # HEAD read each), and a path inside it stands for the submodule.
         for sub in self._submodules:
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
+        self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
         if cleaned:
-            self._apply(_diff_paths(self.repo, self.index, sorted(cleaned)))
+            self._scan(sorted(cleaned), sorted(cleaned))
+
+    def _scan(self, under: list[str], literal: list[str] | None) -> None:
+        """Stage what changed under ``under`` (``literal``: those paths only;
+        None: everything), leaving out what cannot be read.
+
+        libgit2 silently skips a folder it cannot list and fails the whole
+        diff on a changed tracked file it cannot open.  So unreadable folders
+        are looked for first (one listing per folder, no per-file check), and
+        files only when the diff fails; every path found stays out of the
+        diff (an entry the index holds for it keeps its last captured
+        content) and is remembered in ``skipped``, so the next scan leaves it
+        out at once while it stays unreadable.
+        """
+        folders = find_unreadable(self.worktree, under, ignored=self._ignored, files=False)
+        self.skipped = sorted({*self.skipped, *folders})
+        try:
+            diff = self._diff(literal)
+        except pygit2.GitError:
+            found = set(find_unreadable(self.worktree, under, ignored=self._ignored))
+            if not found - set(self.skipped):
+                raise
+            self.skipped = sorted({*self.skipped, *found})
+            diff = self._diff(literal)
+        self._apply(diff)
+
+    def _diff(self, literal: list[str] | None) -> pygit2.Diff:
+        if not self.skipped:
+            if literal is None:
+                return self.index.diff_to_workdir(flags=_SCAN_FLAGS)
+            return _diff_paths(self.repo, self.index, literal)
+        # The first pattern that matches a path decides: exclusions first.
+        spec = [f"!{_escape(p)}" for p in self.skipped]
+        spec += ["*"] if literal is None else [_escape(c) for c in literal]
+        return _diff_paths(self.repo, self.index, spec, literal=False)
+
+    def _ignored(self, path: str) -> bool:
+        """Whether git ignores ``path`` (a folder's ends with ``/``): what
+        git ignores is never captured, readable or not."""
+        try:
+            return bool(self.repo.path_is_ignored(path))
+        except pygit2.GitError:
+            return False
 
     def _apply(self, diff: pygit2.Diff) -> None:
-        for delta in diff.deltas:
-            if delta.status == DeltaStatus.DELETED:
+        # Deletions first, each only if still there: adding ``a`` (a file or
+        # link where a folder was) drops every ``a/...`` entry, and adding
+        # ``a/e/f`` drops a file entry ``a``; whichever order libgit2 lists
+        # the deltas in (it depends on how the siblings' names sort), a later
+        # removal of such an entry must not fail the capture.
+        deltas = list(diff.deltas)
+        for delta in deltas:
+            if delta.status == DeltaStatus.DELETED and delta.old_file.path in self.index:
                 self.index.remove(delta.old_file.path)
-            else:
+        for delta in deltas:
+            if delta.status != DeltaStatus.DELETED:
                 self._add(delta.new_file.path)
 
     def _add(self, path: str) -> None:
@@ -120,7 +178,13 @@ class WorktreeIndex:
             if path in self.index:
                 self.index.remove(path)
             return
-        self.index.add(path)
+        try:
+            self.index.add(path)
+        except pygit2.GitError:
+            # Made unreadable after the walk that looked for such files.
+            if not is_unreadable(self.worktree, path):
+                raise
+            self.skipped = sorted({*self.skipped, path})
 
     def _add_embedded_repo(self, path: str) -> None:
         try:
@@ -168,15 +232,23 @@ def _is_gitlink(index: pygit2.Index, path: str) -> bool:
         return False
 
 
-def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str]) -> pygit2.Diff:
-    """Index-to-workdir diff limited to literal ``paths``.
+def _escape(path: str) -> str:
+    """``path`` as a libgit2 pathspec pattern that matches only itself."""
+    return "".join("\\" + c if c in "*?[]\\!" else c for c in path)
+
+
+def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str], *,
+                literal: bool = True) -> pygit2.Diff:
+    """Index-to-workdir diff limited to literal ``paths`` (or, with
+    ``literal=False``, to libgit2 pathspec patterns: the first that matches
+    a path decides, and ``!`` excludes).
 
     pygit2's ``diff_to_workdir`` takes no pathspec, so the same libgit2 call
     is made here through pygit2's own cffi binding.
     """
     opts = ffi.new("git_diff_options *")
     _check(C.git_diff_options_init(opts, 1))
-    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH)
+    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH if literal else _SCAN_FLAGS)
     out = ffi.new("git_diff **")
     with StrArray(paths) as array:
         array.assign_to(opts.pathspec)

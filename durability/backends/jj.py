@@ -11,6 +11,7 @@ store (``tree_files``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,8 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from durability import proc
-from durability.backends.base import Snapshot, Stamp
-from durability.errors import JjFailed, JjMissing, JjTimeout, JjTooOld, NotAJjRepo, WorktreeMissing
+from durability.backends.base import Skipped, Snapshot, Stamp
+from durability.backends.unreadable import find_unreadable, is_unreadable
+from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
+from durability.errors import (
+    JjFailed,
+    JjMissing,
+    JjTimeout,
+    JjTooOld,
+    NotAJjRepo,
+    UnreadablePath,
+    WorktreeMissing,
+)
 
 __all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
 
@@ -32,6 +43,11 @@ _TEMPLATE = 'commit_id ++ " " ++ change_id ++ "\\n"'
 _HEX = re.compile(r"[0-9a-f]{40}")
 # `jj --version` is answered without touching a repository: a short ceiling.
 _VERSION_TIMEOUT_S = 15.0
+# jj's warning when it leaves new files over snapshot.max-new-file-size out of
+# a snapshot (jj 0.30 to 0.46): a header, then one indented line per file,
+# "  <path>: <size> (<n> bytes); the maximum size allowed is ...".
+_REFUSED_HEADER = "Refused to snapshot some files:"
+_REFUSED_LINE = re.compile(r"^  (?P<path>.+?): [0-9.]+ ?[KMGTP]?i?B \(\d+ bytes\);")
 
 
 @dataclass(frozen=True)
@@ -110,25 +126,76 @@ class JjBackend:
     name = "jj"
     stamps_commits = False
 
-    def __init__(self, jj: JjBinary, *, timeout_s: float) -> None:
+    def __init__(self, jj: JjBinary, *, timeout_s: float,
+                 max_new_file_size: int | None = None) -> None:
         self.jj = jj
         self.timeout_s = timeout_s
+        self.max_new_file_size = max_new_file_size or DEFAULT_MAX_NEW_FILE_SIZE
+        #: What the last jj command's snapshot left out.
+        self.skipped: tuple[Skipped, ...] = ()
 
     def _run(self, worktree: Path, *args: str) -> str:
+        """Run a jj command (each one snapshots the working copy first).
+
+        A path jj cannot read fails jj's snapshot outright; a new one can be
+        kept out of it (``snapshot.auto-track``), so on such a failure the
+        unreadable paths are found and the command is run once more without
+        them.  A tracked file that changed and then became unreadable, or an
+        unreadable folder, still fails jj (it opens the file, or the folder's
+        ``.gitignore``): that is an ``unreadable-path`` error naming them.
+        """
         if not worktree.is_dir():
             raise WorktreeMissing(f"worktree {worktree} does not exist")
+        size = f"snapshot.max-new-file-size={self.max_new_file_size}"
+        # Paths this process already found unreadable here are left out from
+        # the first run while they stay so: one jj run, not three, per capture.
+        track, known = _left_out.get(worktree, ("", []))
+        unreadable = [p for p in known if is_unreadable(worktree, p)]
+        config = [size] + ([_auto_track_config(track, unreadable)] if unreadable else [])
+        done = self._exec(worktree, config, args)
+        if done.returncode != 0 and _permission_denied(done.stderr):
+            found = find_unreadable(worktree)
+            if found and found != unreadable:
+                track = track or self._auto_track(worktree)
+                unreadable = found
+                done = self._exec(worktree, [size, _auto_track_config(track, found)], args)
+        if unreadable:
+            _left_out[worktree] = (track, unreadable)
+        else:
+            _left_out.pop(worktree, None)
+        if done.returncode != 0:
+            if unreadable and _permission_denied(done.stderr):
+                raise UnreadablePath(f"jj cannot snapshot {worktree} around unreadable "
+                                     f"path(s) {_listing(unreadable)}")
+            raise _jj_error(worktree, args[0], done.stderr)
+        self.skipped = (tuple(Skipped(p, "unreadable-path") for p in unreadable)
+                        + tuple(Skipped(p, "file-too-large") for p in _refused(done.stderr)))
+        return done.stdout
+
+    def _exec(self, worktree: Path, config: list[str],
+              args: Sequence[str]) -> proc.Finished:
         # "-R ." with the worktree as cwd names the same workspace, and works
         # where the path is not UTF-8 (jj refuses such an argument).
-        argv = [self.jj.path, "--no-pager", "--color=never", "-R", ".", *args]
+        argv = [self.jj.path, "--no-pager", "--color=never", "-R", "."]
+        for item in config:
+            argv += ["--config", item]
         try:
-            done = proc.run(argv, cwd=str(worktree), timeout=self.timeout_s)
+            return proc.run([*argv, *args], cwd=str(worktree), timeout=self.timeout_s)
         except proc.TimedOut as exc:
             raise JjTimeout(f"jj {args[0]} in {worktree}: {exc}") from exc
         except OSError as exc:
             raise JjMissing(f"cannot run {self.jj.path}: {exc.strerror}") from exc
-        if done.returncode != 0:
-            raise _jj_error(worktree, args[0], done.stderr)
-        return done.stdout
+
+    def _auto_track(self, worktree: Path) -> str:
+        """The user's ``snapshot.auto-track`` fileset (jj's default: all())."""
+        try:
+            done = proc.run([self.jj.path, "--no-pager", "--color=never", "-R", str(worktree),
+                             "--ignore-working-copy", "config", "get", "snapshot.auto-track"],
+                            cwd=str(worktree), timeout=self.timeout_s)
+        except (proc.TimedOut, OSError):
+            return "all()"
+        value = done.stdout.strip()
+        return value if done.returncode == 0 and value else "all()"
 
     def snapshot(
         self,
@@ -145,7 +212,7 @@ class JjBackend:
             raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
         commit_id, change_id = fields
         pin(git_dir(worktree), commit_id)
-        return Snapshot(commit_id, change_id, _operation_id(worktree))
+        return Snapshot(commit_id, change_id, _operation_id(worktree), skipped=self.skipped)
 
     def restore(self, worktree: Path, commit_id: str) -> None:
         try:
@@ -188,6 +255,47 @@ def _operation_id(worktree: Path) -> str | None:
     except OSError:
         return None
     return heads[0] if len(heads) == 1 else None
+
+
+#: worktree -> (the user's snapshot.auto-track, paths found unreadable there).
+_left_out: dict[Path, tuple[str, list[str]]] = {}
+
+
+def _auto_track_config(track: str, paths: Sequence[str]) -> str:
+    """A ``--config`` value that keeps ``paths`` out of jj's snapshot."""
+    left_out = " | ".join(map(_fileset_path, paths))
+    return "snapshot.auto-track=" + json.dumps(f"({track}) & ~({left_out})",
+                                               ensure_ascii=False)
+
+
+def _permission_denied(stderr: str) -> bool:
+    return "Permission denied" in stderr or "os error 13" in stderr
+
+
+def _fileset_path(path: str) -> str:
+    """A fileset naming exactly ``path`` (a file) or everything under it."""
+    literal = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"root:{literal}"
+
+
+def _refused(stderr: str) -> list[str]:
+    """The paths jj's "Refused to snapshot" warning names, in its order."""
+    paths: list[str] = []
+    lines = iter(stderr.splitlines())
+    for line in lines:
+        if _REFUSED_HEADER not in line:
+            continue
+        for item in lines:
+            match = _REFUSED_LINE.match(item)
+            if match is None:
+                break
+            paths.append(match["path"])
+    return paths
+
+
+def _listing(paths: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 def _jj_error(worktree: Path, command: str, stderr: str) -> Exception:

@@ -17,7 +17,7 @@ from typing import Any
 
 import filelock
 
-from durability.backends import Backend, Snapshot, Stamp, backend_for
+from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
@@ -75,6 +75,8 @@ class Outcome:
     error_code: str | None = None
     error_message: str | None = None
     gap_recorded: bool = False
+    #: Paths the checkpoint left out (each filed as a gap once per attempt).
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -85,8 +87,10 @@ class Outcome:
         """The outcome a service answer carries: the one place the wire's
         answer is read (the hook's fast path reads its two flags by hand)."""
         if answer.get("ok"):
+            skipped = tuple(Skipped(str(s["path"]), str(s["reason"]))
+                            for s in answer.get("skipped") or ())
             return cls(request_id, seq=int(answer["seq"]), commit_id=str(answer["commit_id"]),
-                       deduped=bool(answer.get("deduped")))
+                       deduped=bool(answer.get("deduped")), skipped=skipped)
         error = answer.get("error") or {}
         return cls(request_id, error_code=str(error.get("code") or "internal-error"),
                    error_message=str(error.get("message")),
@@ -95,7 +99,11 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         """The outcome as the socket and the CLI's JSON show it."""
         if self.ok:
-            return {"seq": self.seq, "commit_id": self.commit_id, "deduped": self.deduped}
+            done: dict[str, Any] = {"seq": self.seq, "commit_id": self.commit_id,
+                                    "deduped": self.deduped}
+            if self.skipped:  # only then: a complete capture's answer is unchanged
+                done["skipped"] = [{"path": s.path, "reason": s.reason} for s in self.skipped]
+            return done
         return {"error": {"code": self.error_code, "message": self.error_message},
                 "gap_recorded": self.gap_recorded}
 
@@ -121,7 +129,8 @@ class Capturer:
         return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
 
     def backend(self, worktree: Path) -> Backend:
-        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env)
+        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env,
+                           max_new_file_size=self.settings.max_new_file_size)
 
     def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         """One snapshot of the requests' worktree answers all of them."""
@@ -231,9 +240,18 @@ class Capturer:
             # which commit, so the gap itself points at the lost state.
             # Not ingested now: the store just failed, and waiting out its
             # busy timeout a second time would only delay the answer.
+            if snap.skipped:
+                from durability.gaps.skipped import file_path_gaps
+
+                file_path_gaps(self.settings, None, request, snap.skipped)
             return self.fail(request, exc, detail=f"commit {new.commit_id}: {exc}",
                              ingest=False)
-        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped)
+        if snap.skipped:
+            from durability.gaps.skipped import file_path_gaps
+
+            file_path_gaps(self.settings, self._store, request, snap.skipped)
+        return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
+                       skipped=snap.skipped)
 
     def fail(
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,

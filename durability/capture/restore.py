@@ -17,6 +17,7 @@ from pathlib import Path
 from durability.backends import Backend, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest
 from durability.capture.inprocess import lazy_store
+from durability.capture.restore_guard import refuse_unrecorded
 from durability.config import Settings
 from durability.errors import CaptureError, RestoreError
 from engine import AttemptKey, Checkpoint, Store
@@ -79,6 +80,7 @@ def restore(
             raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
                                f"{pre.error_message}", code=pre.error_code)
         assert pre.seq is not None and pre.commit_id is not None
+        refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped)
         backend.restore(root, target.commit_id)
         _verify(backend, root, target, want)
     return Restored(str(root), target, pre.seq, pre.commit_id)

@@ -30,8 +30,15 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
     if as_json:
         options.emit(result.to_dict())
     else:
-        note = " (unchanged: same as the latest checkpoint)" if result.deduped else ""
+        skipped = result.skipped
+        # A checkpoint that left paths out is never "unchanged": the tree may
+        # match the last one only because the same paths were left out.
+        note = (f" ({len(skipped)} path(s) left out, see `durability gaps`)" if skipped
+                else " (unchanged: same as the latest checkpoint)" if result.deduped else "")
         click.echo(f"seq {result.seq} commit {(result.commit_id or '')[:12]}{note}")
+        for item in skipped:
+            click.echo(f"durability: {item.reason}: {ids.printable(item.path)} is not in the "
+                       "checkpoint", err=True)
 
 
 @click.command()

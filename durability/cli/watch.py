@@ -86,7 +86,10 @@ def _final_text(final: dict[str, Any] | None) -> str:
         return "no final capture"
     if "error" in final:
         return f"final capture failed ({final['error']['code']}), gap recorded"
-    note = " (unchanged)" if final["deduped"] else ""
+    skipped = final.get("skipped") or []
+    # Never "unchanged" when paths were left out (they are gaps).
+    note = (f" ({len(skipped)} path(s) left out, see `durability gaps`)" if skipped
+            else " (unchanged)" if final["deduped"] else "")
     return f"final seq {final['seq']} commit {final['commit_id'][:12]}{note}"
 
 

@@ -62,7 +62,27 @@ def _backend(where: Path, env: Mapping[str, str]) -> Check:
                      "working tree (hooks file a not-a-repo gap here)",
                      "run doctor inside your project, or `git init` / `jj git init` it")
     root, kind = found
+    if kind == "jj" and forced is None and ids.is_git_root(root) and not _has_jj(env):
+        git = _git(root)
+        if git.status != OK:
+            return git
+        return Check("backend", WARN, f"git at {root}: a colocated jj repository, but no jj "
+                     "here, so captures go through its git side", "install jj >= 0.30 "
+                     "(see the README) to capture through jj")
     return _jj(root, env) if kind == "jj" else _git(root)
+
+
+def _has_jj(env: Mapping[str, str]) -> bool:
+    from durability.backends.jj import find_jj
+    from durability.errors import JjMissing
+
+    try:
+        find_jj(env)
+    except JjMissing:
+        return False
+    except DurabilityError:
+        return True
+    return True
 
 
 def _jj(root: str, env: Mapping[str, str]) -> Check:

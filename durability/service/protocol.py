@@ -23,6 +23,8 @@ Response::
 
     {"v": 1, "ok": true, "request_id": "...", "seq": 3, "commit_id": "...",
      "deduped": false}
+    (plus "skipped": [{"path": "...", "reason": "unreadable-path"}, ...] when
+     the checkpoint left paths out; each is also a gap)
     {"v": 1, "ok": false, "request_id": "...",
      "error": {"code": "jj-failed", "message": "..."}, "gap_recorded": true}
 
@@ -185,12 +187,7 @@ def _stand_in(text: str) -> str:
 
 
 def outcome_response(outcome: Outcome) -> dict[str, Any]:
-    if outcome.ok:
-        return {"v": 1, "ok": True, "request_id": outcome.request_id, "seq": outcome.seq,
-                "commit_id": outcome.commit_id, "deduped": outcome.deduped}
-    return {"v": 1, "ok": False, "request_id": outcome.request_id,
-            "error": {"code": outcome.error_code, "message": outcome.error_message},
-            "gap_recorded": outcome.gap_recorded}
+    return {"v": 1, "ok": outcome.ok, "request_id": outcome.request_id, **outcome.to_dict()}
 
 
 def error_response(code: str, message: str, request_id: str | None = None) -> dict[str, Any]:

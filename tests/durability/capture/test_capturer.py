@@ -22,6 +22,7 @@ from tests.helpers import (
     hook_payload,
     jj_at,
     jj_path,
+    make_jj_repo,
     pid_alive,
     ping,
     start_service,
@@ -195,7 +196,9 @@ def test_a_slow_jj_is_a_jj_timeout_gap_and_is_killed(repo: Path, tmp_path: Path)
     wait_for(lambda: not any(pid_alive(p) for p in started), timeout=30)
 
 
-def test_a_missing_jj_is_a_jj_missing_gap(repo: Path, tmp_path: Path) -> None:
+def test_a_missing_jj_is_a_jj_missing_gap(tmp_path: Path) -> None:
+    # Not colocated: a colocated repository without jj is captured through git.
+    repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
     done = cli("snapshot", str(repo), "--run", RUN, "--node", "n",
                env=_env(DURABILITY_JJ=str(tmp_path / "no-jj")))
     assert done.returncode == 5 and "jj-missing" in done.stderr

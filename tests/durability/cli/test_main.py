@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ServiceProcess, cli, cli_json, start_service
+from tests.helpers import ServiceProcess, cli, cli_json, make_jj_repo, start_service
 
 
 @pytest.fixture(params=["in-process", "service"])
@@ -225,7 +225,8 @@ def test_doctor_all_ok(tmp_path: Path, repo: Path) -> None:
         assert svc.stop() == 0
 
 
-def test_doctor_fails_when_jj_is_missing(tmp_path: Path, repo: Path) -> None:
+def test_doctor_fails_when_jj_is_missing(tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
     done = cli("doctor", env=env, cwd=repo)
     assert done.returncode == 1

@@ -24,7 +24,7 @@ from durability.config import Settings
 from durability.integrations.install_hook import HARNESSES
 from engine import Store
 from tests.durability.hook.test_harness_payloads import codex_payload, gemini_payload
-from tests.helpers import VENV_BIN, cli, cli_json, hook_payload
+from tests.helpers import VENV_BIN, cli, cli_json, hook_payload, make_jj_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 # What a harness started outside the project's virtualenv has on its PATH.
@@ -321,12 +321,22 @@ def test_doctor_git_only_without_jj_is_not_a_failure(tmp_path: Path) -> None:
     assert _by_name(checks, "hooks")["status"] == "warn"  # nothing installed yet
 
 
-def test_doctor_fails_a_jj_repo_without_jj(repo: Path, tmp_path: Path) -> None:
+def test_doctor_fails_a_jj_repo_without_jj(tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
     code, checks = _doctor("--project-dir", str(repo), env=env)
     backend = _by_name(checks, "backend")
     assert code == 1 and backend["status"] == "fail"
-    assert "DURABILITY_BACKEND=git" in backend["next_step"]
+    assert "jj-missing" in backend["detail"]
+
+
+def test_doctor_warns_for_a_colocated_repo_without_jj(repo: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj")}
+    _code, checks = _doctor("--project-dir", str(repo), env=env)
+    backend = _by_name(checks, "backend")
+    assert backend["status"] == "warn", backend
+    assert backend["detail"].startswith("git at ") and "no jj here" in backend["detail"]
+    assert "install jj" in backend["next_step"]
 
 
 def test_doctor_reports_an_untrusted_codex_hook(tmp_path: Path) -> None:
