@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import pytest
 
 from durability.config import Settings
 from engine import Store
@@ -23,7 +20,6 @@ from tests.helpers import (
     durability_exe,
     hook_payload,
     ping,
-    start_service,
 )
 
 RUN = "sess-many"
@@ -88,15 +84,8 @@ def _check_store(repo: Path, settings: Settings) -> int:
     return len(rows)
 
 
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    running = start_service(tmp_path)
-    yield running
-    running.stop()
-
-
 def test_eight_processes_with_the_service(
-    repo: Path, settings: Settings, service: ServiceProcess
+    repo: Path, settings: Settings, service_process: ServiceProcess
 ) -> None:
     _hammer(repo)
     answer = ping(settings.socket_path) or {}

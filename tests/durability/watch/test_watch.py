@@ -46,12 +46,6 @@ from tests.helpers import (
 RUN = "run-w"
 
 
-@pytest.fixture
-def service(settings: Settings) -> Iterator[Service]:
-    with Service(settings) as svc:
-        yield svc
-
-
 def _call(settings: Settings, **req: Any) -> dict[str, Any]:
     return client.call(settings.socket_path, {"v": 1, **req}, timeout_s=60)
 
@@ -97,7 +91,7 @@ def _settled(settings: Settings, quiet_s: float = 1.0) -> dict[str, Any]:
         last = now["captures"]
 
 
-def test_a_burst_of_200_writes_gives_one_checkpoint(service: Service, settings: Settings,
+def test_a_burst_of_200_writes_gives_one_checkpoint(service_inprocess: Service, settings: Settings,
                                                     repo: Path) -> None:
     _watch(settings, repo, settle_ms=500)
     baseline = _wait_rows(settings, 1)
@@ -113,7 +107,7 @@ def test_a_burst_of_200_writes_gives_one_checkpoint(service: Service, settings: 
 
 
 def test_continuous_writes_are_captured_at_least_every_max_delay(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     max_delay_ms = 800
     _watch(settings, repo, settle_ms=400, max_delay_ms=max_delay_ms)
     _wait_rows(settings, 1)
@@ -136,7 +130,7 @@ def test_continuous_writes_are_captured_at_least_every_max_delay(
     assert max(gaps) <= max_delay_ms + 4000, gaps
 
 
-def test_shell_commands_are_captured_with_no_hook(service: Service, settings: Settings,
+def test_shell_commands_are_captured_with_no_hook(service_inprocess: Service, settings: Settings,
                                                   repo: Path) -> None:
     (repo / "a.txt").write_text("alpha\n")
     (repo / "b.txt").write_text("beta\n")
@@ -157,8 +151,8 @@ def test_shell_commands_are_captured_with_no_hook(service: Service, settings: Se
     assert shown == "gamma\n"
 
 
-def test_ignored_paths_and_jj_internals_trigger_nothing(service: Service, settings: Settings,
-                                                        repo: Path) -> None:
+def test_ignored_paths_and_jj_internals_trigger_nothing(
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     (repo / ".gitignore").write_text("build/\n*.log\n")
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
@@ -176,7 +170,7 @@ def test_ignored_paths_and_jj_internals_trigger_nothing(service: Service, settin
 
 
 def test_folders_created_renamed_and_deleted_while_watched(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
     (repo / "a" / "b" / "c").mkdir(parents=True)
@@ -193,8 +187,8 @@ def test_folders_created_renamed_and_deleted_while_watched(
     assert len(_rows(settings)) > len(rows)
 
 
-def test_a_deleted_worktree_ends_its_watch_with_a_gap(service: Service, settings: Settings,
-                                                      repo: Path, tmp_path: Path) -> None:
+def test_a_deleted_worktree_ends_its_watch_with_a_gap(
+        service_inprocess: Service, settings: Settings, repo: Path, tmp_path: Path) -> None:
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
     shutil.rmtree(repo)
@@ -208,7 +202,7 @@ def test_a_deleted_worktree_ends_its_watch_with_a_gap(service: Service, settings
 
 
 def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     _watch(settings, repo, settle_ms=60_000, max_delay_ms=600_000)
     (repo / "late.txt").write_text("late\n")  # no settle will come in time
     answer = _call(settings, op="unwatch", worktree=str(repo))
