@@ -215,8 +215,9 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
 ) -> None:
     settings.db_path.mkdir(parents=True)  # a folder where the database should be
     done = cli("snapshot", str(repo), "--run", RUN, "--node", "n")
-    assert done.returncode != 0
-    assert done.stderr.count("\n") == 1 and "store-unavailable" in done.stderr
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"durability: store-unavailable: cannot open {settings.db_path}")
     commit = jj_at(repo)
     (gap,) = _spooled(settings)
     assert gap["reason"] == "store-unavailable" and commit in gap["detail"]
