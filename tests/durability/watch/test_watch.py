@@ -135,8 +135,9 @@ def test_continuous_writes_are_captured_at_least_every_max_delay(
     assert len(max_delay) <= writing_ms // max_delay_ms + 1, shown
     # And never a capture per write (i writes): at most one per settle_ms,
     # plus the settle capture after the last write.  (Settle captures do
-    # occur between max-delay ones: the watcher holds every event behind a
-    # rename for 0.5 s, and each capture renames files in .jj and .git.)
+    # occur between max-delay ones: after a capture, events stop arriving for
+    # up to ~0.5 s, likely watchdog holding them behind the first half of a
+    # rename the capture made in .jj or .git; see docs/reliability/tests.md.)
     assert len(during) <= writing_ms // settle_ms + 2, (shown, i)
 
 
