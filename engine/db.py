@@ -21,12 +21,14 @@ __all__ = ["connect", "migrate", "migrations", "write_transaction"]
 
 # How long a writer waits for another writer (another process's capture, the
 # service's gap ingestion) before giving up with "database is locked".  Captures
-# are short, so 10 s only runs out when something is wedged.
+# are short, so 10 s only runs out when something is wedged.  The default of
+# ``connect`` and ``Store``; a caller (a test of the locked case) may pass less.
 BUSY_TIMEOUT_MS = 10_000
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` with the pragmas every connection needs.
+def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open ``path`` with the pragmas every connection needs; a write waits up
+    to ``busy_timeout_ms`` for another writer's lock.
 
     The database is created only when no file exists at ``path``; a file that
     exists but is empty, not a database or unreadable is ``StoreUnavailable``,
@@ -43,7 +45,7 @@ def connect(path: Path) -> sqlite3.Connection:
         # mode=rw: SQLite must not create the file, should it vanish after the check.
         conn = sqlite3.connect(
             f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
-            timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+            timeout=busy_timeout_ms / 1000, check_same_thread=False,
         )
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
@@ -55,7 +57,7 @@ def connect(path: Path) -> sqlite3.Connection:
         # killed process; the fsync costs a few ms per capture.
         conn.execute("PRAGMA synchronous=FULL")
         # Wait for a concurrent writer instead of failing at once.
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         # Checkpoints must point at attempts that exist.
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.Error as exc:

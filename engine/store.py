@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.clock import system_clock
-from engine.db import connect, migrate, write_transaction
+from engine.db import BUSY_TIMEOUT_MS, connect, migrate, write_transaction
 from engine.errors import NotFound, RecordRefused, StoreUnavailable
 from engine.models import (
     Attempt,
@@ -74,14 +74,18 @@ class Store:
 
     One connection, shared by the threads of a process behind a lock: SQLite
     serialises writers anyway, and a connection per thread would leak one for
-    every short-lived thread of a long-running service.
+    every short-lived thread of a long-running service.  A write waits up to
+    ``busy_timeout_ms`` for another process's write lock, then fails with
+    ``StoreUnavailable``.
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], int] = now_ms,
+                 busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = Path(path)
         self._clock = clock
         self._lock = threading.RLock()
-        self._db: sqlite3.Connection | None = connect(self.path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._db: sqlite3.Connection | None = connect(self.path, busy_timeout_ms=busy_timeout_ms)
         migrate(self._db)
 
     def __enter__(self) -> Store:

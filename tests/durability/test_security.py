@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +39,6 @@ NOBODY = pwd.getpwnam("nobody")
 def root_only() -> None:
     if os.getuid() != 0:
         pytest.fail("these tests use another uid (`nobody`) and must run as root (they do in CI)")
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = start_service(tmp_path)
-    yield svc
-    svc.stop()
 
 
 def capture_req(worktree: str, **fields: Any) -> dict[str, Any]:
@@ -117,19 +109,20 @@ def _as_nobody(sock: Path, request: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_other_uid_cannot_even_reach_the_socket(service: ServiceProcess, tmp_path: Path) -> None:
+def test_other_uid_cannot_even_reach_the_socket(service_process: ServiceProcess,
+                                                tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")
-    out = _as_nobody(service.socket_path, capture_req(str(repo)))
+    out = _as_nobody(service_process.socket_path, capture_req(str(repo)))
     assert out.get("connect_error") is not None, out  # 0700 folder, 0600 socket
     assert store_checkpoints("run-s") == []
 
 
 @pytest.mark.parametrize("op", ["capture", "ping"])
-def test_other_uid_is_refused_by_peer_credentials(service: ServiceProcess, tmp_path: Path,
+def test_other_uid_is_refused_by_peer_credentials(service_process: ServiceProcess, tmp_path: Path,
                                                   op: str) -> None:
     repo = make_jj_repo(tmp_path / "repo")
     (repo / "secret.txt").write_text("s\n")
-    folder, path = service.socket_path.parent, service.socket_path
+    folder, path = service_process.socket_path.parent, service_process.socket_path
     request = (capture_req(str(repo), request_id="from-nobody") if op == "capture"
                else {"v": 1, "op": "ping"})
     # For this test only, open the file-system guard so that only the peer
@@ -346,21 +339,21 @@ def test_ordinary_ids_are_accepted(good: str) -> None:
     assert ids.validate_id(good, "run id") == good
 
 
-def test_nul_in_a_worktree_is_a_bad_request(service: ServiceProcess) -> None:
+def test_nul_in_a_worktree_is_a_bad_request(service_process: ServiceProcess) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(30)
-        conn.connect(str(service.socket_path))
+        conn.connect(str(service_process.socket_path))
         conn.sendall(json.dumps(capture_req("/tmp/a\x00b")).encode() + b"\n")
         answer = json.loads(conn.makefile("rb").readline())
     assert answer["error"]["code"] == "bad-request"
 
 
-def test_a_silent_client_does_not_block_others(service: ServiceProcess) -> None:
+def test_a_silent_client_does_not_block_others(service_process: ServiceProcess) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as idle:
-        idle.connect(str(service.socket_path))
+        idle.connect(str(service_process.socket_path))
         idle.sendall(b'{"v": 1, "op": "pi')  # and then nothing
         for _ in range(3):
-            assert ping(service.socket_path) is not None
+            assert ping(service_process.socket_path) is not None
 
 
 def test_insecure_path_error_is_raised_for_a_symlinked_private_dir(tmp_path: Path) -> None:

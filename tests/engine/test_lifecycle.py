@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,6 @@ from tests.engine import wfkit
 from tests.helpers import wait_for
 
 FAST = EngineConfig(heartbeat_s=0.02)
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    wfkit.reset()
-    with Runs(tmp_path / "state.db") as store:
-        yield store
-    wfkit.reset()
 
 
 class Background:

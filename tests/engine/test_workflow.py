@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ from engine.workflow import Workflow
 from tests.engine import wfkit
 
 FAST = EngineConfig(heartbeat_s=0.02)
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    wfkit.reset()
-    with Runs(tmp_path / "state.db") as store:
-        yield store
 
 
 def test_graph_errors_are_refused() -> None:

@@ -3,17 +3,22 @@ request-id idempotency, and how each kind of failure is classified."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.inprocess import capture_once
 from durability.config import Settings
 from durability.gaps import spool
+from durability.service import server
+from durability.service.server import Service
 from engine import AttemptKey, Store
 from tests.helpers import (
     cli,
@@ -218,8 +223,9 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
 ) -> None:
     settings.db_path.mkdir(parents=True)  # a folder where the database should be
     done = cli("snapshot", str(repo), "--run", RUN, "--node", "n")
-    assert done.returncode != 0
-    assert done.stderr.count("\n") == 1 and "store-unavailable" in done.stderr
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"durability: store-unavailable: cannot open {settings.db_path}")
     commit = jj_at(repo)
     (gap,) = _spooled(settings)
     assert gap["reason"] == "store-unavailable" and commit in gap["detail"]
@@ -227,9 +233,15 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
 
 
 def test_a_locked_store_with_the_service_running(
-    repo: Path, tmp_path: Path, settings: Settings
+    repo: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = start_service(tmp_path)
+    # The service in this process, so that its store can give up on the held
+    # lock after 0.5 s rather than the default 10 s: the same failure, the
+    # same answer over the socket, without the wait.
+    monkeypatch.setattr(server, "Store", functools.partial(Store, busy_timeout_ms=500))
+    service = Service(settings)
+    service.start()
+    assert service.store is not None and service.store.busy_timeout_ms == 500
     blocker = sqlite3.connect(settings.db_path, isolation_level=None)
     try:
         blocker.execute("BEGIN EXCLUSIVE")  # every writer now times out

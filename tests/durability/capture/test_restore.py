@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from durability.backends.git import forget
 from durability.config import Settings
 from engine import Store
 from tests.helpers import (
@@ -18,6 +22,7 @@ from tests.helpers import (
     cli_json,
     commit_manifest,
     jj,
+    make_git_repo,
     make_jj_repo,
     ping,
     start_service,
@@ -224,3 +229,40 @@ def _rows(settings: Settings) -> list[Any]:
 def _checkpoint(settings: Settings, seq: int) -> Any:
     (row,) = [r for r in _rows(settings) if r.seq == seq]
     return row
+
+
+# -- a restore that cannot succeed ------------------------------------------------
+
+
+@pytest.fixture
+def two_repos(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A colocated jj repository and an unrelated plain git repository."""
+    jrepo = make_jj_repo(tmp_path / "jrepo").resolve()
+    (jrepo / "j.txt").write_text("jj side\n")
+    grepo = make_git_repo(tmp_path / "grepo").resolve()
+    (grepo / "g.txt").write_text("git side\n")
+    yield jrepo, grepo
+    forget(grepo)
+
+
+@pytest.mark.parametrize("source_kind", ["jj", "git"])
+def test_restore_into_a_repository_without_the_commit_records_nothing(
+    two_repos: tuple[Path, Path], settings: Settings, source_kind: str
+) -> None:
+    """A restore that cannot succeed (the checkpoint's commit is not in the
+    target worktree's repository) must refuse before its pre-restore capture:
+    otherwise the attempt gains a row for a foreign worktree, its jj_pointer
+    moves there, and the next default restore goes to the wrong repository."""
+    jrepo, grepo = two_repos
+    source, other = (jrepo, grepo) if source_kind == "jj" else (grepo, jrepo)
+    cli_json("snapshot", str(source), "--run", RUN, "--node", "n")
+    rows_before = _rows(settings)
+    pointer_before = [a.jj_pointer for a in Store(settings.db_path).attempts(RUN)]
+    files_before = tree_manifest(other)
+    done = cli("restore", RUN, "--node", "n", "--worktree", str(other))
+    assert done.returncode == 5 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(("durability: git-failed: ", "durability: jj-failed: "))
+    assert _rows(settings) == rows_before
+    assert [a.jj_pointer for a in Store(settings.db_path).attempts(RUN)] == pointer_before
+    assert tree_manifest(other) == files_before

@@ -9,7 +9,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,6 @@ from tests.helpers import (
     start_service,
     wait_for,
 )
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = start_service(tmp_path)
-    yield svc
-    svc.stop()
 
 
 def run_hook(payload: Any = None, *, raw: bytes | None = None,
@@ -88,7 +81,7 @@ def fake_jj(tmp_path: Path, body: str) -> Path:
 # -- captures ----------------------------------------------------------------------
 
 
-def test_post_tool_use_through_the_service(service: ServiceProcess, repo: Path) -> None:
+def test_post_tool_use_through_the_service(service_process: ServiceProcess, repo: Path) -> None:
     (repo / "src").mkdir()
     (repo / "src" / "a.py").write_text("print(1)\n")
     payload = hook_payload(repo, session_id="sess-svc", tool_use_id="toolu_01A",
@@ -100,10 +93,10 @@ def test_post_tool_use_through_the_service(service: ServiceProcess, repo: Path) 
     assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_01A", "Write src/a.py")
     assert row.worktree == str(repo)
     assert cli_json("gaps", "sess-svc") == []
-    assert service.proc.poll() is None
+    assert service_process.proc.poll() is None
 
 
-def test_post_tool_use_failure_is_captured_too(service: ServiceProcess, repo: Path) -> None:
+def test_post_tool_use_failure_is_captured_too(service_process: ServiceProcess, repo: Path) -> None:
     # A failed Bash command can still have written files.
     (repo / "half.txt").write_text("partial\n")
     payload = hook_payload(repo, session_id="sess-fail", tool_use_id="toolu_02B",
@@ -115,7 +108,7 @@ def test_post_tool_use_failure_is_captured_too(service: ServiceProcess, repo: Pa
     assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_02B", "Bash")
 
 
-def test_large_but_legal_payload_is_captured(service: ServiceProcess, repo: Path) -> None:
+def test_large_but_legal_payload_is_captured(service_process: ServiceProcess, repo: Path) -> None:
     # A Write of a big file carries it in tool_input (and a Read in tool_response).
     content = "line of text\n" * 200_000
     (repo / "big.txt").write_text(content)
@@ -150,7 +143,7 @@ def test_label_is_relative_to_the_root_when_cwd_is_a_symlink(repo: Path, tmp_pat
     assert (row.worktree, row.label) == (str(repo.resolve()), "Edit README.md")
 
 
-def test_identity_from_environment_overrides_session(service: ServiceProcess,
+def test_identity_from_environment_overrides_session(service_process: ServiceProcess,
                                                      repo: Path) -> None:
     payload = hook_payload(repo, session_id="sess-ignored", tool_use_id="toolu_04")
     run_hook(payload, env={"DURABILITY_RUN_ID": "run-env", "DURABILITY_NODE_ID": "node-env",
@@ -162,7 +155,7 @@ def test_identity_from_environment_overrides_session(service: ServiceProcess,
     assert attempt["jj_pointer"] == row.commit_id
 
 
-def test_worktree_from_environment(service: ServiceProcess, repo: Path,
+def test_worktree_from_environment(service_process: ServiceProcess, repo: Path,
                                    tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -265,7 +258,8 @@ def test_unusable_cwd_is_one_gap(tmp_path: Path, where: str, reason: str) -> Non
     assert gap["tool_use_id"] == "toolu_09"
 
 
-def test_service_side_failure_is_recorded_once(service: ServiceProcess, tmp_path: Path) -> None:
+def test_service_side_failure_is_recorded_once(service_process: ServiceProcess,
+                                               tmp_path: Path) -> None:
     # Looks like a jj workspace to the hook, but jj cannot read it: the service
     # files the gap and the hook must not file a second one.
     broken = tmp_path / "broken"
@@ -353,7 +347,7 @@ sys.stderr.write(json.dumps({"code": code, "new": sorted(set(sys.modules) - befo
 """
 
 
-def test_fast_path_imports_only_the_standard_library(service: ServiceProcess,
+def test_fast_path_imports_only_the_standard_library(service_process: ServiceProcess,
                                                       repo: Path) -> None:
     payload = json.dumps(hook_payload(repo, session_id="sess-fast", tool_use_id="toolu_11"))
     script = f"PAYLOAD = {payload.encode()!r}\n" + _IMPORTS

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,21 +53,15 @@ async def async_write(repo: Path, name: str) -> str:
     return name
 
 
-@pytest.fixture
-def service(settings: Settings) -> Iterator[Service]:
-    with Service(settings) as svc:
-        yield svc
-
-
 def test_a_call_is_captured_with_the_tool_name_and_a_call_id(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     with durability.attempt("run-1", "task", worktree=repo, attempt=2):
         assert write_file(repo, "a.txt", "a") == "a.txt"
     [row] = _rows(settings)
     assert (row.node_id, row.attempt, row.source, row.label) == ("task", 2, "wrap", "write_file")
     assert row.tool_use_id and row.request_id == f"wrap-{row.tool_use_id}"
     assert "a.txt" in _files(repo, row.commit_id)
-    assert service.coalescer is not None and service.coalescer.captures == 1
+    assert service_inprocess.coalescer is not None and service_inprocess.coalescer.captures == 1
 
 
 def test_a_raising_tool_is_captured_and_its_exception_propagates(

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,6 @@ from tests.helpers import (
 @pytest.fixture
 def sock() -> Path:
     return Path(os.environ["DURABILITY_SOCKET"])
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = start_service(tmp_path)
-    yield svc
-    svc.stop()
 
 
 def raw_call(path: Path, data: bytes, timeout: float = 30.0) -> dict[str, Any]:
@@ -95,22 +87,22 @@ def test_socket_is_0600_in_a_new_0700_folder(tmp_path: Path, sock: Path) -> None
         assert svc.stop() == 0
 
 
-def test_ping_answers_with_pid_and_version(service: ServiceProcess) -> None:
-    answer = ping(service.socket_path)
+def test_ping_answers_with_pid_and_version(service_process: ServiceProcess) -> None:
+    answer = ping(service_process.socket_path)
     assert answer is not None
     assert answer["v"] == 1 and answer["ok"] is True
-    assert answer["pid"] == service.proc.pid
+    assert answer["pid"] == service_process.proc.pid
     assert isinstance(answer["version"], str) and answer["version"]
 
 
-def test_second_serve_refuses_while_first_lives(service: ServiceProcess) -> None:
+def test_second_serve_refuses_while_first_lives(service_process: ServiceProcess) -> None:
     done = cli("serve", timeout=60)
     assert done.returncode != 0
     assert "service-running" in done.stderr
     assert "Traceback" not in done.stderr
     # The first one still owns and answers the socket.
-    answer = ping(service.socket_path)
-    assert answer is not None and answer["pid"] == service.proc.pid
+    answer = ping(service_process.socket_path)
+    assert answer is not None and answer["pid"] == service_process.proc.pid
 
 
 def test_stale_socket_of_killed_service_is_replaced(tmp_path: Path, sock: Path) -> None:
@@ -199,21 +191,21 @@ BAD_REQUESTS = {
 
 @pytest.mark.parametrize("name", sorted(BAD_REQUESTS))
 def test_bad_request_is_refused_and_service_keeps_serving(
-    service: ServiceProcess, name: str
+    service_process: ServiceProcess, name: str
 ) -> None:
-    answer = raw_call(service.socket_path, BAD_REQUESTS[name])
+    answer = raw_call(service_process.socket_path, BAD_REQUESTS[name])
     assert answer["ok"] is False
     assert answer["error"]["code"] == "bad-request"
     assert answer["error"]["message"]
     assert answer["gap_recorded"] is False
-    assert ping(service.socket_path) is not None
+    assert ping(service_process.socket_path) is not None
     assert store_checkpoints("run-s") == []
 
 
-def test_bad_request_then_good_one_on_the_same_connection(service: ServiceProcess) -> None:
+def test_bad_request_then_good_one_on_the_same_connection(service_process: ServiceProcess) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(30)
-        conn.connect(str(service.socket_path))
+        conn.connect(str(service_process.socket_path))
         conn.sendall(b"garbage\n" + line({"v": 1, "op": "ping"}))
         answers = conn.makefile("rb")
         assert json.loads(answers.readline())["error"]["code"] == "bad-request"
@@ -221,20 +213,20 @@ def test_bad_request_then_good_one_on_the_same_connection(service: ServiceProces
 
 
 @pytest.mark.parametrize("newline", [False, True])
-def test_oversized_request_is_refused(service: ServiceProcess, newline: bool) -> None:
+def test_oversized_request_is_refused(service_process: ServiceProcess, newline: bool) -> None:
     big = line(capture_req("/tmp", label="x" * (protocol.MAX_REQUEST_BYTES + 100)))
-    answer = raw_call(service.socket_path, big if newline else big.rstrip(b"\n"))
+    answer = raw_call(service_process.socket_path, big if newline else big.rstrip(b"\n"))
     assert answer["ok"] is False
     assert answer["error"]["code"] == "request-too-large"
-    assert ping(service.socket_path) is not None
+    assert ping(service_process.socket_path) is not None
 
 
-def test_request_just_under_the_cap_is_read(service: ServiceProcess) -> None:
+def test_request_just_under_the_cap_is_read(service_process: ServiceProcess) -> None:
     # A label too long for the model, but a line within the cap: the service
     # reads it whole and answers bad-request, not request-too-large.
     req = capture_req("/tmp", label="")
     room = protocol.MAX_REQUEST_BYTES - len(json.dumps(req).encode()) - 10
-    answer = raw_call(service.socket_path, line(capture_req("/tmp", label="y" * room)))
+    answer = raw_call(service_process.socket_path, line(capture_req("/tmp", label="y" * room)))
     assert answer["error"]["code"] == "bad-request"
 
 
@@ -272,13 +264,14 @@ def test_capture_of_unusable_worktree_records_one_gap(
     assert store_checkpoints(run_id) == []
 
 
-def test_capture_of_a_jj_repo_through_the_service(service: ServiceProcess,
+def test_capture_of_a_jj_repo_through_the_service(service_process: ServiceProcess,
                                                   tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")
     (repo / "a.txt").write_text("a\n")
-    answer = raw_call(service.socket_path, line(capture_req(str(repo / "."), request_id="ok-1")))
+    answer = raw_call(service_process.socket_path,
+                      line(capture_req(str(repo / "."), request_id="ok-1")))
     assert answer["ok"] is True, answer
     assert (answer["seq"], answer["deduped"]) == (1, False)
     [row] = store_checkpoints("run-s")
     assert (row.commit_id, row.worktree) == (answer["commit_id"], str(repo))
-    assert ping(service.socket_path)["captures"] >= 1  # type: ignore[index]
+    assert ping(service_process.socket_path)["captures"] >= 1  # type: ignore[index]

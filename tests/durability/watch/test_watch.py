@@ -5,7 +5,6 @@ shared with other test runs."""
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import logging
 import os
@@ -44,12 +43,6 @@ from tests.helpers import (
 )
 
 RUN = "run-w"
-
-
-@pytest.fixture
-def service(settings: Settings) -> Iterator[Service]:
-    with Service(settings) as svc:
-        yield svc
 
 
 def _call(settings: Settings, **req: Any) -> dict[str, Any]:
@@ -97,7 +90,7 @@ def _settled(settings: Settings, quiet_s: float = 1.0) -> dict[str, Any]:
         last = now["captures"]
 
 
-def test_a_burst_of_200_writes_gives_one_checkpoint(service: Service, settings: Settings,
+def test_a_burst_of_200_writes_gives_one_checkpoint(service_inprocess: Service, settings: Settings,
                                                     repo: Path) -> None:
     _watch(settings, repo, settle_ms=500)
     baseline = _wait_rows(settings, 1)
@@ -113,30 +106,42 @@ def test_a_burst_of_200_writes_gives_one_checkpoint(service: Service, settings: 
 
 
 def test_continuous_writes_are_captured_at_least_every_max_delay(
-        service: Service, settings: Settings, repo: Path) -> None:
-    max_delay_ms = 800
-    _watch(settings, repo, settle_ms=400, max_delay_ms=max_delay_ms)
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
+    settle_ms, max_delay_ms = 400, 800
+    _watch(settings, repo, settle_ms=settle_ms, max_delay_ms=max_delay_ms)
     _wait_rows(settings, 1)
     _settled(settings)
     start_ms = time.time_ns() // 1_000_000
-    end = time.monotonic() + 3.0
+    began = time.monotonic()
+    end = began + 3.0
     i = 0
     while time.monotonic() < end:
         (repo / "log.txt").write_text(f"line {i}\n")
         i += 1
         time.sleep(0.05)
     stop_ms = time.time_ns() // 1_000_000
+    writing_ms = (time.monotonic() - began) * 1000
     _settled(settings)
-    during = [r.created_at_ms for r in _rows(settings) if r.created_at_ms >= start_ms]
+    during = [r for r in _rows(settings) if r.created_at_ms >= start_ms]
+    shown = [(r.created_at_ms - start_ms, r.label) for r in during]
     assert len(during) >= 2, "max-delay captures never fired under continuous writes"
-    times = [start_ms, *[t for t in during if t <= stop_ms]]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # A capture is due max_delay after the first unanswered write; it then
-    # takes a jj snapshot.  4 s of slack covers a loaded machine.
-    assert max(gaps) <= max_delay_ms + 4000, gaps
+    # A write every 50 ms never leaves the tree quiet for settle_ms from the
+    # start, so the first capture is the max-delay one, taken while the
+    # writes still went on.
+    max_delay = [r for r in during if r.label == "watch max-delay"]
+    assert max_delay and max_delay[0].created_at_ms <= stop_ms, (shown, stop_ms - start_ms)
+    # A max-delay capture is decided at most every max_delay_ms (its deadline
+    # counts from the first write after the previous decision).
+    assert len(max_delay) <= writing_ms // max_delay_ms + 1, shown
+    # And never a capture per write (i writes): at most one per settle_ms,
+    # plus the settle capture after the last write.  (Settle captures do
+    # occur between max-delay ones: after a capture, events stop arriving for
+    # up to ~0.5 s, likely watchdog holding them behind the first half of a
+    # rename the capture made in .jj or .git; see docs/reliability/tests.md.)
+    assert len(during) <= writing_ms // settle_ms + 2, (shown, i)
 
 
-def test_shell_commands_are_captured_with_no_hook(service: Service, settings: Settings,
+def test_shell_commands_are_captured_with_no_hook(service_inprocess: Service, settings: Settings,
                                                   repo: Path) -> None:
     (repo / "a.txt").write_text("alpha\n")
     (repo / "b.txt").write_text("beta\n")
@@ -157,8 +162,8 @@ def test_shell_commands_are_captured_with_no_hook(service: Service, settings: Se
     assert shown == "gamma\n"
 
 
-def test_ignored_paths_and_jj_internals_trigger_nothing(service: Service, settings: Settings,
-                                                        repo: Path) -> None:
+def test_ignored_paths_and_jj_internals_trigger_nothing(
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     (repo / ".gitignore").write_text("build/\n*.log\n")
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
@@ -176,7 +181,7 @@ def test_ignored_paths_and_jj_internals_trigger_nothing(service: Service, settin
 
 
 def test_folders_created_renamed_and_deleted_while_watched(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
     (repo / "a" / "b" / "c").mkdir(parents=True)
@@ -193,8 +198,8 @@ def test_folders_created_renamed_and_deleted_while_watched(
     assert len(_rows(settings)) > len(rows)
 
 
-def test_a_deleted_worktree_ends_its_watch_with_a_gap(service: Service, settings: Settings,
-                                                      repo: Path, tmp_path: Path) -> None:
+def test_a_deleted_worktree_ends_its_watch_with_a_gap(
+        service_inprocess: Service, settings: Settings, repo: Path, tmp_path: Path) -> None:
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
     shutil.rmtree(repo)
@@ -208,7 +213,7 @@ def test_a_deleted_worktree_ends_its_watch_with_a_gap(service: Service, settings
 
 
 def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
-        service: Service, settings: Settings, repo: Path) -> None:
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
     _watch(settings, repo, settle_ms=60_000, max_delay_ms=600_000)
     (repo / "late.txt").write_text("late\n")  # no settle will come in time
     answer = _call(settings, op="unwatch", worktree=str(repo))

@@ -1,0 +1,21 @@
+"""The engine tests' shared ``runs`` store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.runs import Runs
+from tests.engine import wfkit
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Runs]:
+    """A fresh run store; ``wfkit``'s gates, call log and clock are reset
+    around it so no test sees another's."""
+    wfkit.reset()
+    with Runs(tmp_path / "state.db") as store:
+        yield store
+    wfkit.reset()
