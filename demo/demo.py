@@ -1,25 +1,38 @@
-"""`make demo`: every agent tool call becomes a restorable jj checkpoint.
+"""`make demo`: from `install-hook` to restorable checkpoints, as a new user.
 
-A scripted agent session in a temporary colocated jj repository, driven
-through the installed ``durability`` command exactly as Claude Code drives it
-(a PostToolUse payload on the hook's stdin after each tool call):
+A scripted agent session in a temporary colocated jj repository, driven the
+way Claude Code drives it.  Nothing is prepared by hand:
 
-1. start the snapshot service;
-2. write, edit and delete files (one deletion by a shell-style ``rm``);
-3. SIGKILL the service and carry on: the hook captures in-process;
-4. make one capture fail on purpose, so a gap is on record;
-5. restart the service (it replaces the dead one's socket) and carry on;
-6. list checkpoints, gaps and attempts with the CLI;
-7. restore an earlier checkpoint, then undo the restore.
+1. ``durability install-hook --scope project`` writes the hook into the
+   project's ``.claude/settings.json``; the demo reads its command back.
+2. ``durability doctor`` checks the whole path and runs that hook the way
+   Claude Code does; it must pass.
+3. Every tool call of the session then runs THE COMMAND FROM settings.json
+   through ``/bin/sh -c`` with ``PATH=/usr/bin:/bin`` (no venv, no jj on it)
+   and the PostToolUse payload on stdin, exactly as Claude Code runs hooks.
+   The first call finds no service: the hook captures in process and starts
+   the service by itself (autostart); the next calls go through it.
+4. SIGKILL the service mid-session: the next call is captured in process by
+   the hook, which starts a new service by itself (checked with
+   ``durability status``: a new pid, that had captured nothing yet).
+5. ``durability stop``, then one capture fails on purpose (``DURABILITY_JJ``
+   names a jj that is too old, with ``DURABILITY_AUTOSTART=0`` so no service
+   steps in): it becomes a gap.
+6. ``durability serve --detach`` (idempotent: a second run starts nothing);
+   the next call's checkpoint holds the failed call's file.
+7. List sessions, checkpoints (``snapshots --latest``), gaps and attempts.
+8. Restore an earlier checkpoint, then undo the restore; ``durability stop``.
 
-Every claim is checked; the demo exits 1 if anything did not happen.  State,
-socket and spool live in a private temporary folder, removed at the end
-(``--keep`` leaves it for inspection).
+Every claim is checked; the demo exits 1 if anything did not happen.  HOME,
+state, socket and spool live in a private temporary folder, removed at the
+end (``--keep`` leaves it for inspection): the user's own settings, hooks and
+service are never touched.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import subprocess
 import sys
@@ -27,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from demokit import DemoFailure, Sandbox, check, find_tool, say, step, tree_of
+from demokit import HOOK_PATH, DemoFailure, Sandbox, check, find_tool, say, step, tree_of
 
 APP_V1 = 'def greet(name):\n    return "hello " + name\n'
 APP_V2 = 'def greet(name: str) -> str:\n    return f"hello, {name}!"\n'
@@ -45,14 +58,14 @@ class Story:
 
     # -- tool calls ------------------------------------------------------------
 
-    def write(self, rel: str, text: str, **hook_env: str) -> str:
+    def write(self, rel: str, text: str, **extra_env: str) -> str:
         path = self.box.repo / rel
         existed = path.exists()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return self._tool("Write", {"file_path": str(path), "content": text},
                           {"type": "update" if existed else "create", "filePath": str(path),
-                           "content": text, "structuredPatch": []}, hook_env)
+                           "content": text, "structuredPatch": []}, extra_env)
 
     def edit(self, rel: str, old: str, new: str) -> str:
         path = self.box.repo / rel
@@ -81,10 +94,9 @@ class Story:
                           {"type": "text", "file": {"filePath": str(path), "content": text}}, {})
 
     def _tool(self, name: str, tool_input: dict[str, Any], response: dict[str, Any],
-              hook_env: dict[str, str]) -> str:
-        env = {**self.box.env, **hook_env} if hook_env else None
+              extra_env: dict[str, str]) -> str:
         started = time.monotonic()
-        tool_use_id, done = self.box.hook(name, tool_input, response, env=env)
+        tool_use_id, done = self.box.hook(name, tool_input, response, extra_env=extra_env)
         took_ms = (time.monotonic() - started) * 1000
         where = tool_input.get("file_path") or tool_input.get("command")
         say(f"{name:<5} {Path(str(where)).name if name != 'Bash' else where!s:<14} "
@@ -115,71 +127,124 @@ def show_tree(title: str, tree: dict[str, bytes]) -> None:
     say(f"{title}:")
     for rel, data in tree.items():
         first = data.decode("utf-8", "replace").splitlines()[0] if data else ""
-        say(f"  {rel:<16} {len(data):>4} bytes  | {first}")
+        say(f"  {rel:<21} {len(data):>4} bytes  | {first}")
     if not tree:
         say("  (no files)")
 
 
-def start(story: Story) -> None:
-    step(1, "start the snapshot service in a private sandbox")
+def show(box: Sandbox, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+    """Run ``durability ARGS`` and print it as a user would see it."""
+    say(f"$ durability {' '.join(args)}")
+    done = box.cli(*args, ok=ok)
+    say(done.stdout.rstrip())
+    return done
+
+
+def install(story: Story) -> None:
+    step(1, "install the hook into a fresh project: durability install-hook")
     box = story.box
     box.init_repo()
-    say(f"sandbox:  {box.root}")
+    say(f"sandbox:  {box.root} (HOME, state, socket and spool are all in here)")
     say(f"repo:     {box.repo} (jj git init --colocate)")
-    say(f"state:    DURABILITY_HOME={box.env['DURABILITY_HOME']}")
-    say(f"socket:   DURABILITY_SOCKET={box.env['DURABILITY_SOCKET']}")
-    pid = box.start_service()
-    answer = box.ping()
-    check(answer is not None and answer.get("pid") == pid,
-          f"`durability serve --detach` started the service (pid {pid}); it answers a ping")
+    say(f"$ durability install-hook --scope project --project-dir {box.repo} --json")
+    result = box.install_hook()
+    settings = Path(result["settings"])
+    say(f"wrote {settings}; its PostToolUse hook runs:")
+    say(f"  {box.hook_command}")
+    for note in result.get("notes", []):
+        say(f"note: {note}")
+    check(settings == box.repo / ".claude" / "settings.json" and result["changed"],
+          "install-hook wrote the hook into the project's .claude/settings.json")
+    command = box.hook_command or ""
+    check(command == result["command"] and str(box.durability) in command,
+          "the command read back from settings.json is the one install-hook reported, and it "
+          "names the installed durability by its absolute path (no PATH needed)")
+
+
+def doctor(story: Story) -> None:
+    step(2, "check the whole path: durability doctor")
+    box = story.box
+    say(f"$ durability doctor --project-dir {box.repo}")
+    done = box.run([box.durability, "doctor", "--project-dir", str(box.repo)])
+    say(done.stdout.rstrip())
+    lines = done.stdout.splitlines()
+    check(done.returncode == 0, f"doctor passes (exit {done.returncode})")
+    check(any(line.startswith("ok") and "hook claude project" in line
+              and f"PATH={HOOK_PATH}" in line for line in lines),
+          f"it ran the installed hook as Claude Code would (/bin/sh -c, PATH={HOOK_PATH})")
+    check(box.status() is None, "no service is running yet")
 
 
 def agent_works(story: Story) -> None:
-    step(2, "the agent writes, edits and deletes files; each tool call is checkpointed")
+    step(3, "the agent works; the first tool call starts the service by itself")
+    box = story.box
     story.expect_new_checkpoint(story.write("src/app.py", APP_V1))
+    first = box.wait_for_service()
+    check(first.get("captures") == 0,
+          f"the hook captured that call in process and started the service (pid "
+          f"{first.get('pid')}), which then answered `durability status`")
+    show(box, "status")
     story.expect_new_checkpoint(story.write("notes.txt", "TODO: remove this scratch file\n"))
     story.expect_new_checkpoint(story.edit("src/app.py", APP_V1, APP_V2))
     story.expect_new_checkpoint(story.shell_rm("notes.txt"))
-    answer = story.box.ping()
-    check(answer is not None and answer.get("captures") == 4,
-          f"the service ran those captures itself (ping: {answer and answer.get('captures')} "
-          "captures)")
+    answer = box.status()
+    check(answer is not None and answer.get("pid") == first.get("pid")
+          and answer.get("captures") == 3,
+          f"the service ran the next three captures itself (status: "
+          f"{answer and answer.get('captures')} captures)")
 
 
 def service_dies(story: Story) -> None:
-    step(3, "SIGKILL the service mid-session; the hook captures in-process instead")
+    step(4, "SIGKILL the service mid-session; the hook captures in process and "
+            "starts a new one")
     box = story.box
-    pid = box.service_pid
-    box.kill_service(signal.SIGKILL)
-    socket_file = Path(box.env["DURABILITY_SOCKET"])
-    check(box.ping() is None, f"service pid {pid} is dead and nothing answers on the socket")
-    say(f"its stale socket file is still there: {socket_file.exists()}")
+    answer = box.status()
+    pid = int(answer["pid"]) if answer else 0
+    check(pid > 0, f"the service runs (pid {pid})")
+    box.kill(pid, signal.SIGKILL)
+    check(box.status() is None, f"service pid {pid} is dead; nothing answers on the socket")
+    say(f"its stale socket file is still there: {Path(box.env['DURABILITY_SOCKET']).exists()}")
     story.expect_new_checkpoint(story.write("src/util.py", "def double(x):\n    return 2 * x\n"))
+    new = box.wait_for_service(not_pid=pid)
+    check(new.get("captures") == 0,
+          f"that call was captured in process, and the hook started a new service "
+          f"(pid {new.get('pid')}) on the same socket by itself")
     story.expect_new_checkpoint(story.write("README.md", "# demo project\n\nGreets people.\n"))
+    answer = box.status()
+    check(answer is not None and answer.get("pid") == new.get("pid")
+          and answer.get("captures") == 1, "the next call went through the new service")
     check(not box.cli_json("gaps", box.session_id),
           "no gap: with the service gone, no checkpoint was lost")
 
 
 def capture_fails(story: Story) -> None:
-    step(4, "one capture fails on purpose (DURABILITY_JJ points at a missing jj)")
+    step(5, "stop the service; one capture fails on purpose (a too-old jj, no autostart)")
     box = story.box
+    show(box, "stop")
     before = len(story.checkpoints())
-    missing_jj = str(box.root / "no-such-jj")
-    tool_use_id = story.write("config.json", '{"greeting": "hello"}\n', DURABILITY_JJ=missing_jj)
+    old_jj = box.fake_old_jj()
+    say(f"the next hook runs with DURABILITY_JJ={old_jj} (it says jj 0.20.0) "
+        "DURABILITY_AUTOSTART=0")
+    tool_use_id = story.write("config.json", '{"greeting": "hello"}\n',
+                              DURABILITY_JJ=str(old_jj), DURABILITY_AUTOSTART="0")
     story.failed.append(tool_use_id)
     check(len(story.checkpoints()) == before, "no checkpoint was recorded for that call")
     gaps = box.cli_json("gaps", box.session_id)
-    check(len(gaps) == 1 and gaps[0]["reason"] == "jj-missing"
+    check(len(gaps) == 1 and gaps[0]["reason"] == "jj-too-old"
           and gaps[0]["tool_use_id"] == tool_use_id,
           f"it is on record as a gap: reason {gaps[0]['reason'] if gaps else None!r}, "
           f"tool call {tool_use_id}")
+    check(box.status() is None, "with DURABILITY_AUTOSTART=0 the hook started no service")
 
 
 def service_returns(story: Story) -> None:
-    step(5, "restart the service (it replaces the stale socket); the next call catches up")
+    step(6, "start the service again: durability serve --detach; the next call catches up")
     box = story.box
-    pid = box.start_service()
-    check(box.ping() is not None, f"a new service (pid {pid}) answers on the same socket")
+    show(box, "serve", "--detach")
+    started = json.loads(box.cli("serve", "--detach", "--json").stdout)
+    check(started.get("already_running") is True,
+          f"serve --detach is idempotent: a second run found pid {started.get('pid')} "
+          "and started nothing")
     row = story.expect_new_checkpoint(story.edit("src/util.py", "2 * x", "x + x"))
     check("config.json" in story.trees[int(row["seq"])],
           "config.json, written during the failed call, is inside this checkpoint")
@@ -187,21 +252,25 @@ def service_returns(story: Story) -> None:
     story.read("src/app.py")
     check(len(story.checkpoints()) == rows_before,
           "a Read that changed nothing added no checkpoint (same commit: deduplicated)")
-    answer = box.ping()
-    check(answer is not None and answer.get("captures") == 2,
-          f"both calls went through the new service (ping: {answer and answer['captures']} "
-          "captures)")
+    answer = box.status()
+    check(answer is not None and answer.get("pid") == started.get("pid")
+          and answer.get("captures") == 2,
+          f"both calls went through that service (status: "
+          f"{answer and answer.get('captures')} captures)")
 
 
 def list_everything(story: Story) -> list[dict[str, Any]]:
-    step(6, "list checkpoints, gaps and attempts with the CLI")
+    step(7, "list sessions, checkpoints, gaps and attempts with the CLI")
     box = story.box
-    say(f"$ durability snapshots {box.session_id}")
-    say(box.cli("snapshots", box.session_id).stdout.rstrip())
-    say(f"$ durability gaps {box.session_id}")
-    say(box.cli("gaps", box.session_id).stdout.rstrip())
-    say(f"$ durability attempts {box.session_id}")
-    say(box.cli("attempts", box.session_id).stdout.rstrip())
+    show(box, "sessions")
+    sessions = box.cli_json("sessions")
+    check([s.get("run_id") for s in sessions] == [box.session_id],
+          "`durability sessions` lists the agent's session")
+    latest = show(box, "snapshots", "--latest")
+    check(latest.stdout == box.cli("snapshots", box.session_id).stdout,
+          "`snapshots --latest` (run in the project) is that session's listing")
+    show(box, "gaps", box.session_id)
+    show(box, "attempts", box.session_id)
     rows = story.checkpoints()
     seqs = [r["seq"] for r in rows]
     check(seqs == list(range(1, len(rows) + 1)), f"seqs are contiguous: {seqs}")
@@ -216,7 +285,7 @@ def list_everything(story: Story) -> list[dict[str, Any]]:
 
 
 def restore_and_undo(story: Story, rows: list[dict[str, Any]]) -> None:
-    step(7, "restore checkpoint seq 2, then undo the restore")
+    step(8, "restore checkpoint seq 2, then undo the restore; stop the service")
     box = story.box
     readme = box.repo / "README.md"
     readme.write_text(readme.read_text(encoding="utf-8") + "Unsaved line, no tool call.\n",
@@ -241,6 +310,8 @@ def restore_and_undo(story: Story, rows: list[dict[str, Any]]) -> None:
     undone = tree_of(box.repo)
     show_tree("files after the undo", undone)
     check(undone == before, "undo: the worktree is back as it was before the restore")
+    show(box, "stop")
+    check(box.status() is None, "the service is gone")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         box = Sandbox()
         story = Story(box)
-        start(story)
+        install(story)
+        doctor(story)
         agent_works(story)
         service_dies(story)
         capture_fails(story)
@@ -266,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             box.close(keep=args.keep)
             if args.keep:
                 print(f"\n(sandbox kept at {box.root})")
-    print(f"\nDemo complete in {time.monotonic() - started:.1f}s: every tool call is a "
-          "restorable checkpoint, the failure is on record, nothing was lost.")
+    print(f"\nDemo complete in {time.monotonic() - started:.1f}s: from install-hook and "
+          "doctor on, every tool call is a restorable checkpoint, the failure is on record, "
+          "nothing was lost.")
     return 0
 
 

@@ -2,7 +2,8 @@
 Code-shaped hook payloads, and checks that make the demo fail loudly.
 
 Standard library only (plus nothing from the package itself: the demo drives
-the installed ``durability`` command exactly as Claude Code would).
+the installed ``durability`` command, and runs the hook command that
+``durability install-hook`` wrote, exactly as Claude Code would).
 """
 
 from __future__ import annotations
@@ -19,11 +20,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoFailure", "Sandbox", "check", "find_tool", "say", "step", "tree_of"]
+__all__ = ["HOOK_PATH", "DemoFailure", "Sandbox", "check", "find_tool", "say", "step",
+           "tree_of"]
 
 # Generous ceilings: the demo runs on small CI machines next to other work.
 CLI_TIMEOUT_S = 60.0
 SERVICE_GONE_TIMEOUT_S = 10.0
+# A service the hook started binds its socket within a second or two; a
+# loaded machine gets more.
+SERVICE_UP_TIMEOUT_S = 20.0
+# What a harness started from a desktop launcher may have: no venv, no ~/.local.
+HOOK_PATH = "/usr/bin:/bin"
+# Claude Code runs a command hook through this shell.
+HOOK_SHELL = "/bin/sh"
+# `durability status` exits 3 when no service listens (errors.py, NotFound).
+STATUS_NOT_RUNNING = 3
 
 
 class DemoFailure(Exception):
@@ -75,13 +86,25 @@ class Sandbox:
         self.jj = find_tool("jj")
         self.durability = find_tool("durability")
         self.session_id = "5f0c6a3e-demo-4b1e-9d2a-6c0ffee0cafe"
-        self.service_pid: int | None = None
+        #: The PostToolUse command read back from the project's settings.json.
+        self.hook_command: str | None = None
         self._calls = 0
+        home = self.root / "home"
+        home.mkdir()
         jj_config = self.root / "jj-config.toml"
         jj_config.write_text('[user]\nname = "Demo Agent"\nemail = "agent@example.invalid"\n')
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DURABILITY_", "JJ_"))}
+        # A private HOME and XDG folders: install-hook copies its launcher into
+        # the data folder, and doctor runs every hook it finds in the user's
+        # Claude Code, Codex and Gemini settings; neither may touch the real ones.
+        private = ("DURABILITY_", "JJ_", "XDG_", "CLAUDE_", "CODEX_", "GEMINI_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(private)}
         self.env: dict[str, str] = {
             **env,
+            "HOME": str(home),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
             "DURABILITY_HOME": str(self.root / "state"),
             "DURABILITY_SOCKET": str(self.root / "run" / "service.sock"),
             "DURABILITY_SPOOL_DIR": str(self.root / "spool"),
@@ -99,10 +122,10 @@ class Sandbox:
                                            done.stdout.decode("utf-8", "replace"),
                                            done.stderr.decode("utf-8", "replace"))
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``durability ARGS``; a non-zero exit stops the demo."""
+    def cli(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+        """Run ``durability ARGS``; an exit status not in ``ok`` stops the demo."""
         done = self.run([self.durability, *args])
-        if done.returncode != 0:
+        if done.returncode not in ok:
             raise DemoFailure(f"`durability {' '.join(args)}` exited {done.returncode}: "
                               f"{done.stderr.strip()}")
         return done
@@ -116,14 +139,41 @@ class Sandbox:
         if done.returncode != 0:
             raise DemoFailure(f"jj git init failed: {done.stderr.strip()}")
 
+    def fake_old_jj(self) -> Path:
+        """A "jj" that reports version 0.20.0, below the 0.30 the toolkit needs:
+        a capture failure a user can meet (an old distribution package)."""
+        path = self.root / "old-jj" / "jj"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text('#!/bin/sh\necho "jj 0.20.0"\n', encoding="utf-8")
+        path.chmod(0o755)
+        return path
+
     # -- the hook ------------------------------------------------------------
+
+    def install_hook(self) -> dict[str, Any]:
+        """``durability install-hook`` for this project; remembers the command
+        that Claude Code will run, as read back from the settings file."""
+        result: dict[str, Any] = self.cli_json("install-hook", "--scope", "project",
+                                               "--project-dir", str(self.repo))
+        settings = json.loads(Path(result["settings"]).read_text(encoding="utf-8"))
+        commands = [hook["command"] for group in settings["hooks"]["PostToolUse"]
+                    for hook in group["hooks"]]
+        if len(commands) != 1:
+            raise DemoFailure(f"expected one PostToolUse hook in {result['settings']}, "
+                              f"found {commands}")
+        self.hook_command = commands[0]
+        return result
 
     def hook(
         self, tool_name: str, tool_input: dict[str, Any], tool_response: dict[str, Any],
-        *, env: Mapping[str, str] | None = None,
+        *, extra_env: Mapping[str, str] | None = None,
     ) -> tuple[str, subprocess.CompletedProcess[str]]:
-        """Send one PostToolUse payload through ``durability snapshot-hook``,
-        as Claude Code does after a tool call; returns its tool_use_id."""
+        """Send one PostToolUse payload through the installed hook command, as
+        Claude Code does after a tool call: ``/bin/sh -c COMMAND`` in the
+        project, with a PATH that holds neither the venv nor jj, the payload
+        on stdin.  Returns the call's tool_use_id."""
+        if self.hook_command is None:
+            raise DemoFailure("no hook installed yet")
         self._calls += 1
         tool_use_id = f"toolu_01Demo{self._calls:04d}"
         payload = {
@@ -137,8 +187,9 @@ class Sandbox:
             "tool_response": tool_response,
             "tool_use_id": tool_use_id,
         }
-        done = self.run([self.durability, "snapshot-hook"], input=json.dumps(payload).encode(),
-                        env=env)
+        env = {**self.env, **(extra_env or {}), "PATH": HOOK_PATH}
+        done = self.run([HOOK_SHELL, "-c", self.hook_command],
+                        input=json.dumps(payload).encode(), env=env)
         if done.returncode != 0 or done.stdout:
             raise DemoFailure(f"the hook must exit 0 silently; it exited {done.returncode} "
                               f"with stdout {done.stdout!r}")
@@ -146,38 +197,26 @@ class Sandbox:
 
     # -- the service ---------------------------------------------------------
 
-    def start_service(self) -> int:
-        answer = json.loads(self.cli("serve", "--detach").stdout)
-        self.service_pid = int(answer["pid"])
-        return self.service_pid
+    def status(self) -> dict[str, Any] | None:
+        """``durability status --json`` when a service answers, else None."""
+        done = self.cli("status", "--json", ok=(0, STATUS_NOT_RUNNING))
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer if done.returncode == 0 and answer.get("answering") else None
 
-    def ping(self) -> dict[str, Any] | None:
-        """The service's ping answer, straight over its Unix socket."""
-        import socket
+    def wait_for_service(self, *, not_pid: int | None = None) -> dict[str, Any]:
+        """The status of the service that answers (other than ``not_pid``),
+        once one does; the hook starts it in the background."""
+        deadline = time.monotonic() + SERVICE_UP_TIMEOUT_S
+        while True:
+            answer = self.status()
+            if answer is not None and answer.get("pid") != not_pid:
+                return answer
+            if time.monotonic() > deadline:
+                raise DemoFailure(f"no service answered within {SERVICE_UP_TIMEOUT_S:g}s")
+            time.sleep(0.1)
 
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(5)
-        try:
-            sock.connect(self.env["DURABILITY_SOCKET"])
-            sock.sendall(b'{"v":1,"op":"ping"}\n')
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    return None
-                data += chunk
-        except OSError:
-            return None
-        finally:
-            sock.close()
-        answer = json.loads(data)
-        return answer if isinstance(answer, dict) and answer.get("ok") else None
-
-    def kill_service(self, sig: signal.Signals) -> None:
-        """Send ``sig`` to the service and wait until it is gone."""
-        pid = self.service_pid
-        if pid is None:
-            return
+    def kill(self, pid: int, sig: signal.Signals) -> None:
+        """Send ``sig`` to ``pid`` and wait until it is gone."""
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
@@ -187,18 +226,17 @@ class Sandbox:
             if time.monotonic() > deadline:
                 raise DemoFailure(f"service pid {pid} still running after {sig.name}")
             time.sleep(0.02)
-        self.service_pid = None
 
     def close(self, *, keep: bool) -> None:
-        """Stop the service (gracefully, then firmly) and remove the sandbox."""
-        if self.service_pid is not None:
-            try:
-                self.kill_service(signal.SIGTERM)
-            except DemoFailure:
-                try:
-                    self.kill_service(signal.SIGKILL)
-                except DemoFailure as exc:
-                    print(f"demo: could not stop the service: {exc}", file=sys.stderr)
+        """Stop whatever service runs on the sandbox's socket (the demo's or
+        one a hook started), firmly if need be, and remove the sandbox."""
+        try:
+            done = self.run([self.durability, "stop", "--kill", "--timeout", "10"])
+            if done.returncode != 0:
+                print(f"demo: could not stop the service: {done.stderr.strip()}",
+                      file=sys.stderr)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"demo: could not stop the service: {exc}", file=sys.stderr)
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
