@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from durability.errors import InvalidInput
 from durability.gaps import spool
 from durability.ids import safe_filename
 from engine import Store
-from tests.helpers import ServiceProcess, cli, hook_payload, start_service
+from tests.helpers import ServiceProcess, cli, hook_payload
 
 BAD = ["abc", "nan", "inf", "-5", "0.5", "1e12", "10s"]
 
@@ -45,13 +44,6 @@ def _hook(repo: Path, run_id: str, extra: dict[str, str]) -> None:
                env=env, timeout=60)
     assert done.returncode == 0
     assert done.stdout == ""
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = start_service(tmp_path)
-    yield svc
-    svc.stop()
 
 
 @pytest.mark.parametrize("name", sorted(envms.MS_SETTINGS))
@@ -85,7 +77,8 @@ def test_the_hook_without_a_service_records_one_invalid_value_gap(repo: Path, na
     assert _checkpoints(run_id) == []
 
 
-def test_the_hook_with_a_service_records_the_same_gap(repo: Path, service: ServiceProcess) -> None:
+def test_the_hook_with_a_service_records_the_same_gap(repo: Path,
+                                                    service_process: ServiceProcess) -> None:
     _hook(repo, "bad-served", {"DURABILITY_HOOK_TIMEOUT_MS": "-1"})
     gaps = _spool("bad-served")
     assert [g["reason"] for g in gaps] == ["invalid-value"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,14 @@ from durability.errors import ProtocolError
 from durability.gaps import spool
 from durability.service import protocol
 from engine import AttemptKey, Gap, NewCheckpoint, Store
-from tests.helpers import cli, cli_json, durability_exe, jj_path, make_git_repo, start_service
+from tests.helpers import (
+    ServiceProcess,
+    cli,
+    cli_json,
+    durability_exe,
+    jj_path,
+    make_git_repo,
+)
 
 # The bytes 0xff and 0xfe never occur in UTF-8: Python names them \udcff and
 # \udcfe (surrogateescape), the form every path takes inside the toolkit.
@@ -58,15 +64,6 @@ def _hook_input(cwd: str, tool_use_id: str, file_path: str | None = None) -> byt
 @pytest.fixture
 def spool_dir() -> Path:
     return Path(os.environ["DURABILITY_SPOOL_DIR"])
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[None]:
-    svc = start_service(tmp_path)
-    try:
-        yield
-    finally:
-        svc.stop()
 
 
 # -- ids with lone surrogates ---------------------------------------------------
@@ -146,7 +143,8 @@ def test_a_non_utf8_worktree_is_captured_in_process(
 
 @pytest.mark.parametrize("backend", ["jj", "git"])
 def test_a_non_utf8_worktree_is_captured_by_the_service(
-    tmp_path: Path, backend: str, spool_dir: Path, service: None
+    tmp_path: Path, backend: str, spool_dir: Path,
+    service_process: ServiceProcess
 ) -> None:
     wt = _odd_repo(tmp_path, backend)
     done = cli("snapshot-hook", input=_hook_input(str(wt), "t\ud800", str(wt / "README.md")))
