@@ -22,7 +22,12 @@ from engine import AttemptKey, NotFound, Store
 @options.json_option
 def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attempt: int,
              label: str | None, as_json: bool) -> None:
-    """Take a checkpoint of the worktree at PATH (default: here) now."""
+    """Take a checkpoint of the worktree at PATH (default: here) now.
+
+    \b
+    Example:
+      durability snapshot . --run my-run --node main --label "before refactor"
+    """
     from durability.capture.snapshot import snapshot_now
 
     result = snapshot_now(options.settings(), key=AttemptKey(run_id, node_id, iteration, attempt),

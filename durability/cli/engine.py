@@ -129,7 +129,12 @@ def _worktree(path: Path | None) -> str | None:
 def run_command(workflow: Path, run_id: str | None, worktree: Path | None,
                 max_turns: int | None, max_tokens: int | None, max_cost: float | None,
                 as_json: bool) -> None:
-    """Start a run of the workflow defined in WORKFLOW (a Python file)."""
+    """Start a run of the workflow defined in WORKFLOW (a Python file).
+
+    \b
+    Example:
+      durability run examples/workflow_hello.py --worktree .
+    """
     settings = options.settings()
     with _runs(settings) as runs:
         outcome = start_run(runs, workflow.absolute(), config=_config(settings), run_id=run_id,
@@ -150,7 +155,12 @@ def run_command(workflow: Path, run_id: str | None, worktree: Path | None,
 @options.json_option
 def resume_command(run_id: str, force: bool, accept_workflow_change: bool, stale_after: int,
                    claim_epoch: int | None, claim_owner: str | None, as_json: bool) -> None:
-    """Resume RUN_ID where it stopped: completed tasks are not run again."""
+    """Resume RUN_ID where it stopped: completed tasks are not run again.
+
+    \b
+    Example:
+      durability resume RUN_ID
+    """
     settings = options.settings()
     owner = Owner.this_process(claim_owner)
     with _runs(settings) as runs:
@@ -164,7 +174,12 @@ def resume_command(run_id: str, force: bool, accept_workflow_change: bool, stale
 @click.argument("run_id", callback=options.run_id)
 @click.argument("node_id", callback=options.run_id)
 def approve_command(run_id: str, node_id: str) -> None:
-    """Approve NODE_ID of RUN_ID; the next resume continues there."""
+    """Approve NODE_ID of RUN_ID; the next resume continues there.
+
+    \b
+    Example:
+      durability approve RUN_ID deploy && durability resume RUN_ID
+    """
     with _runs(options.settings()) as runs:
         runs.decide(run_id, node_id, "approved", None)
     click.echo(f"approved {node_id} of run {run_id}; continue with: durability resume {run_id}")
@@ -175,7 +190,12 @@ def approve_command(run_id: str, node_id: str) -> None:
 @click.argument("node_id", callback=options.run_id)
 @click.option("--reason", help="Why (kept with the decision).")
 def deny_command(run_id: str, node_id: str, reason: str | None) -> None:
-    """Deny NODE_ID of RUN_ID; the next resume fails the run there."""
+    """Deny NODE_ID of RUN_ID; the next resume fails the run there.
+
+    \b
+    Example:
+      durability deny RUN_ID deploy --reason "not today"
+    """
     with _runs(options.settings()) as runs:
         runs.decide(run_id, node_id, "denied", reason)
     click.echo(f"denied {node_id} of run {run_id}")
@@ -194,14 +214,24 @@ def _request(run_id: str, kind: str) -> None:
 @click.command("pause")
 @click.argument("run_id", callback=options.run_id)
 def pause_command(run_id: str) -> None:
-    """Start no new task; let running ones finish; park the run as paused."""
+    """Start no new task; let running ones finish; park the run as paused.
+
+    \b
+    Example:
+      durability pause RUN_ID
+    """
     _request(run_id, "pause")
 
 
 @click.command("cancel")
 @click.argument("run_id", callback=options.run_id)
 def cancel_command(run_id: str) -> None:
-    """Tell running tasks to stop and mark the run cancelled (it can be resumed)."""
+    """Tell running tasks to stop and mark the run cancelled (it can be resumed).
+
+    \b
+    Example:
+      durability cancel RUN_ID
+    """
     _request(run_id, "cancel")
 
 
@@ -228,7 +258,12 @@ def _launcher(settings: Settings) -> Any:
 def supervise_command(run_ids: list[str], all_runs: bool, stale_after: int,
                       max_concurrent: int, poll: int, once: bool,
                       supervisor_id: str | None) -> None:
-    """Resume runs whose owner stopped beating, and quota waits that are over."""
+    """Resume runs whose owner stopped beating, and quota waits that are over.
+
+    \b
+    Example:
+      durability supervise --all --stale-after 30s
+    """
     import signal
 
     from engine.supervise import Supervisor
@@ -254,7 +289,12 @@ def supervise_command(run_ids: list[str], all_runs: bool, stale_after: int,
 @click.command("runs")
 @options.json_option
 def runs_command(as_json: bool) -> None:
-    """List the engine's runs, newest first."""
+    """List the engine's runs, newest first (hook sessions: `durability sessions`).
+
+    \b
+    Example:
+      durability runs --json
+    """
     with _runs(options.settings()) as runs:
         rows = [r.to_dict() for r in runs.list_runs()]
     if as_json:
@@ -271,7 +311,12 @@ def runs_command(as_json: bool) -> None:
 @click.argument("run_id", callback=options.run_id)
 @options.json_option
 def run_status_command(run_id: str, as_json: bool) -> None:
-    """A run's tasks, attempts (with jj_pointer and latest checkpoint) and outputs."""
+    """A run's tasks, attempts (with jj_pointer and latest checkpoint) and outputs.
+
+    \b
+    Example:
+      durability run-status RUN_ID
+    """
     from engine.status import run_status
 
     with _runs(options.settings()) as runs:

@@ -161,7 +161,13 @@ def _with_socket(socket_path: Path | None) -> Settings:
 
 @click.command("snapshot-hook")
 def snapshot_hook() -> None:
-    """Claude Code PostToolUse hook: reads the payload on stdin, always exits 0."""
+    """The harness hook (Claude Code, Codex, Gemini): reads the payload on stdin,
+    always exits 0, prints nothing.  Installed by `durability install-hook`.
+
+    \b
+    Example:
+      echo '{"session_id": "s1", "cwd": "."}' | durability snapshot-hook
+    """
     from durability.hook import entry as hook
 
     sys.exit(hook.main())

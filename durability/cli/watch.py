@@ -34,7 +34,12 @@ __all__ = ["COMMANDS"]
 def watch_command(path: Path, run_id: str, node_id: str, iteration: int, attempt: int,
                   settle_ms: int, max_delay_ms: int, poll: bool, foreground: bool,
                   as_json: bool) -> None:
-    """Capture the worktree at PATH whenever it settles (Tier 2)."""
+    """Capture the worktree at PATH whenever it settles (Tier 2).
+
+    \b
+    Example:
+      durability watch . --run my-run --node main --settle-ms 500
+    """
     from durability.backends import resolve_worktree
 
     spec = WatchSpec(resolve_worktree(path), AttemptKey(run_id, node_id, iteration, attempt),
@@ -71,7 +76,12 @@ def _foreground(spec: WatchSpec, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @options.json_option
 def unwatch_command(path: Path, as_json: bool) -> None:
-    """Stop watching PATH, with a final capture."""
+    """Stop watching PATH, with a final capture.
+
+    \b
+    Example:
+      durability unwatch .
+    """
     from durability.watch.foreground import request_unwatch
 
     answer = request_unwatch(options.settings(), path)
