@@ -40,6 +40,10 @@ _MARGIN_S = 0.3
 # Where a tool names the file it touched: Claude Code and Codex use file_path
 # (notebook_path, path); Gemini CLI's read tools use absolute_path.
 _PATH_KEYS = ("file_path", "notebook_path", "path", "absolute_path")
+# Codex apply_patch headers that name a file.
+_PATCH_HEADS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+# A shell command in a label is cut here: enough to recognise it in a listing.
+_COMMAND_CHARS = 200
 _SESSION_RE = rb'"session_id"\s*:\s*"([^"\\]{1,200})"'
 
 
@@ -342,28 +346,74 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
 
 
 def tool_label(payload: dict[str, Any], root: str) -> str | None:
-    """The checkpoint label of a post-tool payload: the tool and the file it
-    names, relative to ``root``; None when the payload names no tool."""
+    """The checkpoint label of a post-tool payload: the tool and what it
+    touched (the file it names, relative to ``root``; the files a patch
+    touches; the command a shell ran, shortened, control characters
+    escaped); None when the payload names no tool."""
     tool = payload.get("tool_name")
     if not isinstance(tool, str) or not tool:
         return None
     tool_input = payload.get("tool_input")
-    if isinstance(tool_input, dict):
-        for key in _PATH_KEYS:
-            value = tool_input.get(key)
-            if isinstance(value, str) and value:
-                try:
-                    if os.path.isabs(value):
-                        # The root is a real path; the payload's may go through
-                        # a symlink (the cwd as the user reached it).
-                        rel = os.path.relpath(value, root)
-                        if rel.startswith(".."):
-                            rel = os.path.relpath(os.path.realpath(value), root)
-                        value = rel
-                except ValueError:
-                    pass
-                return f"{tool} {value}"[:1000]
-    return tool[:1000]
+    detail = _input_summary(tool_input, root) if isinstance(tool_input, dict) else None
+    return (f"{tool} {detail}" if detail else tool)[:1000]
+
+
+def _input_summary(tool_input: dict[str, Any], root: str) -> str | None:
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return _relative(value, root)
+    patched = _patched_files(tool_input)
+    if patched:
+        return " ".join(_relative(p, root) for p in patched)
+    command = tool_input.get("command")
+    if isinstance(command, list) and all(isinstance(c, str) for c in command):
+        command = " ".join(command)
+    if isinstance(command, str) and command.strip():
+        return _short(command)
+    return None
+
+
+def _patched_files(tool_input: dict[str, Any]) -> list[str]:
+    """The files a Codex ``apply_patch`` touches, from its patch headers
+    (``*** Add File: p``, ``*** Update File: p``, ``*** Delete File: p``,
+    ``*** Move to: p``), wherever the patch text sits in the input."""
+    texts = [v for v in tool_input.values() if isinstance(v, str)]
+    for v in tool_input.values():
+        if isinstance(v, list):
+            texts += [x for x in v if isinstance(x, str)]
+    files: list[str] = []
+    for text in texts:
+        if "*** Begin Patch" not in text:
+            continue
+        for line in text.splitlines():
+            for head in _PATCH_HEADS:
+                if line.startswith(head) and line[len(head):].strip():
+                    name = line[len(head):].strip()
+                    if name not in files:
+                        files.append(name)
+    return files
+
+
+def _relative(value: str, root: str) -> str:
+    try:
+        if os.path.isabs(value):
+            # The root is a real path; the payload's may go through a
+            # symlink (the cwd as the user reached it).
+            rel = os.path.relpath(value, root)
+            if rel.startswith(".."):
+                rel = os.path.relpath(os.path.realpath(value), root)
+            return rel
+    except ValueError:
+        pass
+    return value
+
+
+def _short(command: str) -> str:
+    """A shell command for a label: one line, control characters escaped,
+    at most ``_COMMAND_CHARS`` characters."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in command.strip())
+    return flat if len(flat) <= _COMMAND_CHARS else flat[:_COMMAND_CHARS - 1] + "…"
 
 
 def _request(hook: _Hook, deadline: float) -> None:

@@ -332,3 +332,15 @@ def test_version_and_help_succeed() -> None:
     assert cli("--version").returncode == 0
     done = cli("--help")
     assert done.returncode == 0 and "snapshot-hook" in done.stdout
+
+
+def test_every_command_has_an_example_in_its_help() -> None:
+    listing = cli("--help").stdout
+    commands = [line.split()[0] for line in listing.split("Commands:")[1].splitlines()
+                if line.strip()]
+    assert {"sessions", "restore", "status", "stop", "service", "doctor"} <= set(commands)
+    for command in commands:
+        done = cli(command, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout, command
+    version = cli("--version").stdout
+    assert version.count("\n") == 1 and version.startswith("durability, version ")

@@ -105,7 +105,7 @@ def test_post_tool_use_failure_is_captured_too(service_process: ServiceProcess, 
     payload.pop("tool_response")
     run_hook(payload)
     [row] = checkpoints("sess-fail")
-    assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_02B", "Bash")
+    assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_02B", "Bash true")
 
 
 def test_large_but_legal_payload_is_captured(service_process: ServiceProcess, repo: Path) -> None:

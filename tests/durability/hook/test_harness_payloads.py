@@ -54,7 +54,7 @@ def test_codex_post_tool_use_is_captured(settings: Settings, repo: Path) -> None
     (repo / "made-by-codex.txt").write_text("x\n")
     _run_hook(codex_payload(repo, "touch made-by-codex.txt"))
     [row] = _rows(settings, "0199a7c1-codex-session")
-    assert (row.source, row.tool_use_id, row.label) == ("hook", "call_7Ab", "Bash")
+    assert (row.source, row.tool_use_id, row.label) == ("hook", "call_7Ab", "Bash touch made-by-codex.txt")
     assert "made-by-codex.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
 
 
@@ -80,4 +80,4 @@ def test_gemini_failed_tool_is_still_captured(settings: Settings, repo: Path) ->
     payload["tool_response"] = {"llmContent": "", "returnDisplay": "", "error": "exit 2"}
     _run_hook(payload)
     [row] = _rows(settings, "gemini-session-1")
-    assert row.label == "run_shell_command"
+    assert row.label == "run_shell_command make"

@@ -70,7 +70,7 @@ def test_a_failed_tool_is_captured_on_the_ambient_attempt(settings: Settings,
     assert asyncio.run(agent()) == {}
     [row] = _rows(settings, "engine-run")
     assert (row.node_id, row.attempt, row.label, row.tool_use_id) == (
-        "build", 3, "Bash", "toolu_02")
+        "build", 3, "Bash make", "toolu_02")
 
 
 def test_the_same_call_from_the_sdk_and_the_plugin_hook_is_one_row(
