@@ -54,7 +54,8 @@ def test_codex_post_tool_use_is_captured(settings: Settings, repo: Path) -> None
     (repo / "made-by-codex.txt").write_text("x\n")
     _run_hook(codex_payload(repo, "touch made-by-codex.txt"))
     [row] = _rows(settings, "0199a7c1-codex-session")
-    assert (row.source, row.tool_use_id, row.label) == ("hook", "call_7Ab", "Bash touch made-by-codex.txt")
+    assert (row.source, row.tool_use_id, row.label) == (
+        "hook", "call_7Ab", "Bash touch made-by-codex.txt")
     assert "made-by-codex.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
 
 
