@@ -74,7 +74,7 @@ def call(
 def capture_request(
     *, request_id: str, run_id: str, node_id: str, iteration: int, attempt: int,
     worktree: str, source: str, tool_use_id: str | None, label: str | None, timeout_ms: int,
-    deadline_ms: int | None = None,
+    deadline_ms: int | None = None, agent: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A ``capture`` request in the wire format (``durability.service.protocol``);
     ``deadline_ms`` (ms since the epoch) only when the caller stops waiting then."""
@@ -84,6 +84,8 @@ def capture_request(
                "label": label, "timeout_ms": timeout_ms}
     if deadline_ms is not None:
         request["deadline_ms"] = deadline_ms
+    if agent:  # harness, agent_id, agent_type: only those the harness sent
+        request.update(agent)
     return request
 
 

@@ -31,6 +31,10 @@ class NewCheckpoint:
     operation_id: str | None = None
     tool_use_id: str | None = None
     label: str | None = None
+    #: The harness that reported the call and, for a sub-agent, its identity.
+    harness: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ class Checkpoint(_OfAttempt):
     label: str | None
     request_id: str
     created_at_ms: int
+    harness: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,3 +132,5 @@ class Session(_Row):
     gaps: int
     #: The sources that captured (``hook``, ``watch``, ``wrap``...), comma-separated.
     sources: str
+    #: The harnesses that reported its tool calls (``claude``, ``codex``, ``gemini``).
+    harnesses: str = ""

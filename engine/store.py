@@ -32,7 +32,8 @@ __all__ = ["Store", "now_ms"]
 
 _CHECKPOINT_COLS = (
     "run_id, node_id, iteration, attempt, seq, commit_id, change_id, operation_id, "
-    "worktree, source, tool_use_id, label, request_id, created_at_ms"
+    "worktree, source, tool_use_id, label, request_id, created_at_ms, harness, agent_id, "
+    "agent_type"
 )
 _ATTEMPT_COLS = (
     "run_id, node_id, iteration, attempt, state, started_at_ms, finished_at_ms, "
@@ -47,10 +48,10 @@ _KEY_WHERE = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
 # newest checkpoint, else of the newest gap.
 _SESSIONS_SQL = """
 WITH events AS (
-    SELECT run_id, created_at_ms AS ts, worktree, source, 1 AS c, 0 AS g
+    SELECT run_id, created_at_ms AS ts, worktree, source, harness, 1 AS c, 0 AS g
       FROM workspace_checkpoints
     UNION ALL
-    SELECT run_id, ts_ms, worktree, NULL, 0, 1 FROM gaps
+    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps
 )
 SELECT run_id,
        COALESCE(
@@ -58,7 +59,8 @@ SELECT run_id,
            ORDER BY created_at_ms DESC, seq DESC LIMIT 1),
          (SELECT worktree FROM gaps x WHERE x.run_id = e.run_id AND x.worktree IS NOT NULL
            ORDER BY ts_ms DESC LIMIT 1)),
-       MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(GROUP_CONCAT(DISTINCT source), '')
+       MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(GROUP_CONCAT(DISTINCT source), ''),
+       COALESCE(GROUP_CONCAT(DISTINCT harness), '')
   FROM events e
  GROUP BY run_id
  ORDER BY MAX(ts) DESC, run_id
@@ -157,10 +159,11 @@ class Store:
         seq = (latest[0] if latest else 0) + 1
         conn.execute(
             f"INSERT INTO workspace_checkpoints ({_CHECKPOINT_COLS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (k.run_id, k.node_id, k.iteration, k.attempt, seq, new.commit_id, new.change_id,
              new.operation_id, to_db(new.worktree), new.source, to_db(new.tool_use_id),
-             to_db(new.label), to_db(new.request_id), now),
+             to_db(new.label), to_db(new.request_id), now, new.harness, to_db(new.agent_id),
+             to_db(new.agent_type)),
         )
         conn.execute(
             f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",

@@ -46,6 +46,10 @@ class CaptureRequest:
     request_id: str
     tool_use_id: str | None = None
     label: str | None = None
+    #: The harness that reported the call and, for a sub-agent, its identity.
+    harness: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
     #: Worktree-relative paths a watcher saw change since its previous request
     #: (None: unknown).  Only a watcher that can prove it missed nothing (no
     #: queue overflow, an event barrier up to this request) may set it; the
@@ -227,7 +231,8 @@ class Capturer:
             key=request.key, commit_id=snap.commit_for(request.key), change_id=snap.change_id,
             operation_id=snap.operation_id, worktree=str(request.worktree),
             source=request.source, request_id=request.request_id,
-            tool_use_id=request.tool_use_id, label=request.label,
+            tool_use_id=request.tool_use_id, label=request.label, harness=request.harness,
+            agent_id=request.agent_id, agent_type=request.agent_type,
         )
         try:
             done = self._store().record_checkpoint(new)

@@ -40,6 +40,7 @@ def capture_once(
     request_id: str,
     tool_use_id: str | None = None,
     label: str | None = None,
+    agent: dict[str, str] | None = None,
     lock_timeout_s: float,
     env: Mapping[str, str] = os.environ,
 ) -> Outcome:
@@ -47,5 +48,8 @@ def capture_once(
     store = lazy_store(settings)
     capturer = Capturer(settings=settings, store=store, env=env)
     request = CaptureRequest(key=key, worktree=worktree, source=source, request_id=request_id,
-                             tool_use_id=tool_use_id, label=label)
+                             tool_use_id=tool_use_id, label=label,
+                             harness=(agent or {}).get("harness"),
+                             agent_id=(agent or {}).get("agent_id"),
+                             agent_type=(agent or {}).get("agent_type"))
     return capturer.capture([request], lock_timeout_s=lock_timeout_s)[0]

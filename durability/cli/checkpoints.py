@@ -86,7 +86,8 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
     run_id = options.resolve_run(store, run_id, latest)
     rows = store.checkpoints(run_id, node_id)
     keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
-            "tool_use_id", "label", "worktree", "created_at_ms")
+            "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
+            "agent_type")
     from durability.cli.table import checkpoints_table
 
     options.listing([{k: getattr(r, k) for k in keys} for r in rows], as_json,

@@ -23,9 +23,15 @@ def checkpoints_table(rows: Sequence[Checkpoint]) -> str:
     header = ("NODE", "IT", "ATT", "SEQ", "COMMIT", "SOURCE", "TIME", "LABEL")
     return _table(header, [
         (r.node_id, str(r.iteration), str(r.attempt), str(r.seq), r.commit_id[:12], r.source,
-         _when(r.created_at_ms), printable(r.label or ""))
+         _when(r.created_at_ms), printable(_agent_prefix(r) + (r.label or "")))
         for r in rows
     ])
+
+
+def _agent_prefix(r: Checkpoint) -> str:
+    """``[agent_type]`` before the label of a sub-agent's checkpoint."""
+    who = r.agent_type or r.agent_id
+    return f"[{who}] " if who else ""
 
 
 def gaps_table(rows: Sequence[Gap]) -> str:
@@ -47,10 +53,10 @@ def attempts_table(rows: Sequence[Attempt]) -> str:
 
 
 def sessions_table(rows: Sequence[Session]) -> str:
-    header = ("RUN", "LAST", "FIRST", "CHECKPOINTS", "GAPS", "SOURCES", "WORKTREE")
+    header = ("RUN", "LAST", "FIRST", "CHECKPOINTS", "GAPS", "SOURCES", "HARNESS", "WORKTREE")
     return _table(header, [
         (printable(s.run_id), _when(s.last_ms), _when(s.first_ms), str(s.checkpoints),
-         str(s.gaps), s.sources or "-", printable(s.worktree or "-"))
+         str(s.gaps), s.sources or "-", s.harnesses or "-", printable(s.worktree or "-"))
         for s in rows
     ])
 

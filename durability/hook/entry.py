@@ -342,7 +342,20 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
     root = found[0]
     hook.fields["worktree"] = root
     hook.fields["label"] = tool_label(payload, root)
+    hook.fields["agent"] = agent_identity(payload)
     return None, ""
+
+
+def agent_identity(payload: dict[str, Any]) -> dict[str, str]:
+    """Who made the call, as far as the payload says: the harness, and the
+    ``agent_id`` / ``agent_type`` Claude Code adds for a sub-agent's calls
+    (ids from outside: kept only when short, printable text)."""
+    found = {"harness": harness(payload)}
+    for key in ("agent_id", "agent_type"):
+        value = payload.get(key)
+        if isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable():
+            found[key] = value
+    return found
 
 
 def tool_label(payload: dict[str, Any], root: str) -> str | None:
@@ -433,7 +446,8 @@ def _request(hook: _Hook, deadline: float) -> None:
         iteration=f["iteration"], attempt=f["attempt"], worktree=f["worktree"],
         source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
         timeout_ms=max(100, int(answer_s * 1000)),
-        deadline_ms=time.time_ns() // 1_000_000 + int(answer_s * 1000))
+        deadline_ms=time.time_ns() // 1_000_000 + int(answer_s * 1000),
+        agent=f.get("agent"))
     connect_s = envms.read_ms(hook.env, "DURABILITY_SERVICE_CONNECT_MS") / 1000
     try:
         response = client.call(paths.socket_path_str(hook.env), request, timeout_s=answer_s,
@@ -488,7 +502,7 @@ def _fallback(hook: _Hook, deadline: float) -> None:
     outcome = capture_once(
         settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
         worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
-        tool_use_id=f["tool_use_id"], label=f.get("label"),
+        tool_use_id=f["tool_use_id"], label=f.get("label"), agent=f.get("agent"),
         lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env,
     )
     if outcome.ok or outcome.gap_recorded:

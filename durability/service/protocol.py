@@ -108,6 +108,9 @@ class CaptureReq(_Base):
     label: Annotated[str, Field(max_length=1000)] | None = None
     timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 60_000
     deadline_ms: Annotated[int, Field(ge=0, lt=2**53)] | None = None
+    harness: Literal["claude", "codex", "gemini"] | None = None
+    agent_id: Annotated[str, Field(max_length=200)] | None = None
+    agent_type: Annotated[str, Field(max_length=200)] | None = None
 
 
 class WatchReq(_Base):
