@@ -225,7 +225,9 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
     done = cli("snapshot", str(repo), "--run", RUN, "--node", "n")
     assert done.returncode == 6, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(f"durability: store-unavailable: cannot open {settings.db_path}")
+    assert done.stderr.startswith(
+        f"durability: store-unavailable: the state database {settings.db_path} is not a "
+        "regular file")
     commit = jj_at(repo)
     (gap,) = _spooled(settings)
     assert gap["reason"] == "store-unavailable" and commit in gap["detail"]
