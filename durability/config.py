@@ -10,7 +10,34 @@ from pathlib import Path
 from durability import envms, paths
 from durability.errors import InvalidInput
 
-__all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "Settings"]
+__all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings"]
+
+#: Every ``DURABILITY_*`` variable the toolkit reads, and what it means: the
+#: one list (README's configuration table and the tests are checked against
+#: it).  ``Settings`` resolves the process-wide ones; the hook's fast path and
+#: the plugin launcher read a few by the same names without importing this
+#: module (``envms`` holds the ``_MS`` defaults and their validation, shared
+#: with ``Settings``).
+ENVIRONMENT_VARIABLES: dict[str, str] = {
+    "DURABILITY_HOME": "state folder: state.db, locks, service log, default spool",
+    "DURABILITY_SOCKET": "the service socket",
+    "DURABILITY_SPOOL_DIR": "the gap spool folder",
+    "DURABILITY_JJ": "the jj binary",
+    "DURABILITY_BACKEND": "force jj or git",
+    "DURABILITY_JJ_TIMEOUT_MS": "ceiling on one jj command",
+    "DURABILITY_HOOK_TIMEOUT_MS": "the hook's whole budget",
+    "DURABILITY_BURST_QUIET_MS": "quiet a burst waits for before its capture",
+    "DURABILITY_BURST_MAX_MS": "longest a burst waits",
+    "DURABILITY_SERVICE_CONNECT_MS": "the hook's connect wait before capturing in-process",
+    "DURABILITY_SERVICE_ANSWER_MS": "the hook's answer wait before capturing in-process",
+    "DURABILITY_MAX_NEW_FILE_SIZE": "jj's snapshot.max-new-file-size for our captures",
+    "DURABILITY_AUTOSTART": "whether a hook that finds no service starts one",
+    "DURABILITY_RUN_ID": "the run a hook or wrapper records under",
+    "DURABILITY_NODE_ID": "the node (task) a hook records under",
+    "DURABILITY_ITERATION": "the iteration a hook records under",
+    "DURABILITY_ATTEMPT": "the attempt a hook records under",
+    "DURABILITY_WORKTREE": "the worktree a hook captures",
+}
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB
 #: keeps the source, assets, lock files and small binaries an agent writes,
