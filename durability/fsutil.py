@@ -14,19 +14,23 @@ __all__ = ["replace_file"]
 
 
 def replace_file(path: Path, data: bytes, *, mode: int, exact_mode: bool = False,
-                 sync: bool = False) -> None:
+                 sync: bool = False, dir_fd: int | None = None) -> None:
     """Write ``data`` to ``path`` whole, so a reader sees the old file or the new.
 
     ``mode`` is the creation mode, which the umask trims (as for a file git
     checks out); with ``exact_mode`` it is set as given instead (to keep the
     mode of the file replaced).  ``sync`` flushes the data before the rename,
-    so a crash cannot leave an empty file where a good one was.
+    so a crash cannot leave an empty file where a good one was.  With
+    ``dir_fd``, ``path`` is a bare name inside that folder descriptor (the
+    confined restore writer's way: no path string is resolved again).
     """
     # A random part: a temporary left by a killed process with a recycled pid
     # must not block the next write (the open is O_EXCL).
     tmp = path.with_name(f".{path.name}.durability-{os.getpid()}-{os.urandom(4).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, mode)
+    # An exact mode is set once the data is in (a mode-000 or read-only file
+    # must still be writable while it is written).
+    fd = os.open(tmp, flags, 0o600 if exact_mode else mode, dir_fd=dir_fd)
     try:
         try:
             _write_all(fd, data)
@@ -36,10 +40,10 @@ def replace_file(path: Path, data: bytes, *, mode: int, exact_mode: bool = False
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
