@@ -180,26 +180,20 @@ class ConfinedTree:
         """Set ``rel``'s mode; a link there is refused, not followed."""
         folder, name = _split(rel)
         fd = self.dir_fd(folder)
+        # fchmodat cannot refuse a link here (Python forbids dir_fd with
+        # follow_symlinks=False), so the file itself is opened without
+        # following: O_PATH needs no read permission (a mode-000 file).
+        flags = getattr(os, "O_PATH", os.O_RDONLY | os.O_NONBLOCK) | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            os.chmod(name, mode, dir_fd=fd, follow_symlinks=False)
-        except NotImplementedError:
-            self._chmod_by_open(fd, rel, name, mode)
-        except OSError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, errno.ENOTSUP):
-                raise _not_a_folder(rel, what="a symlink where a file goes") from exc
-            raise
-
-    def _chmod_by_open(self, fd: int, rel: str, name: str, mode: int) -> None:
-        """Where ``fchmodat`` cannot refuse links: open without following, then ``fchmod``."""
-        try:
-            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                              dir_fd=fd)
+            file_fd = os.open(name, flags, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise _not_a_folder(rel, what="a symlink where a file goes") from exc
             raise
         try:
-            os.fchmod(file_fd, mode)
+            if stat.S_ISLNK(os.fstat(file_fd).st_mode):
+                raise _not_a_folder(rel, what="a symlink where a file goes")
+            _fchmod(file_fd, mode)
         finally:
             os.close(file_fd)
 
@@ -222,6 +216,17 @@ class ConfinedTree:
                 yield from self.files_under(rel)
             else:
                 yield rel
+
+
+def _fchmod(fd: int, mode: int) -> None:
+    """``fchmod``, which an O_PATH descriptor refuses: then through its
+    ``/proc/self/fd`` name, which names that very file, not a path."""
+    try:
+        os.fchmod(fd, mode)
+    except OSError as exc:
+        if exc.errno != errno.EBADF:
+            raise
+        os.chmod(f"/proc/self/fd/{fd}", mode)
 
 
 def _split(rel: str) -> tuple[str, str]:

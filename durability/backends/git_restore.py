@@ -104,7 +104,18 @@ def restore_tree(state: WorktreeIndex, target: pygit2.Commit,
     files this restore overwrites are kept."""
     plan = plan_restore(state, target.tree)
     apply_plan(state.repo, state.worktree, plan, target=str(target.id), pre_restore=pre_restore)
+    _track_ignored(state, plan)
     return plan
+
+
+def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
+    """Stage the written files that the ignore rules now skip, as ``git
+    checkout`` would: the checkpoint holds them, so the tree after the
+    restore does too.  Staged from the blob id (the file is not read back);
+    with no stat data, the next scan hashes them once."""
+    for old, new in plan.writes:
+        if old is None and new.mode != FileMode.COMMIT and state.repo.path_is_ignored(new.path):
+            state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
 
 
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
@@ -162,8 +173,7 @@ def _check_conflicts(repo: pygit2.Repository, tree: ConfinedTree, plan: Plan) ->
     if unrecorded:
         named = ", ".join(sorted(unrecorded)[:_NAMED])
         more = f" and {len(unrecorded) - _NAMED} more" if len(unrecorded) > _NAMED else ""
-        raise _conflict(f"{named}{more} would be overwritten but no checkpoint holds "
-                        "their current content")
+        raise _conflict(f"{named}{more}: content no checkpoint holds would be overwritten")
 
 
 def _holds(repo: pygit2.Repository, tree: ConfinedTree, new: _Entry, st: os.stat_result) -> bool:
