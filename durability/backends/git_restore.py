@@ -159,7 +159,7 @@ def _check_conflicts(repo: pygit2.Repository, tree: ConfinedTree, plan: Plan) ->
             checked.add(folder)
             st = tree.lstat(folder)
             if st is not None and not is_dir(st) and folder not in going:
-                raise _conflict(f"{folder} is an untracked file where {new.path} goes")
+                raise _conflict(f"{folder} is a file or symlink where a folder of {new.path} goes")
         if new.mode == FileMode.COMMIT:
             continue
         st = tree.lstat(new.path)
