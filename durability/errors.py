@@ -21,8 +21,9 @@ they never change once released.  Hierarchy::
     │   ├── ServiceUnreachable  service-unreachable
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
     │   └── ProtocolError       bad-request / request-too-large / peer-refused
-    └── RestoreError            restore-verify-failed / restore-conflict (git: an ignored
-                                file in the way; nothing was changed)
+    └── RestoreError            restore-verify-failed / restore-conflict (a file no
+                                checkpoint holds in the way: nothing was changed; or a
+                                symlink met where a folder goes: stopped, never followed)
 
 ``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged;
 ``exit_code`` maps every code to the CLI's exit status in one place.

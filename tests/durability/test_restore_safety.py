@@ -14,7 +14,7 @@ import pytest
 from durability.backends.confined import MAX_OPEN_DIRS, ConfinedTree
 from durability.backends.git import forget
 from durability.errors import RestoreError
-from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo
+from tests.helpers import cli, cli_json, git, jj, make_git_repo, make_jj_repo
 
 RUN = "run-safe"
 
@@ -232,3 +232,24 @@ def test_git_user_index_unchanged_by_a_refused_restore(tmp_path: Path) -> None:
     assert _restore(1)[0] == 7
     assert git(wt, "status", "--porcelain", "--ignored").stdout == before
     forget(wt)
+
+
+def test_a_jj_checkpoint_with_conflicts_is_refused_not_guessed(tmp_path: Path) -> None:
+    """jj stores a conflicted commit in git as .jjconflict-* folders, which the
+    confined writer must not write as files: refused, nothing changed."""
+    wt = make_jj_repo(tmp_path / "c").resolve()
+    (wt / "f").write_text("base\n")
+    jj(wt, "commit", "-m", "base")
+    base = jj(wt, "log", "-r", "@-", "--no-graph", "-T", "commit_id").stdout
+    (wt / "f").write_text("a\n")
+    side = jj(wt, "log", "-r", "@", "--no-graph", "-T", "change_id").stdout
+    jj(wt, "new", base)
+    (wt / "f").write_text("b\n")
+    other = jj(wt, "log", "-r", "@", "--no-graph", "-T", "change_id").stdout
+    jj(wt, "new", side, other)  # a merge with f in conflict
+    assert _snap(wt) == 1
+    (wt / "f").write_text("resolved\n")
+    assert _snap(wt) == 2
+    rc, _, err = _restore(1)
+    assert rc == 7 and "restore-conflict" in err and "jj conflicts" in err
+    assert (wt / "f").read_text() == "resolved\n"
