@@ -1,8 +1,8 @@
 """Writing a file whole: a temporary file beside it, renamed over it.
 
-Shared by the git restore, the jj restore fallback (``tree_files``) and
-``install-hook``, so the three write files one way: never through a symlink
-at the temporary name, never leaving half a file for a reader to see.
+Used by ``install-hook``: never through a symlink at the temporary name,
+never leaving half a file for a reader to see.  (Restores write through
+``backends.confined``, relative to folder descriptors.)
 """
 
 from __future__ import annotations
@@ -14,23 +14,19 @@ __all__ = ["replace_file"]
 
 
 def replace_file(path: Path, data: bytes, *, mode: int, exact_mode: bool = False,
-                 sync: bool = False, dir_fd: int | None = None) -> None:
+                 sync: bool = False) -> None:
     """Write ``data`` to ``path`` whole, so a reader sees the old file or the new.
 
     ``mode`` is the creation mode, which the umask trims (as for a file git
     checks out); with ``exact_mode`` it is set as given instead (to keep the
     mode of the file replaced).  ``sync`` flushes the data before the rename,
-    so a crash cannot leave an empty file where a good one was.  With
-    ``dir_fd``, ``path`` is a bare name inside that folder descriptor (the
-    confined restore writer's way: no path string is resolved again).
+    so a crash cannot leave an empty file where a good one was.
     """
     # A random part: a temporary left by a killed process with a recycled pid
     # must not block the next write (the open is O_EXCL).
     tmp = path.with_name(f".{path.name}.durability-{os.getpid()}-{os.urandom(4).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    # An exact mode is set once the data is in (a mode-000 or read-only file
-    # must still be writable while it is written).
-    fd = os.open(tmp, flags, 0o600 if exact_mode else mode, dir_fd=dir_fd)
+    fd = os.open(tmp, flags, mode)
     try:
         try:
             _write_all(fd, data)
@@ -40,10 +36,10 @@ def replace_file(path: Path, data: bytes, *, mode: int, exact_mode: bool = False
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.replace(tmp, path)
     except BaseException:
         try:
-            os.unlink(tmp, dir_fd=dir_fd)
+            os.unlink(tmp)
         except OSError:
             pass
         raise

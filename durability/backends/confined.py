@@ -155,13 +155,40 @@ class ConfinedTree:
             folder = folder.rpartition("/")[0]
 
     def write_file(self, rel: str, data: bytes, mode: int, *, exact_mode: bool = False) -> None:
-        """Write ``rel`` whole (a temporary beside it, renamed over it): the
-        rename replaces a link at ``rel`` rather than writing through it."""
-        from durability.fsutil import replace_file
+        """Write ``rel`` as a new file: whatever is there (file or link) is
+        unlinked, never written through, and the new file is created with
+        ``O_EXCL | O_NOFOLLOW``, so a link put back meanwhile is refused.
 
+        Unlink and create, as git's and jj's checkouts do, rather than a
+        temporary renamed over the file: on ext4 a rename over an existing
+        file starts writeback of the new data at once, which made a jj restore
+        of 5,000 files about 3x slower.  A reader may see the file missing
+        for a moment; a crash in between loses nothing the pre-restore
+        checkpoint does not hold.
+        """
         folder, name = _split(rel)
-        replace_file(Path(name), data, mode=mode, exact_mode=exact_mode,
-                     dir_fd=self.dir_fd(folder, create=True))
+        fd = self.dir_fd(folder, create=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for _ in range(3):
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            try:
+                # An exact mode is set once the data is in (a read-only or
+                # mode-000 file must still be written).
+                file_fd = os.open(name, flags, 0o600 if exact_mode else mode, dir_fd=fd)
+                break
+            except FileExistsError:
+                continue  # something made the name again meanwhile: unlink it again
+        else:
+            raise _not_a_folder(rel, what="recreated by something else during the restore")
+        try:
+            _write_all(file_fd, data)
+            if exact_mode:
+                os.fchmod(file_fd, mode)
+        finally:
+            os.close(file_fd)
 
     def write_link(self, rel: str, target: bytes) -> None:
         """Make ``rel`` a symlink to ``target`` (made at a temporary name and
@@ -216,6 +243,12 @@ class ConfinedTree:
                 yield from self.files_under(rel)
             else:
                 yield rel
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _fchmod(fd: int, mode: int) -> None:

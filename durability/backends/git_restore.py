@@ -241,8 +241,7 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
         return tree.write_link(new.path, data)
     if mode is not None:
         return tree.write_file(new.path, data, mode, exact_mode=True)
-    # A reader never sees half a file; the mode comes from the umask, as for a
-    # file git checks out.
+    # The mode comes from the umask, as for a file git checks out.
     tree.write_file(new.path, data, 0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
 
 
