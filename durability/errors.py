@@ -25,8 +25,9 @@ they never change once released.  Hierarchy::
     │   ├── ServiceTimeout      timeout           it did not answer in the time allowed
     │   ├── InsecurePath        insecure-path     socket or spool folder not private
     │   └── ProtocolError       bad-request / request-too-large / peer-refused
-    └── RestoreError            restore-verify-failed / restore-conflict (git: an ignored
-                                file in the way; nothing was changed)
+    └── RestoreError            restore-verify-failed / restore-conflict (a file no
+                                checkpoint holds in the way: nothing was changed; or a
+                                symlink met where a folder goes: stopped, never followed)
 
 ``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged.
 The service's client (``durability.client``) raises these classes too, and

@@ -1,8 +1,8 @@
 """Writing a file whole: a temporary file beside it, renamed over it.
 
-Shared by the git restore, the jj restore fallback (``tree_files``) and
-``install-hook``, so the three write files one way: never through a symlink
-at the temporary name, never leaving half a file for a reader to see.
+Used by ``install-hook``: never through a symlink at the temporary name,
+never leaving half a file for a reader to see.  (Restores write through
+``backends.confined``, relative to folder descriptors.)
 """
 
 from __future__ import annotations

@@ -90,8 +90,12 @@ class Backend(Protocol):
         """
         ...
 
-    def restore(self, worktree: Path, commit_id: str) -> None:
-        """Make the worktree's files equal to ``commit_id``'s tree."""
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+        """Make the worktree's files equal to ``commit_id``'s tree, writing
+        only inside the worktree (never through a symlink) and never over a
+        file no checkpoint holds.  ``pre_restore`` is the checkpoint just taken
+        of the worktree as it is: the plan starts from its tree, and the modes
+        of the files replaced are kept under it for an undo."""
         ...
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:

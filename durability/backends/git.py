@@ -99,12 +99,12 @@ class GitBackend:
             skipped = tuple(Skipped(p, "unreadable-path") for p in state.skipped)
         return Snapshot(first, commits=commits, skipped=skipped)
 
-    def restore(self, worktree: Path, commit_id: str) -> None:
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
         """Make the working directory equal to ``commit_id``'s tree, changing
         only the paths that differ; HEAD and the user's index stay put."""
         state = worktree_index(worktree)
         with state.lock, _git_errors(worktree):
-            restore_tree(state, _commit(state.repo, worktree, commit_id).tree)
+            restore_tree(state, _commit(state.repo, worktree, commit_id), pre_restore)
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         state = worktree_index(worktree)

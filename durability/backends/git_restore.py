@@ -5,11 +5,28 @@ only the paths whose blob or mode differ from the checkpoint are written,
 deleted or chmod-ed.  Files that already match are not opened, so they keep
 their mtime; untracked ignored files are never in the staged tree, so they are
 never deleted; HEAD, branches and the user's index are not read for writing.
+The jj backend writes its checkpoints through the same plan and writer
+(``plan_trees``, ``apply_plan``).
 
-Before anything is written, every path is checked for an ignored file in the
-way (a folder to be written where an ignored file sits, a file to be written
-where a folder still holds ignored files): the restore then refuses with
-``restore-conflict`` and changes nothing, rather than delete what git ignores.
+Every write, delete and chmod goes through ``ConfinedTree``: folders are
+opened from the worktree root without following links, so a folder swapped
+for a symlink during the restore stops it with ``restore-conflict`` instead
+of sending writes or deletes outside the worktree.
+
+Before anything is written, every path is checked for a file that no
+checkpoint holds (an ignored or untracked file where a file of the checkpoint
+goes, a file to be written where a folder still holds ignored files, an
+ignored file where a folder goes): the restore then refuses with
+``restore-conflict`` naming the paths and changes nothing.  Refusing, rather
+than capturing those files into the pre-restore checkpoint first, is the
+choice: ignored files are often large or secret (build output, ``.env``) and
+must never enter a checkpoint unasked, and ``jj restore`` skips such files
+the same way.  A file there whose content already equals the checkpoint's is
+no loss and is not a conflict.
+
+The modes of the files a restore overwrites or deletes are kept under the
+pre-restore checkpoint's commit (``modes``), and a restore to that commit (an
+undo) puts them back: git trees only know 644 and 755.
 
 Blobs are written as stored: smudge filters (``.gitattributes`` eol or
 ``filter=`` drivers) are not applied.  Submodules are left as they are; if a
@@ -20,17 +37,25 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
 
+from durability.backends import modes as saved_modes
+from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
 from durability.errors import RestoreError
-from durability.fsutil import replace_file
 
-__all__ = ["Plan", "plan_restore", "restore_tree"]
+__all__ = ["Plan", "apply_plan", "plan_restore", "plan_trees", "restore_tree"]
+
+# Names a checkpoint's path may not have: they would leave the worktree or
+# write into a repository's own folders.
+_FORBIDDEN = {"", ".", "..", ".git", ".jj"}
+#: Paths named in a refusal; the rest are counted.
+_NAMED = 5
 
 
 @dataclass(frozen=True)
@@ -51,7 +76,11 @@ class Plan:
 
 def plan_restore(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
     """Compare the worktree (staged now) with ``target``."""
-    current = state.repo[state.stage()].peel(pygit2.Tree)
+    return plan_trees(state.repo[state.stage()].peel(pygit2.Tree), target)
+
+
+def plan_trees(current: pygit2.Tree, target: pygit2.Tree) -> Plan:
+    """What turns a worktree holding ``current`` into ``target``."""
     plan = Plan([], [])
     for delta in current.diff_to_tree(target).deltas:
         old, new = _entry(delta.old_file), _entry(delta.new_file)
@@ -68,23 +97,48 @@ def plan_restore(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
     return plan
 
 
-def restore_tree(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
-    """Make the worktree of ``state`` equal to ``target``; the plan it carried out."""
-    plan = plan_restore(state, target)
-    root = state.worktree
-    _check_conflicts(root, plan)
-    for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
-        _delete(root, entry)
-    for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-        _write(state.repo, root, old, new)
+def restore_tree(state: WorktreeIndex, target: pygit2.Commit,
+                 pre_restore: str | None = None) -> Plan:
+    """Make the worktree of ``state`` equal to ``target``'s tree; the plan it
+    carried out.  ``pre_restore``: the commit under which the modes of the
+    files this restore overwrites are kept."""
+    plan = plan_restore(state, target.tree)
+    apply_plan(state.repo, state.worktree, plan, target=str(target.id), pre_restore=pre_restore)
+    _track_ignored(state, plan)
     return plan
+
+
+def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
+    """Stage the written files that the ignore rules now skip, as ``git
+    checkout`` would: the checkpoint holds them, so the tree after the
+    restore does too.  Staged from the blob id (the file is not read back);
+    with no stat data, the next scan hashes them once."""
+    for old, new in plan.writes:
+        if old is None and new.mode != FileMode.COMMIT and state.repo.path_is_ignored(new.path):
+            state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
+
+
+def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
+               pre_restore: str | None) -> None:
+    """Carry out ``plan`` in ``root``, confined to it; refuse before writing
+    anything when a file no checkpoint holds would be lost."""
+    with ConfinedTree(root) as tree:
+        _check_conflicts(repo, tree, plan)
+        if pre_restore is not None:
+            saved_modes.save(repo, pre_restore, _modes_replaced(tree, plan))
+        wanted = saved_modes.load(repo, target)
+        for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
+            _delete(tree, entry)
+        for old, new in sorted(plan.writes, key=lambda w: w[1].path):
+            _write(repo, tree, old, new, wanted)
 
 
 def _check_safe(path: str) -> None:
     """A tree read from the repository could name ``..`` or ``.git``: such a
     path is never written (captures never produce one)."""
     parts = path.split("/")
-    if path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+    if path.startswith("/") or "\0" in path or \
+            any(p in _FORBIDDEN or p.lower() in (".git", ".jj") for p in parts):
         raise RestoreError(f"nothing restored: the checkpoint names an unsafe path {path!r}",
                            code="restore-conflict")
 
@@ -93,96 +147,120 @@ def _entry(file: pygit2.DiffFile) -> _Entry:
     return _Entry(file.path, file.id, int(file.mode))
 
 
-def _check_conflicts(root: Path, plan: Plan) -> None:
+def _check_conflicts(repo: pygit2.Repository, tree: ConfinedTree, plan: Plan) -> None:
     going = {e.path for e in plan.deletes}
-    for _, new in plan.writes:
+    checked: set[str] = set()
+    unrecorded: list[str] = []
+    for old, new in plan.writes:
         for parent in reversed(PurePosixPath(new.path).parents[:-1]):
-            where = root / parent
-            if os.path.lexists(where) and not _is_dir(where) and str(parent) not in going:
-                raise _conflict(f"{parent} is an untracked file where {new.path} goes")
-        where = root / new.path
-        if new.mode != FileMode.COMMIT and _is_dir(where):
-            left = _files_under(root, new.path) - going
+            folder = str(parent)
+            if folder in checked:
+                continue
+            checked.add(folder)
+            st = tree.lstat(folder)
+            if st is not None and not is_dir(st) and folder not in going:
+                raise _conflict(f"{folder} is a file or symlink where a folder of {new.path} goes")
+        if new.mode == FileMode.COMMIT:
+            continue
+        st = tree.lstat(new.path)
+        if is_dir(st):
+            left = set(tree.files_under(new.path)) - going
             if left:
                 raise _conflict(f"{new.path} is a folder still holding {sorted(left)[0]}")
+        elif old is None and st is not None and new.path not in going \
+                and not _holds(repo, tree, new, st):
+            unrecorded.append(new.path)
+    if unrecorded:
+        named = ", ".join(sorted(unrecorded)[:_NAMED])
+        more = f" and {len(unrecorded) - _NAMED} more" if len(unrecorded) > _NAMED else ""
+        raise _conflict(f"{named}{more}: content no checkpoint holds would be overwritten")
+
+
+def _holds(repo: pygit2.Repository, tree: ConfinedTree, new: _Entry, st: os.stat_result) -> bool:
+    """Whether the file or link already at ``new.path`` equals ``new`` (so
+    overwriting it loses nothing)."""
+    folder, _, name = new.path.rpartition("/")
+    fd = tree.dir_fd(folder)
+    try:
+        if stat.S_ISLNK(st.st_mode):
+            data = os.fsencode(os.readlink(name, dir_fd=fd))
+            return new.mode == FileMode.LINK and pygit2.hash(data) == new.oid
+        if not stat.S_ISREG(st.st_mode) or new.mode == FileMode.LINK:
+            return False
+        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(file_fd, "rb", closefd=False) as f:
+            return pygit2.hash(f.read()) == new.oid
+    finally:
+        os.close(file_fd)
 
 
 def _conflict(detail: str) -> RestoreError:
-    return RestoreError(f"nothing restored: {detail} (ignored by git, never deleted by a "
-                        "restore; move it away and retry)", code="restore-conflict")
+    return RestoreError(f"nothing restored: {detail} (ignored or untracked, never overwritten "
+                        "or deleted by a restore; move it away and retry)",
+                        code="restore-conflict")
 
 
-def _is_dir(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _files_under(root: Path, folder: str) -> set[str]:
-    found: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root / folder):
-        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        found.update(f"{rel}/{name}" for name in filenames)
-        found.update(f"{rel}/{d}" for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+def _modes_replaced(tree: ConfinedTree, plan: Plan) -> dict[str, int]:
+    """The permission bits of every regular file the plan overwrites or deletes."""
+    found: dict[str, int] = {}
+    paths = [e.path for e in plan.deletes] + [old.path for old, _ in plan.writes if old]
+    for path in paths:
+        st = tree.lstat(path)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            found[path] = stat.S_IMODE(st.st_mode)
     return found
 
 
-def _delete(root: Path, entry: _Entry) -> None:
+def _delete(tree: ConfinedTree, entry: _Entry) -> None:
     if entry.mode == FileMode.COMMIT:
         return  # a submodule's folder is its own repository: left alone
-    path = root / entry.path
-    if os.path.lexists(path) and not _is_dir(path):
-        os.unlink(path)
-    _prune_empty(root, path.parent)
+    st = tree.lstat(entry.path)
+    if st is not None and not is_dir(st):
+        tree.unlink(entry.path)
+    # Folders a delete left empty go (one holding ignored files stays).
+    tree.prune(entry.path.rpartition("/")[0])
 
 
-def _prune_empty(root: Path, folder: Path) -> None:
-    """Remove folders a delete left empty (one holding ignored files stays)."""
-    while folder != root and root in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
-
-
-def _write(repo: pygit2.Repository, root: Path, old: _Entry | None, new: _Entry) -> None:
+def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new: _Entry,
+           wanted: Mapping[str, int]) -> None:
     if new.mode == FileMode.COMMIT:
         return  # checking out a submodule commit is the submodule's business
-    path = root / new.path
-    _make_parents(root, path.parent)
-    if _is_dir(path):
-        path.rmdir()  # emptied by the deletes; _check_conflicts made sure
-    if old is not None and old.oid == new.oid and os.path.isfile(path) \
-            and not os.path.islink(path):
-        return _chmod(path, new.mode)
+    st = tree.lstat(new.path)
+    if is_dir(st) and not tree.rmdir(new.path):
+        # Emptied by the deletes, as _check_conflicts made sure: unless
+        # something filled it meanwhile.
+        raise _conflict(f"{new.path} is a folder that is not empty")
+    mode = _kept_mode(wanted.get(new.path), new.mode)
+    if old is not None and old.oid == new.oid and st is not None and stat.S_ISREG(st.st_mode):
+        return _chmod(tree, new.path, st, new.mode, mode)
     data = repo[new.oid].peel(pygit2.Blob).data
     if new.mode == FileMode.LINK:
-        if os.path.lexists(path):
-            os.unlink(path)
-        os.symlink(os.fsdecode(data), path)
-        return
-    # A reader never sees half a file; the mode comes from the umask, as for a
-    # file git checks out.
-    replace_file(path, data, mode=0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
+        return tree.write_link(new.path, data)
+    if mode is not None:
+        return tree.write_file(new.path, data, mode, exact_mode=True)
+    # The mode comes from the umask, as for a file git checks out.
+    tree.write_file(new.path, data, 0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
 
 
-def _make_parents(root: Path, folder: Path) -> None:
-    missing = []
-    while folder != root and not _is_dir(folder):
-        missing.append(folder)
-        folder = folder.parent
-    for each in reversed(missing):
-        if os.path.lexists(each):
-            os.unlink(each)  # a tracked file or link the plan deletes anyway
-        each.mkdir()
+def _kept_mode(kept: int | None, mode: int) -> int | None:
+    """A mode kept before an earlier restore, when it agrees with the tree
+    (git's rule: executable when the owner may execute)."""
+    if kept is None or mode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
+        return None
+    return kept if bool(kept & 0o100) == (mode == FileMode.BLOB_EXECUTABLE) else None
 
 
-def _chmod(path: Path, mode: int) -> None:
-    current = os.lstat(path).st_mode & 0o7777
-    # Executable: x wherever r is, as git does; else no x at all.
-    executable = mode == FileMode.BLOB_EXECUTABLE
-    wanted = current | ((current & 0o444) >> 2) if executable else current & ~0o111
+def _chmod(tree: ConfinedTree, path: str, st: os.stat_result, mode: int,
+           kept: int | None) -> None:
+    current = stat.S_IMODE(st.st_mode)
+    if kept is not None:
+        wanted = kept
+    elif mode == FileMode.BLOB_EXECUTABLE:
+        wanted = current | ((current & 0o444) >> 2)  # x wherever r is, as git does
+    else:
+        wanted = current & ~0o111
     if wanted != current:
-        os.chmod(path, wanted)
+        tree.chmod(path, wanted)

@@ -5,8 +5,9 @@ first, so this snapshots and reads the new ``@`` in a single process), then a
 ref ``refs/durability/jj/<commit>`` in the git store behind jj so that neither
 ``jj util gc`` nor ``git gc`` can drop the commit while its row exists.  Once
 the operations that knew a commit are abandoned and collected, jj no longer
-resolves its id; a restore then writes the pinned commit's files from the git
-store (``tree_files``).
+resolves its id.  A restore never runs ``jj restore``: it writes the pinned
+commit's files from the git store with the confined writer (``tree_files``)
+and lets jj's next snapshot record them.
 """
 
 from __future__ import annotations
@@ -214,17 +215,32 @@ class JjBackend:
         pin(git_dir(worktree), commit_id)
         return Snapshot(commit_id, change_id, _operation_id(worktree), skipped=self.skipped)
 
-    def restore(self, worktree: Path, commit_id: str) -> None:
-        try:
-            self._run(worktree, "restore", "--from", commit_id)
-        except JjFailed as exc:
-            if commit_id not in str(exc) or "doesn't exist" not in str(exc):
-                raise
-            # jj forgot the commit (`jj op abandon` + gc); its pin kept it in git.
-            from durability.backends.tree_files import write_commit
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+        """Write ``commit_id``'s files with the confined writer (never ``jj
+        restore``, whose checkout follows a folder swapped for a symlink),
+        then snapshot so jj records them."""
+        from durability.backends.tree_files import write_commit
 
-            current = self.snapshot(worktree).commit_id
-            write_commit(git_dir(worktree), worktree, commit_id, current)
+        current = pre_restore or self.snapshot(worktree).commit_id
+        write_commit(git_dir(worktree), worktree, commit_id, current, pre_restore=pre_restore)
+        self._track_missing(worktree, commit_id)
+
+    def _track_missing(self, worktree: Path, commit_id: str) -> None:
+        """Record files of the checkpoint that jj's snapshot leaves untracked
+        (ignored now, or over jj's new-file size limit): ``jj restore`` would
+        have tracked them, so the restore does too."""
+        import pygit2
+
+        repo = pygit2.Repository(str(git_dir(worktree)))
+        want = repo[commit_id].peel(pygit2.Commit).tree
+        got = repo[self.snapshot(worktree).commit_id].peel(pygit2.Commit).tree
+        if want.id == got.id:
+            return
+        missing = [d.new_file.path for d in got.diff_to_tree(want).deltas
+                   if d.status == pygit2.enums.DeltaStatus.ADDED]
+        if missing:
+            self._run(worktree, "file", "track", "--include-ignored",
+                      *(_root_file(p) for p in missing))
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         import pygit2
@@ -234,6 +250,12 @@ class JjBackend:
             return str(repo[commit_id].peel(pygit2.Commit).tree_id)
         except (KeyError, ValueError) as exc:
             raise JjFailed(f"commit {commit_id} is not in {worktree}'s store") from exc
+
+
+def _root_file(path: str) -> str:
+    """A jj fileset naming exactly one worktree-relative path."""
+    quoted = path.replace("\\", "\\\\").replace('"', '\\"')
+    return f'root-file:"{quoted}"'
 
 
 def pin(git: Path, commit_id: str) -> None:

@@ -4,6 +4,13 @@ Under the worktree lock: capture the current tree as a ``pre-restore``
 checkpoint of the same attempt (so every restore can be undone by restoring
 that seq), restore the checkpoint's tree, then snapshot again and check that
 the tree now equals the checkpoint's.
+
+Both backends write through one confined writer (``backends.git_restore``):
+nothing outside the worktree is written or deleted, even when a folder is
+swapped for a symlink during the restore, and a file whose content no
+checkpoint holds is never overwritten (``restore-conflict``).  The modes of
+the files replaced are kept with the pre-restore checkpoint, so an undo (a
+restore to that seq) puts them back.
 """
 
 from __future__ import annotations
@@ -81,7 +88,13 @@ def restore(
                                f"{pre.error_message}", code=pre.error_code)
         assert pre.seq is not None and pre.commit_id is not None
         refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped)
-        backend.restore(root, target.commit_id)
+        try:
+            backend.restore(root, target.commit_id, pre_restore=pre.commit_id)
+        except RestoreError as exc:
+            # A refusal names what is in the way; one that stopped partway
+            # (a folder swapped for a link) is undone by the pre-restore seq.
+            raise RestoreError(f"{exc.message}; the state before is seq {pre.seq}",
+                               code=exc.code) from exc
         _verify(backend, root, target, want)
     return Restored(str(root), target, pre.seq, pre.commit_id)
 

@@ -195,7 +195,7 @@ def test_cli_snapshot_snapshots_and_restore_on_plain_git(grepo: Path) -> None:
     assert restored["restored"]["commit_id"] == first["commit_id"]
     assert (grepo / "work.txt").read_text() == "first\n"
     assert (grepo / ".git" / "index").read_bytes() == index_before
-    refs = git(grepo, "for-each-ref", "--format=%(refname)", "refs/durability/").stdout.split()
+    refs = git(grepo, "for-each-ref", "--format=%(refname)", "refs/durability/git/").stdout.split()
     assert len(refs) == 2  # one per attempt: n and session
 
 

@@ -226,8 +226,8 @@ class HeldBackend:
             self.release.wait(60)
         return snap
 
-    def restore(self, worktree: Path, commit_id: str) -> None:
-        self.inner.restore(worktree, commit_id)
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+        self.inner.restore(worktree, commit_id, pre_restore=pre_restore)
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         return self.inner.tree_id(worktree, commit_id)

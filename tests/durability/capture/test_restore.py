@@ -191,14 +191,16 @@ def test_a_restore_and_service_captures_never_interleave(
     _snap(repo)
     _state_two(repo)
     second = _snap(repo)
-    gated = GatedJj(tmp_path / "gated", only="restore")  # hold restore before jj restores
+    # Hold the restore's first jj call (its pre-restore snapshot, taken under
+    # the worktree lock): restores write files themselves, never `jj restore`.
+    gated = GatedJj(tmp_path / "gated", only="log")
     service = start_service(tmp_path)
     try:
         with ThreadPoolExecutor(2) as pool:
             gated.close()
             restoring = pool.submit(_restore, "--seq", "1",
                                     env={**os.environ, "DURABILITY_JJ": str(gated.path)})
-            gated.wait_held()  # the restore holds the worktree lock, jj restore not run
+            gated.wait_held()  # the restore holds the worktree lock, nothing written yet
             hook = pool.submit(cli, "snapshot", str(repo), "--run", RUN, "--node", "n",
                                "--json")
             # The service has begun that capture (the only one it has run: the
