@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_MS", "MS_SETTINGS", "InvalidSetting", "first_invalid", "read_ms"]
 
 #: name -> (default in ms, whether 0 is allowed).  Documented in README.md and
-#: docs/reliability/service.md.
+#: docs/RELIABILITY.md.
 MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # Ceiling on one jj command; a capture that takes longer is a jj-timeout gap.
     "DURABILITY_JJ_TIMEOUT_MS": (120_000, False),

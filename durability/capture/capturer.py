@@ -57,7 +57,7 @@ class CaptureRequest:
     changed_paths: frozenset[str] | None = None
     #: The requester's deadline (ms since the epoch): past it the requester
     #: has given up waiting and records the request itself, so no capture may
-    #: begin for it here, nor a gap be filed (docs/reliability/service.md).
+    #: begin for it here, nor a gap be filed (docs/RELIABILITY.md).
     not_after_ms: int | None = None
 
     def expired(self) -> bool:

@@ -437,7 +437,7 @@ def _request(hook: _Hook, deadline: float) -> None:
     the service begins no capture for it after then, and the hook's own
     capture, under the worktree lock, first looks for a record the service
     made in time; with the store's refusals, each call is recorded once and
-    never under a later state (docs/reliability/service.md).
+    never under a later state (docs/RELIABILITY.md).
     """
     f = hook.fields
     answer_s = _answer_s(hook.env, deadline)

@@ -15,7 +15,7 @@ Request (``op`` ``capture``)::
 when the requester stops waiting, in ms since the epoch.  A request still
 waiting for its capture to begin at that time is dropped, and a capture that
 finishes past it records nothing for it: the requester has captured or filed
-the request itself (docs/reliability/service.md).  Such a request is answered
+the request itself (docs/RELIABILITY.md).  Such a request is answered
 ``{"ok": false, "error": {"code": "expired", ...}, "gap_recorded": false}``.
 A connection over the service's limits is answered ``service-busy`` and closed.
 

@@ -1,6 +1,6 @@
 """Issue 8 item 6: lone surrogates and paths that are not UTF-8 always leave a
 record, and paths are carried without loss through the hook, the wire, the
-store and the spool (docs/reliability/wire-and-spool.md)."""
+store and the spool (docs/RELIABILITY.md)."""
 
 from __future__ import annotations
 

@@ -325,7 +325,7 @@ def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:
         run_hook(hook_payload(repo, session_id="sess-wedged"), timeout=60,
                  env={"DURABILITY_HOOK_TIMEOUT_MS": "4000"})
     # Issue 8: the hook stops waiting after half its budget and captures
-    # in-process with the rest (docs/reliability/service.md).
+    # in-process with the rest (docs/RELIABILITY.md).
     [row] = checkpoints("sess-wedged")
     assert row.worktree == str(repo)
     assert spool_lines("sess-wedged") == []

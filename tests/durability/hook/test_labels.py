@@ -7,7 +7,7 @@ import pytest
 
 from durability.hook.entry import tool_label
 
-ROOT = "/work/repo"
+ROOT = "/home/you/repo"
 
 
 @pytest.mark.parametrize(("payload", "label"), [

@@ -137,7 +137,7 @@ def test_continuous_writes_are_captured_at_least_every_max_delay(
     # plus the settle capture after the last write.  (Settle captures do
     # occur between max-delay ones: after a capture, events stop arriving for
     # up to ~0.5 s, likely watchdog holding them behind the first half of a
-    # rename the capture made in .jj or .git; see docs/reliability/tests.md.)
+    # rename the capture made in .jj or .git; see docs/RELIABILITY.md.)
     assert len(during) <= writing_ms // settle_ms + 2, (shown, i)
 
 
