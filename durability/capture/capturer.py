@@ -21,6 +21,7 @@ from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
+from durability.gaps.ingest import write_gap
 from durability.paths import ensure_private_dir
 from engine import (
     AttemptKey,
@@ -284,30 +285,6 @@ def expired_outcome(request: CaptureRequest) -> Outcome:
     return Outcome(request.request_id, error_code=EXPIRED, error_message=(
         f"request {request.request_id} passed its deadline before it was recorded; "
         "its requester records it"))
-
-
-def write_gap(
-    settings: Settings, record: dict[str, object], store: Callable[[], Store] | None = None
-) -> bool:
-    """Spool a gap, then ingest it at once when the store is at hand.
-
-    Whether the gap is on record: in a spool folder (the first of
-    ``settings.spool_dirs`` that takes it), or in the store when none does.
-    """
-    try:
-        spool.append_anywhere(settings.spool_dirs, record)
-        spooled = True
-    except (OSError, DurabilityError):
-        spooled = False
-    if store is not None:
-        from durability.gaps.ingest import ingest_records
-
-        try:
-            ingest_records(store(), [record])
-        except EngineError:
-            return spooled  # in the spool, the next ingest picks it up
-        return True
-    return spooled
 
 
 def _changed_paths(requests: list[CaptureRequest]) -> frozenset[str] | None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from durability import client, ids, paths
 from durability.config import Settings
+from durability.doctor.hooks import hook_checks
+from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.errors import (
     ConnectionLost,
     DurabilityError,
@@ -24,27 +25,10 @@ from durability.errors import (
 )
 from engine import EngineError, Store
 
-__all__ = ["FAIL", "OK", "WARN", "Check", "run_checks"]
-
-OK, WARN, FAIL = "ok", "warn", "fail"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str
-    detail: str
-    next_step: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status != FAIL
-
+__all__ = ["run_checks"]
 
 def run_checks(settings: Settings, env: Mapping[str, str],
                project_dir: Path | None = None) -> list[Check]:
-    from durability.doctor.hooks import hook_checks
-
     where = Path(project_dir or Path.cwd()).absolute()
     return [_backend(where, env), _state(settings), _spool(settings), _socket(settings),
             *hook_checks(where, env)]

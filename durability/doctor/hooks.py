@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from durability.doctor.checks import FAIL, OK, WARN, Check
+from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.integrations import install_hook
 
 __all__ = ["MINIMAL_PATH", "hook_checks", "run_hook_command"]

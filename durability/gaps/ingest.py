@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.config import Settings
 from durability.errors import DurabilityError
 from durability.gaps import spool
 from durability.paths import ensure_private_dir
-from engine import Gap, Store
+from engine import EngineError, Gap, Store
 
-__all__ = ["IngestResult", "ingest_records", "ingest_spool"]
+__all__ = ["IngestResult", "ingest_records", "ingest_spool", "write_gap"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,25 @@ def _text(value: object) -> str | None:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def write_gap(
+    settings: Settings, record: dict[str, object], store: Callable[[], Store] | None = None
+) -> bool:
+    """Spool a gap, then ingest it at once when the store is at hand.
+
+    Whether the gap is on record: in a spool folder (the first of
+    ``settings.spool_dirs`` that takes it), or in the store when none does.
+    """
+    try:
+        spool.append_anywhere(settings.spool_dirs, record)
+        spooled = True
+    except (OSError, DurabilityError):
+        spooled = False
+    if store is not None:
+        try:
+            ingest_records(store(), [record])
+        except EngineError:
+            return spooled  # in the spool, the next ingest picks it up
+        return True
+    return spooled

@@ -15,16 +15,33 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from durability.backends.base import Skipped
 from durability.config import Settings
 from durability.gaps import spool
+from durability.gaps.ingest import write_gap
 from durability.ids import safe_filename
 from engine import EngineError, Store
 
 if TYPE_CHECKING:
-    from durability.capture.capturer import CaptureRequest
+    from pathlib import Path
+
+    from engine import AttemptKey
+
+
+class CaptureRequest(Protocol):
+    """What of a capture request its path gaps name (``capture.CaptureRequest``
+    has these; the gaps room does not import the capture room)."""
+
+    @property
+    def key(self) -> AttemptKey: ...
+    @property
+    def worktree(self) -> Path: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def tool_use_id(self) -> str | None: ...
 
 __all__ = ["file_path_gaps", "path_gap_id"]
 
@@ -43,8 +60,6 @@ def file_path_gaps(
     skipped: Sequence[Skipped],
 ) -> int:
     """File the gaps of ``skipped`` not yet on record; how many were new."""
-    from durability.capture.capturer import write_gap
-
     wanted = {path_gap_id(request, s): s for s in skipped}
     known = _known_ids(settings, store, request.key.run_id)
     new = 0

@@ -163,8 +163,8 @@ def capture_after(ambient: AmbientAttempt, label: str, call_id: str | None = Non
 def _gap(ambient: AmbientAttempt, request_id: str, call_id: str, reason: str,
          detail: str, source: str) -> None:
     """File the gap the capture path did not (a timeout, an unexpected error)."""
-    from durability.capture.capturer import write_gap
     from durability.gaps import spool
+    from durability.gaps.ingest import write_gap
 
     k = ambient.key
     record = spool.gap_record(run_id=k.run_id, request_id=request_id, reason=reason,

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durability.capture.capturer import Outcome, write_gap
+from durability.capture.capturer import Outcome
 from durability.config import Settings
 from durability.gaps import spool
+from durability.gaps.ingest import write_gap
 from durability.watch.inotify import (
     OverflowListener,
     default_observer,

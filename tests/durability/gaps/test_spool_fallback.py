@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from durability.capture.capturer import write_gap
 from durability.config import Settings
 from durability.gaps import spool
+from durability.gaps.ingest import write_gap
 from engine import Store
 from tests.helpers import cli, cli_json, durability_exe
 
