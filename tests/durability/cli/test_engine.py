@@ -266,3 +266,60 @@ def test_a_multi_line_task_error_is_one_line_on_stderr(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("durability: TASK_FAILED: ValueError: first line")
     assert "second line" in done.stderr and "third line" in done.stderr
+
+
+# -- every documented run exit status, through the CLI --------------------------
+
+
+def _own(run_id: str, **row: object) -> None:
+    """Make the run's row say a live claim holds it (the row is ours to write:
+    this is how another process, or another host, appears to a resume)."""
+    import os
+    import sqlite3
+    import time
+
+    sets = ", ".join(f"{k}=?" for k in row)
+    db = sqlite3.connect(Path(os.environ["DURABILITY_HOME"]) / "state.db")
+    with db:
+        db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
+                   f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
+                   (time.time_ns() // 1_000_000, *row.values(), run_id))
+    db.close()
+
+
+def test_a_resume_of_a_run_whose_owner_is_alive_exits_10(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    folder, repo = _setup(tmp_path)
+    _run(folder, repo, "own1")
+    _own("own1", owner_pid=os.getpid(), owner_host=socket.gethostname())
+    done = cli("resume", "own1")
+    assert done.returncode == 10
+    assert done.stderr.startswith("durability: RUN_OWNER_ALIVE: ") and "--force" in done.stderr
+
+
+def test_a_resume_of_a_run_with_a_fresh_heartbeat_elsewhere_exits_11(tmp_path: Path) -> None:
+    folder, repo = _setup(tmp_path)
+    _run(folder, repo, "own2")
+    _own("own2", owner_pid=1, owner_host="another-host.invalid")
+    done = cli("resume", "own2")
+    assert done.returncode == 11
+    assert done.stderr.startswith("durability: RUN_STILL_RUNNING: ")
+
+
+def test_an_invalid_workflow_exits_13(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("this is not python(\n")
+    done = cli("run", str(bad), "--worktree", str(make_jj_repo(tmp_path / "repo")))
+    assert done.returncode == 13
+    assert done.stderr.startswith("durability: WORKFLOW_INVALID: ")
+
+
+def test_a_lost_claim_race_exits_75_and_says_nothing(tmp_path: Path) -> None:
+    folder, repo = _setup(tmp_path)
+    _run(folder, repo, "race1")
+    # A supervisor's resume carries the epoch it claimed; another claim since
+    # then (here: epoch 1 is long gone) means it lost the race.
+    done = cli("resume", "race1", "--claim-epoch", "999", "--claim-owner", "sup")
+    assert (done.returncode, done.stdout, done.stderr) == (75, "", "")
