@@ -64,6 +64,33 @@ def _installed(harness: str, project_dir: Path, env: Mapping[str, str]) -> Itera
             yield check
 
 
+def _our_argv(command: str, env: Mapping[str, str]) -> list[str] | None:
+    """The argument list of a hook command of one of our forms, else None:
+    ``[/bin/sh] <...>/durability/run-hook.sh [<absolute durability>]`` or
+    ``<path>/durability snapshot-hook``, with nothing a shell would act on
+    (``${CLAUDE_PLUGIN_ROOT}`` is the one expansion, done here)."""
+    import shlex
+
+    plugin_root = env.get("CLAUDE_PLUGIN_ROOT", "")
+    text = command.replace("${CLAUDE_PLUGIN_ROOT}", plugin_root) if plugin_root else command
+    if any(c in text for c in ";&|`$<>()*?~\n"):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    if words[:1] in (["/bin/sh"], ["sh"]):
+        words = ["/bin/sh", *words[1:]]
+        if len(words) in (2, 3) and words[1].endswith("/durability/run-hook.sh") \
+                and all(os.path.isabs(w) for w in words[1:]):
+            return words
+        return None
+    if len(words) == 2 and os.path.basename(words[0]) == "durability" \
+            and words[1] == "snapshot-hook":
+        return words
+    return None
+
+
 def _shell(harness: str) -> str:
     # Gemini CLI runs hooks with bash -c; Claude Code and Codex with sh -c.
     return "/bin/bash" if harness == "gemini" and os.path.exists("/bin/bash") else "/bin/sh"
@@ -71,17 +98,32 @@ def _shell(harness: str) -> str:
 
 def run_hook_command(name: str, command: str, where: Path, env: Mapping[str, str], *,
                      shell: str = "/bin/sh", extra_env: Mapping[str, str] | None = None) -> Check:
-    """Execute ``command`` as a harness would, with an empty payload."""
+    """Execute ``command`` as a harness would, with an empty payload.
+
+    Only a command of exactly our own forms is run, and never through a shell:
+    the settings file of a project just cloned is not ours to trust, and a
+    command that merely *contains* ``durability snapshot-hook`` could do
+    anything else first.  Anything else is reported, not run.
+    """
+    argv = _our_argv(command, {**env, **(extra_env or {})})
+    if argv is None:
+        return Check(name, WARN, f"{where}: a hook names durability but is not in a form "
+                     f"install-hook writes, so doctor does not run it: {command[:120]!r}",
+                     _again(name))
     with tempfile.TemporaryDirectory(prefix="durability-doctor-") as spool:
         run_env = {**env, **(extra_env or {}), "PATH": MINIMAL_PATH,
                    "DURABILITY_SPOOL_DIR": spool}
         started = time.monotonic()
         try:
-            done = subprocess.run([shell, "-c", command], input=b"", capture_output=True,
+            done = subprocess.run(argv, input=b"", capture_output=True,
                                   env=run_env, timeout=_RUN_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             return Check(name, FAIL, f"{where}: the hook did not finish in {_RUN_TIMEOUT_S} s",
                          "run `durability install-hook` again; report it if it persists")
+        except OSError as exc:  # not found on the harness's PATH: a shell says 127
+            return Check(name, FAIL, f"{where}: the hook cannot run ({exc.strerror}): "
+                         f"{argv[0]} is not found with PATH={MINIMAL_PATH}; the harness sees "
+                         "exit 127 on every tool call", _again(name))
         ms = (time.monotonic() - started) * 1000
     err = done.stderr.decode("utf-8", "replace").strip().splitlines()
     first = err[0][:200] if err else ""

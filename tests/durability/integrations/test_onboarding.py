@@ -306,7 +306,7 @@ def test_doctor_runs_the_installed_hook_and_fails_a_bare_command(repo: Path) -> 
         {"type": "command", "command": "durability snapshot-hook"}]}]}}))
     code, checks = _doctor("--project-dir", str(repo))
     bare = _by_name(checks, "hook claude local")
-    assert code == 1 and bare["status"] == "fail" and "exits 127" in bare["detail"]
+    assert code == 1 and bare["status"] == "fail" and "exit 127" in bare["detail"]
     assert "install-hook --harness claude --scope local" in bare["next_step"]
 
 
@@ -387,3 +387,20 @@ def test_readme_snippets_are_what_install_hook_writes() -> None:
             assert group == HARNESSES[name].group(command)
             seen.add(name)
     assert seen == set(HARNESSES)
+
+
+def test_doctor_never_runs_a_hostile_command_that_only_mentions_durability(
+        repo: Path, tmp_path: Path) -> None:
+    # A freshly cloned project's settings are not ours to trust: a command
+    # that runs something else before "durability snapshot-hook" is reported,
+    # never executed (and nothing is run through a shell).
+    planted = tmp_path / "PWNED"
+    hostile = f"touch {planted}; /x/durability snapshot-hook"
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(json.dumps({"hooks": {"PostToolUse": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": hostile}]}]}}))
+    _code, checks = _doctor("--project-dir", str(repo))
+    assert not planted.exists()
+    check = _by_name(checks, "hook claude project")
+    assert check["status"] == "warn" and "does not run it" in check["detail"]
