@@ -240,7 +240,7 @@ def _launcher(settings: Settings) -> Any:
         logs = ensure_private_dir(settings.state_dir / "runs")
         with open(logs / f"{safe_filename(claim.run_id)}.log", "ab") as log:
             return subprocess.Popen(
-                [sys.executable, "-m", "durability", "resume", claim.run_id,
+                [sys.executable, "-P", "-m", "durability", "resume", claim.run_id,
                  "--claim-epoch", str(claim.epoch), "--claim-owner", claim.owner.name],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)  # detached: it outlives the supervisor

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["enabled", "start_service"]
+__all__ = ["enabled", "start_service", "started"]
 
 
 def enabled(env: Mapping[str, str]) -> bool:
@@ -50,13 +50,54 @@ def start_service(env: Mapping[str, str]) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return None  # another hook's service holds it: starting or running
+        if _tried_lately(fd):
+            return None  # a service started a moment ago did not stay: not every call
         return _spawn(env, fd, os.path.join(state, "service.log"))
     finally:
         os.close(fd)  # ours only: the child's inherited copy keeps the lock
 
 
+def started(state_dir: object) -> None:
+    """Called by a service once it serves: clears the mark of a tried start,
+    so the next hook that finds no service (this one killed later) starts
+    one at once.  Only a start that never got this far backs off."""
+    try:
+        fd = os.open(os.path.join(str(state_dir), "autostart.lock"),
+                     os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # no hook ever started one: nothing to clear
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass  # the mark stays: at worst the next autostart waits BACKOFF_S
+    finally:
+        os.close(fd)
+
+
+def _tried_lately(fd: int) -> bool:
+    """Whether a start was tried within ``BACKOFF_S`` and its service never
+    reported that it serves (``started``); marks this try.  A service that
+    cannot start (a squatted socket folder, a broken install) must not cost a
+    spawn on every tool call."""
+    import time
+
+    try:
+        last = os.fstat(fd).st_mtime
+        now = time.time()
+        if 0 <= now - last < BACKOFF_S and os.fstat(fd).st_size > 0:
+            return True
+        os.ftruncate(fd, 0)
+        os.write(fd, b"%d\n" % os.getpid())  # marks the try (size > 0, fresh mtime)
+    except OSError:
+        return False
+    return False
+
+
 def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str) -> int | None:
-    argv = [sys.executable, "-m", "durability", "serve"]
+    # -P: the hook runs in the agent's worktree, and with -m the current folder
+    # would come first on sys.path, so a worktree's own durability/ (or a
+    # folder shadowing a dependency) would be imported by a long-lived service.
+    argv = [sys.executable, "-P", "-m", "durability", "serve"]
     child_env = {k: v for k, v in env.items() if k != "DURABILITY_AUTOSTART"}
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -71,6 +112,10 @@ def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str) -> int | None:
     except OSError:
         return None
 
+
+# After a start was tried, the next one waits this long (the service that
+# started normally holds the lock by then, so this only slows failed starts).
+BACKOFF_S = 30.0
 
 # The descriptor number the service inherits the start lock on: above the
 # standard three and any the interpreter opens early.  posix_spawn's dup2

@@ -168,7 +168,7 @@ def _spawn(settings: Settings) -> Started:
     env = {**os.environ, **settings.to_env()}
     with open(settings.log_path, "ab") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "durability", "serve"], env=env, stdin=subprocess.DEVNULL,
+            [sys.executable, "-P", "-m", "durability", "serve"], env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, close_fds=True,
         )
     socket = str(settings.socket_path)

@@ -38,6 +38,7 @@ from durability.errors import (
     ServiceRunning,
 )
 from durability.gaps.ingest import ingest_spool
+from durability.hook import autostart
 from durability.paths import ensure_private_dir
 from durability.service import protocol, watch_ops
 from durability.watch.manager import WatchManager
@@ -115,6 +116,7 @@ class Service:
             raise
         self._spawn(self._accept_loop, "accept")
         self._spawn(self._ingest_loop, "ingest")
+        autostart.started(self.settings.state_dir)
         # After the accept loop: a ping is answered while watches resume.
         self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)
         log.info("serving on %s (pid %d)", path, os.getpid())

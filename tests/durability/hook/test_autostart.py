@@ -11,11 +11,11 @@ from pathlib import Path
 from tests.helpers import cli, git, hook_payload, make_git_repo, pid_alive, ping, wait_for
 
 
-def _hook(repo: Path, call: str, env: dict[str, str]) -> None:
+def _hook(repo: Path, call: str, env: dict[str, str], cwd: Path | None = None) -> None:
     (repo / f"{call}.txt").write_text(call)
     payload = hook_payload(repo, session_id="sess-auto", tool_use_id=call,
                            file_path=str(repo / f"{call}.txt"))
-    done = cli("snapshot-hook", input=json.dumps(payload), env=env)
+    done = cli("snapshot-hook", input=json.dumps(payload), env=env, cwd=cwd)
     assert done.returncode == 0 and done.stdout == "", done.stderr
 
 
@@ -61,3 +61,39 @@ def test_autostart_off_starts_nothing(tmp_path: Path) -> None:
     _hook(repo, "t1", env)
     assert ping(Path(env["DURABILITY_SOCKET"]), timeout=1) is None
     assert len(json.loads(cli("snapshots", "sess-auto", "--json").stdout)) == 1
+
+
+def test_a_service_that_cannot_start_is_not_respawned_on_every_call(tmp_path: Path) -> None:
+    # The socket's folder is a file: every start fails at once.  One start is
+    # tried; the calls after it (within the backoff) spawn nothing more.
+    repo = make_git_repo(tmp_path / "repo")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    env = {**os.environ, "DURABILITY_AUTOSTART": "1",
+           "DURABILITY_SOCKET": str(blocker / "service.sock")}
+    for i in range(3):
+        _hook(repo, f"b{i}", env)
+    log = Path(env["DURABILITY_HOME"]) / "service.log"
+    starts = wait_for(lambda: log.exists() and log.read_text().count("durability:") or 0,
+                      timeout=20)
+    assert starts == 1, log.read_text()
+    rows = json.loads(cli("snapshots", "sess-auto", "--json", env=env).stdout)
+    assert len(rows) == 3  # every call was still captured, in process
+
+
+def test_the_spawned_service_does_not_import_from_the_worktree(tmp_path: Path) -> None:
+    # With `python -m`, the current folder would come first on sys.path: a
+    # worktree's own durability/ package must never be what the service runs.
+    repo = make_git_repo(tmp_path / "repo")
+    (repo / "durability").mkdir()
+    (repo / "durability" / "__init__.py").write_text("")
+    marker = tmp_path / "SHADOWED"
+    (repo / "durability" / "__main__.py").write_text(
+        f"open({str(marker)!r}, 'w').write('x')\n")
+    env = {**os.environ, "DURABILITY_AUTOSTART": "1"}
+    try:
+        _hook(repo, "t1", env, cwd=repo)  # harnesses run hooks in the worktree
+        wait_for(lambda: ping(Path(env["DURABILITY_SOCKET"]), timeout=1), timeout=30)
+        assert not marker.exists()
+    finally:
+        cli("stop", "--kill", "--timeout", "10")
