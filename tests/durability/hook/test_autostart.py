@@ -74,7 +74,7 @@ def test_a_service_that_cannot_start_is_not_respawned_on_every_call(tmp_path: Pa
     for i in range(3):
         _hook(repo, f"b{i}", env)
     log = Path(env["DURABILITY_HOME"]) / "service.log"
-    starts = wait_for(lambda: log.exists() and log.read_text().count("durability:") or 0,
+    starts = wait_for(lambda: (log.exists() and log.read_text().count("durability:")) or 0,
                       timeout=20)
     assert starts == 1, log.read_text()
     rows = json.loads(cli("snapshots", "sess-auto", "--json", env=env).stdout)
