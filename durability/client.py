@@ -53,6 +53,10 @@ def call(
             sock.connect(os.fspath(socket_path))
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
             raise ServiceUnreachable(f"no service on {socket_path}: {exc.strerror}") from None
+        except (TimeoutError, BlockingIOError) as exc:
+            # A full backlog: a service is there but stopped or flooded.  Not
+            # "no service" (a hook would start another beside it).
+            raise ServiceBusy(f"the service on {socket_path} does not accept: {exc}") from None
         except OSError as exc:
             raise ServiceUnreachable(f"cannot connect to {socket_path}: {exc}") from None
         _check_peer(sock, socket_path)
