@@ -1,12 +1,13 @@
 # The two commands of the README: `make demo` and `make test`.  Each sets up
-# .venv (the project and its dev tools) and a jj >= 0.30, then runs.
+# .venv (the project and its dev tools), a jj >= 0.30 and the real Claude Code
+# CLI (for the end-to-end test, under .venv/claude-code), then runs.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: setup demo test lint bench clean
 
-setup: $(VENV)/.installed $(BIN)/jj-ready
+setup: $(VENV)/.installed $(BIN)/jj-ready $(VENV)/claude-ready
 
 $(VENV)/.installed: pyproject.toml scripts/make-venv.sh
 	sh scripts/make-venv.sh $(PY) $(VENV)
@@ -18,6 +19,11 @@ $(VENV)/.installed: pyproject.toml scripts/make-venv.sh
 
 $(BIN)/jj-ready: scripts/install-jj.sh $(VENV)/.installed
 	sh scripts/install-jj.sh $(VENV)
+	touch $@
+
+# The pinned Claude Code that tests/e2e drives (node and npm needed).
+$(VENV)/claude-ready: scripts/install-claude-code.sh $(VENV)/.installed
+	sh scripts/install-claude-code.sh $(VENV)/claude-code
 	touch $@
 
 demo: setup
