@@ -1,13 +1,14 @@
 # The two commands of the README: `make demo` and `make test`.  Each sets up
-# .venv (the project and its dev tools), a jj >= 0.30 and the real Claude Code
-# CLI (for the end-to-end test, under .venv/claude-code), then runs.
+# .venv (the project and its dev tools) and a jj >= 0.30; `make test` also the
+# real Claude Code CLI (for the end-to-end test, under .venv/claude-code),
+# installing Debian's nodejs and npm first when they are missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: setup demo test lint bench clean
 
-setup: $(VENV)/.installed $(BIN)/jj-ready $(VENV)/claude-ready
+setup: $(VENV)/.installed $(BIN)/jj-ready
 
 $(VENV)/.installed: pyproject.toml scripts/make-venv.sh
 	sh scripts/make-venv.sh $(PY) $(VENV)
@@ -21,7 +22,8 @@ $(BIN)/jj-ready: scripts/install-jj.sh $(VENV)/.installed
 	sh scripts/install-jj.sh $(VENV)
 	touch $@
 
-# The pinned Claude Code that tests/e2e drives (node and npm needed).
+# The pinned Claude Code that tests/e2e drives (node >= 18 and npm; on Debian as
+# root the script installs them).
 $(VENV)/claude-ready: scripts/install-claude-code.sh $(VENV)/.installed
 	sh scripts/install-claude-code.sh $(VENV)/claude-code
 	touch $@
@@ -29,7 +31,7 @@ $(VENV)/claude-ready: scripts/install-claude-code.sh $(VENV)/.installed
 demo: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python demo/demo.py
 
-test: setup
+test: setup $(VENV)/claude-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup

@@ -32,8 +32,18 @@ if reports_version; then
     say "Claude Code $VERSION already at $CLAUDE: nothing to do"; exit 0
 fi
 
-command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 || {
-    say "node and npm are needed to install Claude Code (node >= 18); install them and run make again"
+node_ok() {
+    command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 &&
+        node -e 'process.exit(parseInt(process.versions.node) >= 18 ? 0 : 1)' 2>/dev/null
+}
+if ! node_ok && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # A fresh Debian has neither: Debian's nodejs (18 on Debian 12) and npm.
+    say "installing Debian's nodejs and npm"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+node_ok || {
+    say "node >= 18 and npm are needed to install Claude Code; install them and run make again"
     exit 1; }
 
 mkdir -p "$PREFIX"
