@@ -89,7 +89,7 @@ def _base_name(c: Checkpoint, base: Checkpoint) -> str:
             f"iteration {base.iteration} attempt {base.attempt}")
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
+@click.command()
 @click.option("--latest", is_flag=True,
               help="The newest session of the worktree here (instead of RUN).")
 @options.attempt_options(node_required=False, defaults=False)
@@ -110,8 +110,8 @@ def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int 
 
     Without --to or --worktree: what seq A changed (as `show` lists it).
     PATHS limit the diff (a folder: everything under it); they are relative
-    to the current folder when it is inside the worktree.  Binary files are
-    named, never dumped.
+    to the current folder when it is inside the worktree (with --latest,
+    every argument is a path).  Binary files are named, never dumped.
 
     \b
     Examples:
@@ -124,8 +124,7 @@ def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int 
         raise InvalidInput("give --stat or --name-only, not both")
     run_id, paths = (None, args) if latest else (args[0] if args else None, args[1:])
     store = options.store(options.settings())
-    run_id = options.resolve_run(store, options.run_id(click.get_current_context(), _RUN, run_id)
-                                 if run_id else None, latest)
+    run_id = options.resolve_run(store, _validated(run_id), latest)
     a = _find(store, run_id, node_id, iteration, attempt, seq)
     changes, old, new = _changes(store, a, to_seq, to_worktree, _relative(paths, Path(a.worktree)))
     if changes is None:
@@ -141,7 +140,16 @@ def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int 
         _print_changes(changes, stat=stat, name_only=name_only, color=color)
 
 
-_RUN = click.Argument(["run_id"])
+def _validated(run_id: str | None) -> str | None:
+    """RUN, validated as ``options.run_argument`` validates it (here it
+    shares the positional arguments with PATHS)."""
+    if run_id is None:
+        return None
+    try:
+        return ids.validate_id(run_id, "run id")
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
 _Side = dict[str, object] | str | None
 
 

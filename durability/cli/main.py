@@ -1,7 +1,7 @@
 """The ``durability`` command line: thin click commands over the library.
 
 This module is the top of the house: it builds the group, registers every
-command family (``checkpoints``, ``service``, ``watch``, ``engine``), and is
+command family (``checkpoints``, ``inspect``, ``service``, ``watch``, ``engine``), and is
 imported by none of them.  Every failure is one line on stderr,
 ``durability: <code>: <message>``, and the exit status comes from
 ``errors.exit_code``.
