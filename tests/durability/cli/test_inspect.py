@@ -270,3 +270,17 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
     assert lines[4].split()[2:7] == ["r1", "main/0/1", "1", "manual", "-"]
     assert [e["run_id"] for e in cli_json("log", str(repo), "--limit", "2")] == ["r2", "sess-gap"]
     assert [e["run_id"] for e in cli_json("log", str(other))] == ["elsewhere"]
+
+
+def test_a_name_that_is_not_utf8_is_shown_as_its_bytes(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, "git")
+    _snap(repo)
+    name = os.fsdecode(b"caf\xe9 menu.txt")  # Latin-1, not UTF-8
+    (repo / name).write_text("soup\n")
+    _snap(repo)
+    [changed] = cli_json("show", "r1")["files"]
+    assert (changed["path"], changed["status"], changed["additions"]) == (
+        "caf\udce9 menu.txt", "added", 1)
+    assert cli("diff", "r1", "--name-only").stdout == "caf\\xe9 menu.txt\n"
+    done = subprocess.run([durability_exe(), "diff", "r1"], capture_output=True, timeout=120)
+    assert b'+++ "b/caf\\351 menu.txt"' in done.stdout and b"+soup\n" in done.stdout
