@@ -131,11 +131,7 @@ def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int 
         click.echo(f"durability: seq {a.seq} is the first checkpoint of {a.worktree}: nothing "
                    "earlier to compare with (try --to or --worktree)", err=True)
     if as_json:
-        files = changes.files() if changes else []
-        totals = changes.totals().to_dict() if changes else {"files": 0, "additions": 0,
-                                                              "deletions": 0}
-        return options.emit({"from": old, "to": new, "files": [f.to_dict() for f in files],
-                             "totals": totals})
+        return options.emit(_json(changes, old, new))
     if changes is not None:
         _print_changes(changes, stat=stat, name_only=name_only, color=color)
 
@@ -150,7 +146,18 @@ def _validated(run_id: str | None) -> str | None:
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
 
+
 _Side = dict[str, object] | str | None
+
+
+def _json(changes: Changes | None, old: _Side, new: _Side) -> dict[str, object]:
+    """``diff --json``: the two sides, the files and their totals."""
+    from durability.inspect.diff import Totals
+
+    files = changes.files() if changes else []
+    totals = changes.totals() if changes else Totals(0, 0, 0)
+    return {"from": old, "to": new, "files": [f.to_dict() for f in files],
+            "totals": totals.to_dict()}
 
 
 def _changes(store: Store, a: Checkpoint, to_seq: int | None, to_worktree: bool,
