@@ -284,3 +284,16 @@ def test_a_name_that_is_not_utf8_is_shown_as_its_bytes(tmp_path: Path) -> None:
     assert cli("diff", "r1", "--name-only").stdout == "caf\\xe9 menu.txt\n"
     done = subprocess.run([durability_exe(), "diff", "r1"], capture_output=True, timeout=120)
     assert b'+++ "b/caf\\351 menu.txt"' in done.stdout and b"+soup\n" in done.stdout
+
+
+def test_a_second_jj_workspace_is_read_as_itself_not_as_the_first(tmp_path: Path) -> None:
+    main = _repo(tmp_path, "jj")
+    second = (tmp_path / "second").resolve()
+    jj(main, "workspace", "add", "--no-colocate", str(second))
+    (second / "b.txt").write_text("b\n")
+    (main / "main only.txt").write_text("main\n")
+    _snap(second, run="w2")
+    (second / "b.txt").write_text("b\nc\n")
+    got = cli_json("diff", "w2", "--worktree")
+    assert [(f["path"], f["additions"]) for f in got["files"]] == [("b.txt", 1)]
+    assert cli_json("show", "w2")["worktree"] == str(second)
