@@ -297,3 +297,23 @@ def test_a_second_jj_workspace_is_read_as_itself_not_as_the_first(tmp_path: Path
     got = cli_json("diff", "w2", "--worktree")
     assert [(f["path"], f["additions"]) for f in got["files"]] == [("b.txt", 1)]
     assert cli_json("show", "w2")["worktree"] == str(second)
+
+
+def test_show_names_the_tool_call_harness_and_agent_of_a_hook_checkpoint(
+        tmp_path: Path) -> None:
+    repo = _repo(tmp_path, "git")
+    _snap(repo, run="before")
+    (repo / "a.txt").write_text("x\n")
+    payload = hook_payload(repo, session_id="sess-h", tool_use_id="toolu_9",
+                           file_path=str(repo / "a.txt"), agent_id="ag-1",
+                           agent_type="Explore")
+    assert cli("snapshot-hook", input=json.dumps(payload)).returncode == 0
+    shown = cli_json("show", "sess-h")
+    assert (shown["tool_use_id"], shown["harness"], shown["agent_id"], shown["agent_type"]) == (
+        "toolu_9", "claude", "ag-1", "Explore")
+    assert shown["base"]["run_id"] == "before"
+    text = cli("show", "sess-h").stdout.splitlines()
+    assert {"tool call:  toolu_9", "harness:    claude", "agent id:   ag-1",
+            "agent type: Explore"} <= set(text)
+    assert ("changes:    +1 -0 1 file against seq 1 of run before node main iteration 0 "
+            "attempt 1") in text
