@@ -130,7 +130,7 @@ def _timeline_row(e: Entry) -> tuple[str, ...]:
                 printable(f"{g.reason}: {g.detail}" if g.detail else g.reason))
     c = e.checkpoint
     assert c is not None
-    changes = ("-" if e.base_seq is None else "?" if e.totals is None
+    changes = ("-" if e.base is None else "?" if e.totals is None
                else totals_text(e.totals))
     return (_when(c.created_at_ms), printable(c.run_id), f"{c.node_id}/{c.iteration}/{c.attempt}",
             str(c.seq), c.source, changes, printable(_agent_prefix(c) + (c.label or "")))

@@ -27,8 +27,8 @@ from durability.inspect.diff import Changes, Totals
 from durability.inspect.repository import open_checkpoints
 from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
 
-__all__ = ["Entry", "Shown", "base_of", "bases", "checkpoint_dict", "describe", "timeline",
-           "timeline_order"]
+__all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict", "describe",
+           "timeline", "timeline_order"]
 
 _KEYS = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "change_id",
          "operation_id", "worktree", "source", "tool_use_id", "label", "request_id",
@@ -37,6 +37,14 @@ _KEYS = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "chang
 
 def checkpoint_dict(c: Checkpoint) -> dict[str, Any]:
     return {k: getattr(c, k) for k in _KEYS}
+
+
+def base_dict(c: Checkpoint | None) -> dict[str, Any] | None:
+    """A base as --json names it: which checkpoint, and its commit."""
+    if c is None:
+        return None
+    return {k: getattr(c, k) for k in ("run_id", "node_id", "iteration", "attempt", "seq",
+                                       "commit_id")}
 
 
 def timeline_order(c: Checkpoint) -> tuple[Any, ...]:
@@ -82,10 +90,7 @@ class Shown:
     def to_dict(self) -> dict[str, Any]:
         files = self.changes.files() if self.changes else []
         totals = self.changes.totals() if self.changes else Totals(0, 0, 0)
-        base = None if self.base is None else {
-            k: getattr(self.base, k)
-            for k in ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id")}
-        return {**checkpoint_dict(self.checkpoint), "base": base,
+        return {**checkpoint_dict(self.checkpoint), "base": base_dict(self.base),
                 "files": [f.to_dict() for f in files], "totals": totals.to_dict()}
 
 
@@ -106,7 +111,7 @@ class Entry:
 
     time_ms: int
     checkpoint: Checkpoint | None = None
-    base_seq: int | None = None
+    base: Checkpoint | None = None
     totals: Totals | None = None
     gap: Gap | None = None
 
@@ -115,7 +120,7 @@ class Entry:
             return {"kind": "gap", **self.gap.to_dict()}
         assert self.checkpoint is not None
         return {"kind": "checkpoint", **checkpoint_dict(self.checkpoint),
-                "base_seq": self.base_seq,
+                "base": base_dict(self.base),
                 "totals": self.totals.to_dict() if self.totals else None}
 
 
@@ -153,9 +158,9 @@ def _with_totals(entry: Entry, found: Mapping[tuple[Any, ...], Checkpoint | None
         return entry
     base = found.get(_id(c))
     if base is None or repo is None:
-        return Entry(entry.time_ms, c, base.seq if base else None)
+        return Entry(entry.time_ms, c, base)
     try:
         totals = in_repository(repo, base, c).totals()
     except NotFound:
         totals = None  # a commit no longer in the repository: shown as unknown
-    return Entry(entry.time_ms, c, base.seq, totals)
+    return Entry(entry.time_ms, c, base, totals)

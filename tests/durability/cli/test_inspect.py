@@ -254,10 +254,10 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
         ("checkpoint", "r1", 1)]
     newest = entries[0]
     # A session's first checkpoint is compared with the worktree's newest before it.
-    assert (newest["base_seq"], newest["totals"]) == (
-        2, {"files": 1, "additions": 1, "deletions": 0})
+    assert ((newest["base"]["run_id"], newest["base"]["seq"]), newest["totals"]) == (
+        ("r1", 2), {"files": 1, "additions": 1, "deletions": 0})
     assert entries[2]["totals"] == {"files": 6, "additions": 3, "deletions": 2}
-    assert (entries[3]["base_seq"], entries[3]["totals"]) == (None, None)
+    assert (entries[3]["base"], entries[3]["totals"]) == (None, None)
     assert entries[1]["reason"] == "not-a-jj-repo" and entries[1]["tool_use_id"] == "toolu_gap"
     lines = cli("log", cwd=repo / "dir with space").stdout.splitlines()
     assert lines[0].split() == ["TIME", "RUN", "NODE/IT/ATT", "SEQ", "SOURCE", "CHANGES",
