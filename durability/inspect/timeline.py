@@ -22,6 +22,7 @@ from typing import Any
 
 import pygit2
 
+from durability.errors import DurabilityError
 from durability.inspect.compare import in_repository
 from durability.inspect.diff import Changes, Totals
 from durability.inspect.repository import open_checkpoints
@@ -68,10 +69,16 @@ def bases(rows: Sequence[Checkpoint]) -> dict[tuple[Any, ...], Checkpoint | None
     for group in by_attempt.values():
         group.sort(key=lambda r: r.seq)
         found.update((_id(cur), prev) for prev, cur in pairwise(group))
-    ordered = sorted(rows, key=timeline_order)
-    for i, r in enumerate(ordered):
-        if _id(r) not in found:  # an attempt's first: the newest earlier one of another
-            found[_id(r)] = next((o for o in reversed(ordered[:i]) if o.key != r.key), None)
+    # An attempt's first: the newest earlier checkpoint of another attempt,
+    # which is the newest of all unless that one is of the same attempt.
+    last: Checkpoint | None = None
+    last_other: Checkpoint | None = None  # the newest whose attempt is not last's
+    for r in sorted(rows, key=timeline_order):
+        if _id(r) not in found:
+            found[_id(r)] = last if last is None or last.key != r.key else last_other
+        if last is not None and last.key != r.key:
+            last_other = last
+        last = r
     return found
 
 
@@ -130,8 +137,7 @@ def timeline(store: Store, worktree: Path, *, limit: int | None = None,
     ``limit`` entries)."""
     rows = store.worktree_checkpoints(str(worktree))
     entries = [Entry(g.ts_ms, gap=g) for g in store.worktree_gaps(str(worktree))]
-    newest = sorted(rows, key=timeline_order, reverse=True)
-    entries += [Entry(c.created_at_ms, checkpoint=c) for c in newest]
+    entries += [Entry(c.created_at_ms, checkpoint=c) for c in rows]
     # Gaps before checkpoints of the same millisecond: the gap was filed first.
     entries.sort(key=lambda e: (e.time_ms, e.gap is None,
                                 timeline_order(e.checkpoint) if e.checkpoint else ()),
@@ -143,8 +149,6 @@ def timeline(store: Store, worktree: Path, *, limit: int | None = None,
 
 
 def _open(worktree: Path, env: Mapping[str, str]) -> pygit2.Repository | None:
-    from durability.errors import DurabilityError
-
     try:
         return open_checkpoints(worktree, env)
     except DurabilityError:
