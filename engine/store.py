@@ -218,6 +218,19 @@ class Store:
         sql += " ORDER BY node_id, iteration, attempt, seq"
         return [Checkpoint(*row) for row in self._read(sql, params)]
 
+    def worktree_checkpoints(self, worktree: str) -> list[Checkpoint]:
+        """Every checkpoint of one worktree, whichever run took it, oldest first."""
+        rows = self._read(f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints "
+                          "WHERE worktree=? ORDER BY created_at_ms, run_id, node_id, "
+                          "iteration, attempt, seq", (to_db(worktree),))
+        return [Checkpoint(*row) for row in rows]
+
+    def worktree_gaps(self, worktree: str) -> list[Gap]:
+        """Every gap filed for one worktree, whichever run it was for, oldest first."""
+        rows = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE worktree=? "
+                          "ORDER BY ts_ms, request_id", (to_db(worktree),))
+        return [Gap(*row) for row in rows]
+
     def checkpoint(self, key: AttemptKey, seq: int | None = None) -> Checkpoint:
         """One checkpoint of an attempt: ``seq``, or the latest."""
         sql = f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints WHERE {_KEY_WHERE}"

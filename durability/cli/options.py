@@ -17,8 +17,8 @@ from durability.config import Settings
 from durability.errors import InvalidInput
 from engine import NotFound, Store
 
-__all__ = ["attempt_options", "emit", "json_option", "listing", "resolve_run", "run_argument",
-           "run_id", "settings", "store"]
+__all__ = ["attempt_options", "emit", "json_option", "listing", "only_node", "resolve_run",
+           "run_argument", "run_id", "settings", "store"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -106,3 +106,14 @@ def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
         click.echo(ids.printable(table()))
     else:
         click.echo(empty, err=True)
+
+
+def only_node(s: Store, run_id: str) -> str:
+    """The node of a run that has one (a hook session's is its agent): what
+    --node defaults to; a run with several nodes must name one."""
+    nodes = sorted({c.node_id for c in s.checkpoints(run_id)})
+    if len(nodes) == 1:
+        return nodes[0]
+    if not nodes:
+        raise NotFound(f"run {run_id!r} has no checkpoints")
+    raise InvalidInput(f"run {run_id!r} has nodes {', '.join(nodes)}: pick one with --node")

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from durability import ids
 from engine import Attempt, Checkpoint, Gap, Session
 
-__all__ = ["attempts_table", "checkpoints_table", "gaps_table", "printable", "sessions_table"]
+if TYPE_CHECKING:  # annotations only: a listing need not load pygit2
+    from durability.inspect.diff import FileChange, Totals
+    from durability.inspect.timeline import Entry
+
+__all__ = ["attempts_table", "changes_table", "checkpoints_table", "gaps_table", "printable",
+           "sessions_table", "timeline_table", "totals_text", "when"]
 
 
 def printable(text: str) -> str:
@@ -73,3 +80,57 @@ def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(lines)
+
+
+def when(ms: int) -> str:
+    """A time as every table shows it (local time, to the second)."""
+    return _when(ms)
+
+
+def changes_table(files: Sequence[FileChange]) -> str:
+    """What changed, one path per line: status, line counts, path."""
+    return _table(("STATUS", "CHANGES", "PATH"), [
+        (f.status, "binary" if f.binary else f"+{f.additions} -{f.deletions}", _change_path(f))
+        for f in files
+    ])
+
+
+_KINDS = {"100755": "executable", "120000": "symlink", "160000": "submodule"}
+
+
+def _change_path(f: FileChange) -> str:
+    path = _path(f.path) if f.old_path is None else f"{_path(f.old_path)} -> {_path(f.path)}"
+    if f.old_mode and f.new_mode and f.old_mode != f.new_mode:
+        path += f" (mode {f.old_mode} -> {f.new_mode})"
+    elif (f.new_mode or f.old_mode) in _KINDS:
+        path += f" ({_KINDS[f.new_mode or f.old_mode or '']})"
+    return path
+
+
+def _path(path: str) -> str:
+    return printable(ids.printable(path))
+
+
+def totals_text(t: Totals) -> str:
+    return f"+{t.additions} -{t.deletions} {t.files} file{'' if t.files == 1 else 's'}"
+
+
+def timeline_table(entries: Sequence[Entry]) -> str:
+    """A worktree's timeline: a checkpoint per line, gaps marked ``GAP``."""
+    header = ("TIME", "RUN", "NODE/IT/ATT", "SEQ", "SOURCE", "CHANGES", "LABEL")
+    return _table(header, [_timeline_row(e) for e in entries])
+
+
+def _timeline_row(e: Entry) -> tuple[str, ...]:
+    if e.gap is not None:
+        g = e.gap
+        return (_when(g.ts_ms), printable(g.run_id),
+                f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-", "GAP",
+                g.source or "-", "not captured",
+                printable(f"{g.reason}: {g.detail}" if g.detail else g.reason))
+    c = e.checkpoint
+    assert c is not None
+    changes = ("-" if e.base is None else "?" if e.totals is None
+               else totals_text(e.totals))
+    return (_when(c.created_at_ms), printable(c.run_id), f"{c.node_id}/{c.iteration}/{c.attempt}",
+            str(c.seq), c.source, changes, printable(_agent_prefix(c) + (c.label or "")))

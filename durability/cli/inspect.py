@@ -1,0 +1,294 @@
+"""The read commands: ``show`` (one checkpoint and what it changed), ``diff``
+(two checkpoints, or one and the worktree) and ``log`` (a worktree's
+timeline).  None of them writes anything; docs/INSPECTING.md documents their
+output."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from durability import ids
+from durability.cli import options
+from durability.errors import InvalidInput
+from engine import Checkpoint, Store
+
+if TYPE_CHECKING:
+    from durability.inspect.diff import Changes
+    from durability.inspect.timeline import Shown
+
+
+def _find(store: Store, run_id: str, node_id: str | None, iteration: int | None,
+          attempt: int | None, seq: int | None) -> Checkpoint:
+    from durability.capture.restore import find_checkpoint
+
+    return find_checkpoint(store, run_id=run_id,
+                           node_id=node_id or options.only_node(store, run_id),
+                           iteration=iteration, attempt=attempt, seq=seq)
+
+
+@click.command()
+@options.run_argument
+@options.attempt_options(node_required=False, defaults=False)
+@click.option("--seq", type=click.IntRange(1), help="Checkpoint seq (default: the latest).")
+@options.json_option
+def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int | None,
+         attempt: int | None, seq: int | None, as_json: bool) -> None:
+    """Show one checkpoint and the files it changed.
+
+    The files are compared with the previous checkpoint of its attempt (an
+    attempt's first checkpoint: with the newest earlier checkpoint of the
+    same worktree).  --node may be left out when the run has one node.
+
+    \b
+    Examples:
+      durability show --latest
+      durability show RUN --seq 3 --json
+    """
+    from durability.inspect.timeline import describe
+
+    store = options.store(options.settings())
+    run_id = options.resolve_run(store, run_id, latest)
+    shown = describe(store, _find(store, run_id, node_id, iteration, attempt, seq))
+    if as_json:
+        return options.emit(shown.to_dict())
+    click.echo(_show_text(shown))
+
+
+def _show_text(shown: Shown) -> str:
+    from durability.cli.table import changes_table, printable, totals_text, when
+
+    c, base = shown.checkpoint, shown.base
+    fields = [("seq", str(c.seq)), ("run", c.run_id),
+              ("attempt", f"node {c.node_id}, iteration {c.iteration}, attempt {c.attempt}"),
+              ("commit", c.commit_id), ("time", when(c.created_at_ms)), ("source", c.source),
+              ("label", c.label or "-"), ("tool call", c.tool_use_id or "-")]
+    fields += [(k, v) for k, v in (("harness", c.harness), ("agent id", c.agent_id),
+                                   ("agent type", c.agent_type)) if v]
+    fields.append(("worktree", c.worktree))
+    if base is None or shown.changes is None:
+        fields.append(("changes", "none listed: the first checkpoint of this worktree"))
+    else:
+        fields.append(("changes", f"{totals_text(shown.changes.totals())} against "
+                                  f"{_base_name(c, base)}"))
+    lines = [f"{k + ':':<12}{printable(ids.printable(v))}" for k, v in fields]
+    if shown.changes is not None and shown.changes.files():
+        lines += ["", changes_table(shown.changes.files())]
+    return "\n".join(lines)
+
+
+def _base_name(c: Checkpoint, base: Checkpoint) -> str:
+    if base.key == c.key:
+        return f"seq {base.seq}"
+    return (f"seq {base.seq} of run {base.run_id} node {base.node_id} "
+            f"iteration {base.iteration} attempt {base.attempt}")
+
+
+@click.command()
+@click.option("--latest", is_flag=True,
+              help="The newest session of the worktree here (instead of RUN).")
+@options.attempt_options(node_required=False, defaults=False)
+@click.option("--seq", type=click.IntRange(1), help="Checkpoint seq A (default: the latest).")
+@click.option("--to", "to_seq", type=click.IntRange(1), help="Compare A with seq B.")
+@click.option("--worktree", "to_worktree", is_flag=True,
+              help="Compare A with the worktree as it is now (nothing is captured).")
+@click.option("--stat", is_flag=True, help="One line per file: status, line counts, path.")
+@click.option("--name-only", is_flag=True, help="Only the changed paths, one per line.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour the diff (auto: on a terminal, unless NO_COLOR).")
+@options.json_option
+@click.argument("args", nargs=-1, metavar="[RUN] [-- PATHS...]")
+def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int | None,
+         seq: int | None, to_seq: int | None, to_worktree: bool, stat: bool, name_only: bool,
+         color: str, as_json: bool, args: tuple[str, ...]) -> None:
+    """Show the changes between two checkpoints, or a checkpoint and the worktree.
+
+    Without --to or --worktree: what seq A changed (as `show` lists it).
+    PATHS limit the diff (a folder: everything under it); they are relative
+    to the current folder when it is inside the worktree (with --latest,
+    every argument is a path).  Binary files are named, never dumped.
+
+    \b
+    Examples:
+      durability diff --latest --seq 2 --to 5
+      durability diff RUN --seq 3 --worktree --stat -- src/
+    """
+    if to_seq is not None and to_worktree:
+        raise InvalidInput("give --to or --worktree, not both")
+    if stat and name_only:
+        raise InvalidInput("give --stat or --name-only, not both")
+    run_id, paths = (None, args) if latest else (args[0] if args else None, args[1:])
+    store = options.store(options.settings())
+    run_id = options.resolve_run(store, _validated(run_id), latest)
+    a = _find(store, run_id, node_id, iteration, attempt, seq)
+    changes, old, new = _changes(store, a, to_seq, to_worktree, _relative(paths, Path(a.worktree)))
+    if changes is None:
+        click.echo(f"durability: seq {a.seq} is the first checkpoint of {a.worktree}: nothing "
+                   "earlier to compare with (try --to or --worktree)", err=True)
+    if as_json:
+        return options.emit(_json(changes, old, new))
+    if changes is not None:
+        _print_changes(changes, stat=stat, name_only=name_only, color=color)
+
+
+def _validated(run_id: str | None) -> str | None:
+    """RUN, validated as ``options.run_argument`` validates it (here it
+    shares the positional arguments with PATHS)."""
+    if run_id is None:
+        return None
+    try:
+        return ids.validate_id(run_id, "run id")
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+_Side = dict[str, object] | str | None
+
+
+def _json(changes: Changes | None, old: _Side, new: _Side) -> dict[str, object]:
+    """``diff --json``: the two sides, the files and their totals."""
+    from durability.inspect.diff import Totals
+
+    files = changes.files() if changes else []
+    totals = changes.totals() if changes else Totals(0, 0, 0)
+    return {"from": old, "to": new, "files": [f.to_dict() for f in files],
+            "totals": totals.to_dict()}
+
+
+def _changes(store: Store, a: Checkpoint, to_seq: int | None, to_worktree: bool,
+             paths: Sequence[str]) -> tuple[Changes | None, _Side, _Side]:
+    """The changes asked for, with their old and new sides as --json names
+    them (None: no base; ``"worktree"``: the files now)."""
+    from durability.inspect import compare
+    from durability.inspect.timeline import describe
+
+    if to_worktree:
+        return compare.with_worktree(a, paths=paths), _side(a), "worktree"
+    if to_seq is not None:
+        b = store.checkpoint(a.key, to_seq)
+        return compare.checkpoints(a, b, paths=paths), _side(a), _side(b)
+    shown = describe(store, a, paths=paths)
+    return shown.changes, _side(shown.base), _side(a)
+
+
+def _print_changes(changes: Changes, *, stat: bool, name_only: bool, color: str) -> None:
+    from durability.cli.table import changes_table, printable
+
+    if name_only:
+        for f in changes.files():
+            click.echo(printable(ids.printable(f.path)))
+    elif stat:
+        if changes.files():
+            click.echo(changes_table(changes.files()))
+            t = changes.totals()
+            click.echo(f"{t.files} file{'' if t.files == 1 else 's'} changed, "
+                       f"+{t.additions} -{t.deletions}")
+    else:
+        _write(changes.patches(), _coloured(color))
+
+
+def _side(c: Checkpoint | None) -> dict[str, object] | None:
+    if c is None:
+        return None
+    return {"run_id": c.run_id, "node_id": c.node_id, "iteration": c.iteration,
+            "attempt": c.attempt, "seq": c.seq, "commit_id": c.commit_id}
+
+
+def _relative(paths: Sequence[str], root: Path) -> list[str]:
+    """PATHS as worktree-relative paths: relative to the current folder when
+    it is inside the worktree, else to the worktree's root."""
+    here = Path.cwd()
+    start = here if here == root or root in here.parents else root
+    out = []
+    for p in paths:
+        full = os.path.normpath(os.path.join(start, p))
+        rel = os.path.relpath(full, root)
+        if rel == os.curdir:
+            return []  # the whole worktree
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            raise InvalidInput(f"{p} is outside the worktree {root}")
+        out.append(rel.replace(os.sep, "/"))
+    return out
+
+
+def _coloured(choice: str) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    # https://no-color.org: any non-empty NO_COLOR turns colour off.
+    return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+
+
+def _write(patches: Iterable[bytes], colour: bool) -> None:
+    # Bytes as they are: a file's content need not be UTF-8.
+    out = sys.stdout.buffer
+    for patch in patches:
+        out.write(_paint(patch) if colour else patch)
+    out.flush()
+
+
+_HEADER = (b"diff --git", b"index ", b"--- ", b"+++ ", b"old mode", b"new mode",
+           b"new file mode", b"deleted file mode", b"similarity", b"rename ", b"Binary files")
+
+
+def _paint(patch: bytes) -> bytes:
+    """git's colours: headers bold, hunk lines cyan, additions green,
+    deletions red.  A ``---`` inside a hunk is a deleted line, not a header."""
+    out, in_hunk = [], False
+    for line in patch.splitlines(keepends=True):
+        body = line.rstrip(b"\n")
+        end = line[len(body):]
+        if line.startswith(b"diff --git"):
+            in_hunk = False
+        if line.startswith(b"@@"):
+            in_hunk = True
+            out.append(b"\x1b[36m" + body + b"\x1b[m" + end)
+        elif not in_hunk and line.startswith(_HEADER):
+            out.append(b"\x1b[1m" + body + b"\x1b[m" + end)
+        elif in_hunk and line.startswith(b"+"):
+            out.append(b"\x1b[32m" + body + b"\x1b[m" + end)
+        elif in_hunk and line.startswith(b"-"):
+            out.append(b"\x1b[31m" + body + b"\x1b[m" + end)
+        else:
+            out.append(line)
+    return b"".join(out)
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--limit", type=click.IntRange(1), help="Only the newest N entries.")
+@options.json_option
+def log(path: Path | None, limit: int | None, as_json: bool) -> None:
+    """The timeline of the worktree at PATH (default: here), newest first.
+
+    One line per checkpoint, across sessions and attempts: time, run,
+    attempt, seq, source, what it changed (+added -deleted lines, files) and
+    label.  Captures that could not be taken are marked GAP where they
+    happened.
+
+    \b
+    Examples:
+      durability log
+      durability log ../other-worktree --limit 20 --json
+    """
+    from durability.backends import resolve_worktree
+    from durability.cli.table import timeline_table
+    from durability.inspect.timeline import timeline
+
+    settings = options.settings()
+    store = options.store(settings)
+    root = resolve_worktree(path or Path.cwd())
+    # Gaps still in the spool belong in the timeline too.
+    from durability.gaps.ingest import ingest_spool
+
+    ingest_spool(store, settings.spool_dirs)
+    entries = timeline(store, root, limit=limit)
+    options.listing([e.to_dict() for e in entries], as_json, lambda: timeline_table(entries),
+                    f"nothing recorded yet for {root}")
+
+
+COMMANDS = [show, diff, log]

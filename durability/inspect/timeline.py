@@ -1,0 +1,170 @@
+"""A worktree's timeline, and what each checkpoint changed.
+
+Every checkpoint is compared with its *base*: the previous checkpoint of its
+own attempt; for an attempt's first checkpoint, the newest earlier checkpoint
+of the same worktree (another session's, or an earlier attempt's); for the
+first checkpoint the worktree ever had, nothing (no base, no changes listed:
+what came before the toolkit was watching is not a checkpoint's doing).
+
+``timeline`` lists a worktree's checkpoints and gaps across sessions and
+attempts, newest first, each checkpoint with the totals of what it changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from durability.errors import DurabilityError
+from durability.inspect.compare import in_repository
+from durability.inspect.diff import Changes, Totals
+from durability.inspect.repository import open_checkpoints
+from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
+
+__all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict", "describe",
+           "timeline", "timeline_order"]
+
+_KEYS = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "change_id",
+         "operation_id", "worktree", "source", "tool_use_id", "label", "request_id",
+         "created_at_ms", "harness", "agent_id", "agent_type")
+
+
+def checkpoint_dict(c: Checkpoint) -> dict[str, Any]:
+    return {k: getattr(c, k) for k in _KEYS}
+
+
+def base_dict(c: Checkpoint | None) -> dict[str, Any] | None:
+    """A base as --json names it: which checkpoint, and its commit."""
+    if c is None:
+        return None
+    return {k: getattr(c, k) for k in ("run_id", "node_id", "iteration", "attempt", "seq",
+                                       "commit_id")}
+
+
+def timeline_order(c: Checkpoint) -> tuple[Any, ...]:
+    """Oldest first: by time, ties broken by attempt and seq (stable)."""
+    return (c.created_at_ms, c.run_id, c.node_id, c.iteration, c.attempt, c.seq)
+
+
+def base_of(target: Checkpoint, rows: Sequence[Checkpoint]) -> Checkpoint | None:
+    """The checkpoint ``target`` is compared with (see the module's docstring);
+    ``rows``: the checkpoints of its worktree, in any order."""
+    return bases(rows).get(_id(target))
+
+
+def bases(rows: Sequence[Checkpoint]) -> dict[tuple[Any, ...], Checkpoint | None]:
+    """The base of every checkpoint in ``rows`` (one worktree's), by
+    ``(attempt key, seq)``, in one pass over them."""
+    found: dict[tuple[Any, ...], Checkpoint | None] = {}
+    by_attempt: dict[AttemptKey, list[Checkpoint]] = defaultdict(list)
+    for r in rows:
+        by_attempt[r.key].append(r)
+    for group in by_attempt.values():
+        group.sort(key=lambda r: r.seq)
+        found.update((_id(cur), prev) for prev, cur in pairwise(group))
+    # An attempt's first: the newest earlier checkpoint of another attempt,
+    # which is the newest of all unless that one is of the same attempt.
+    last: Checkpoint | None = None
+    last_other: Checkpoint | None = None  # the newest whose attempt is not last's
+    for r in sorted(rows, key=timeline_order):
+        if _id(r) not in found:
+            found[_id(r)] = last if last is None or last.key != r.key else last_other
+        if last is not None and last.key != r.key:
+            last_other = last
+        last = r
+    return found
+
+
+def _id(c: Checkpoint) -> tuple[Any, ...]:
+    return (c.key, c.seq)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One checkpoint, its base, and what it changed against it."""
+
+    checkpoint: Checkpoint
+    base: Checkpoint | None
+    changes: Changes | None
+
+    def to_dict(self) -> dict[str, Any]:
+        files = self.changes.files() if self.changes else []
+        totals = self.changes.totals() if self.changes else Totals(0, 0, 0)
+        return {**checkpoint_dict(self.checkpoint), "base": base_dict(self.base),
+                "files": [f.to_dict() for f in files], "totals": totals.to_dict()}
+
+
+def describe(store: Store, checkpoint: Checkpoint, *, paths: Sequence[str] = (),
+             env: Mapping[str, str] = os.environ) -> Shown:
+    """``checkpoint`` and what it changed against its base."""
+    base = base_of(checkpoint, store.worktree_checkpoints(checkpoint.worktree))
+    if base is None:
+        return Shown(checkpoint, None, None)
+    repo = open_checkpoints(checkpoint.worktree, env)
+    return Shown(checkpoint, base, in_repository(repo, base, checkpoint, paths))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of a timeline: a checkpoint (with what it changed, None when
+    it has no base or its commits cannot be read) or a gap."""
+
+    time_ms: int
+    checkpoint: Checkpoint | None = None
+    base: Checkpoint | None = None
+    totals: Totals | None = None
+    gap: Gap | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.gap is not None:
+            return {"kind": "gap", **self.gap.to_dict()}
+        assert self.checkpoint is not None
+        return {"kind": "checkpoint", **checkpoint_dict(self.checkpoint),
+                "base": base_dict(self.base),
+                "totals": self.totals.to_dict() if self.totals else None}
+
+
+def timeline(store: Store, worktree: Path, *, limit: int | None = None,
+             env: Mapping[str, str] = os.environ) -> list[Entry]:
+    """The checkpoints and gaps of ``worktree``, newest first (at most
+    ``limit`` entries)."""
+    rows = store.worktree_checkpoints(str(worktree))
+    entries = [Entry(g.ts_ms, gap=g) for g in store.worktree_gaps(str(worktree))]
+    entries += [Entry(c.created_at_ms, checkpoint=c) for c in rows]
+    # Gaps before checkpoints of the same millisecond: the gap was filed first.
+    entries.sort(key=lambda e: (e.time_ms, e.gap is None,
+                                timeline_order(e.checkpoint) if e.checkpoint else ()),
+                 reverse=True)
+    entries = entries[:limit] if limit is not None else entries
+    repo = _open(worktree, env) if rows else None
+    found = bases(rows)
+    return [_with_totals(e, found, repo) for e in entries]
+
+
+def _open(worktree: Path, env: Mapping[str, str]) -> pygit2.Repository | None:
+    try:
+        return open_checkpoints(worktree, env)
+    except DurabilityError:
+        return None  # the worktree is gone: the timeline still lists its records
+
+
+def _with_totals(entry: Entry, found: Mapping[tuple[Any, ...], Checkpoint | None],
+                 repo: pygit2.Repository | None) -> Entry:
+    c = entry.checkpoint
+    if c is None:
+        return entry
+    base = found.get(_id(c))
+    if base is None or repo is None:
+        return Entry(entry.time_ms, c, base)
+    try:
+        totals = in_repository(repo, base, c).totals()
+    except NotFound:
+        totals = None  # a commit no longer in the repository: shown as unknown
+    return Entry(entry.time_ms, c, base, totals)
