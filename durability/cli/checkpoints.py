@@ -10,8 +10,7 @@ import click
 
 from durability import ids
 from durability.cli import options
-from durability.errors import InvalidInput
-from engine import AttemptKey, NotFound, Store
+from engine import AttemptKey
 
 
 @click.command()
@@ -118,7 +117,7 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
     settings = options.settings()
     store = options.store(settings)
     run_id = options.resolve_run(store, run_id, latest)
-    node_id = node_id or _only_node(store, run_id)
+    node_id = node_id or options.only_node(store, run_id)
     done = do_restore(settings, run_id=run_id, node_id=node_id, iteration=iteration,
                       attempt=attempt, seq=seq, worktree=str(worktree) if worktree else None)
     result = {"worktree": done.worktree,
@@ -173,15 +172,6 @@ def attempts(run_id: str | None, latest: bool, as_json: bool) -> None:
 
     options.listing([a.to_dict() for a in rows], as_json, lambda: attempts_table(rows),
              f"no attempts for run {run_id}")
-
-
-def _only_node(store: Store, run_id: str) -> str:
-    nodes = sorted({c.node_id for c in store.checkpoints(run_id)})
-    if len(nodes) == 1:
-        return nodes[0]
-    if not nodes:
-        raise NotFound(f"run {run_id!r} has no checkpoints")
-    raise InvalidInput(f"run {run_id!r} has nodes {', '.join(nodes)}: pick one with --node")
 
 
 COMMANDS = [sessions, snapshot, snapshots, restore, gaps, attempts]

@@ -109,7 +109,7 @@ def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
 
 
 def only_node(s: Store, run_id: str) -> str:
-    """The node of a run that has one (a hook session's is its agent): what
+    """The node of a run that has one (a hook session's is ``session``): what
     --node defaults to; a run with several nodes must name one."""
     nodes = sorted({c.node_id for c in s.checkpoints(run_id)})
     if len(nodes) == 1:
