@@ -100,6 +100,8 @@ case $run_id in
 esac
 [ "${#run_id}" -gt 200 ] && run_id=_invalid
 worktree=${DURABILITY_WORKTREE:-$(field cwd)}
+# Every value goes into a JSON string as it is: drop what would end or escape it.
+worktree=$(printf '%s' "$worktree" | tr -d '"\\' | tr -d '\000-\037')
 tool_use_id=$(field tool_use_id)
 now_ms=$(( $(date +%s) * 1000 ))
 # One tool call reported twice (plugin and settings) is one gap.
@@ -129,7 +131,9 @@ esac
 file=$spool/$name.gaps.ndjson
 
 umask 077
-if mkdir -p "$spool" 2>/dev/null && [ ! -L "$file" ]; then
+# The spool folder must be a real folder of ours (as durability/paths.py
+# requires): never write into a symlinked or foreign one.
+if mkdir -p "$spool" 2>/dev/null && [ ! -L "$spool" ] && [ -O "$spool" ] && [ ! -L "$file" ]; then
     # A crashed writer may have left a torn line: start on a fresh one.
     lead=""
     [ -s "$file" ] && [ -n "$(tail -c 1 "$file")" ] && lead='\n'

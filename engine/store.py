@@ -329,7 +329,8 @@ class Store:
         if worktree is not None:
             touched = {r[0] for r in self._read(
                 "SELECT DISTINCT run_id FROM workspace_checkpoints WHERE worktree=? "
-                "UNION SELECT DISTINCT run_id FROM gaps WHERE worktree=?", (worktree, worktree))}
+                "UNION SELECT DISTINCT run_id FROM gaps WHERE worktree=?",
+                (to_db(worktree), to_db(worktree)))}
             found = [s for s in found if s.run_id in touched]
         return found
 

@@ -28,7 +28,7 @@ def load(repo: pygit2.Repository, commit_id: str) -> dict[str, int]:
     try:
         blob = repo.references[PREFIX + commit_id].peel(pygit2.Blob)
         data = json.loads(blob.data)
-        return {str(k): int(v) & 0o7777 for k, v in data["modes"].items()}
+        return {str(k): int(v) & 0o777 for k, v in data["modes"].items()}
     except (KeyError, ValueError, TypeError, AttributeError, pygit2.GitError):
         return {}
 

@@ -404,3 +404,31 @@ def test_doctor_never_runs_a_hostile_command_that_only_mentions_durability(
     assert not planted.exists()
     check = _by_name(checks, "hook claude project")
     assert check["status"] == "warn" and "does not run it" in check["detail"]
+
+
+def test_two_plugin_launchers_on_path_do_not_exec_each_other(tmp_path: Path) -> None:
+    # Two copies of the plugin's bin/durability (two plugin installs) on PATH
+    # and no toolkit: one clear line and exit 127, never an endless exec loop.
+    copies = []
+    for name in ("one", "two"):
+        folder = tmp_path / name / "bin"
+        folder.mkdir(parents=True)
+        copy = folder / "durability"
+        copy.write_bytes((ROOT / "bin" / "durability").read_bytes())
+        copy.chmod(0o755)
+        copies.append(folder)
+    env = {"PATH": ":".join([*map(str, copies), BARE_PATH]), "HOME": str(tmp_path / "h")}
+    done = subprocess.run([str(copies[0] / "durability"), "--version"], capture_output=True,
+                          text=True, env=env, timeout=20, check=False)
+    assert done.returncode == 127 and "toolkit-missing" in done.stderr
+
+
+def test_the_launcher_gap_line_is_valid_json_whatever_the_worktree(tmp_path: Path) -> None:
+    root = _bare_plugin(tmp_path)
+    env = {k: v for k, v in _harness_env(DURABILITY_WORKTREE='/tmp/a"b\\c').items()}
+    payload = {"session_id": "odd-worktree", "cwd": str(tmp_path)}
+    done = _run(f'/bin/sh "{root}/durability/run-hook.sh"', payload, env=env)
+    assert done.returncode == 0
+    gaps = cli_json("gaps", "odd-worktree")
+    assert [g["reason"] for g in gaps] == ["toolkit-missing"]
+    assert gaps[0]["worktree"] == "/tmp/abc"
