@@ -27,7 +27,13 @@ from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
 from durability.backends.git_repo import open_worktree
-from durability.backends.moving import MAX_TRIES, is_git_read_race, pause, stat_key
+from durability.backends.moving import (
+    MAX_RETRIES_PER_CAPTURE,
+    MAX_TRIES,
+    is_git_read_race,
+    pause,
+    stat_key,
+)
 from durability.backends.unreadable import find_unreadable, is_unreadable
 
 __all__ = ["WorktreeIndex"]
@@ -67,12 +73,14 @@ class WorktreeIndex:
         #: ``stage``: their entries keep what was last read consistently,
         #: and the next stage reads them again (no gap: see ``moving``).
         self.moving: set[str] = set()
+        self._retries_left = MAX_RETRIES_PER_CAPTURE
 
     # -- scanning ------------------------------------------------------------
 
     def stage(self, changed_paths: Collection[str] | None = None) -> pygit2.Oid:
         """Bring the private index up to date with the worktree; its tree id."""
         rules = self._rule_stamp()
+        self._retries_left = MAX_RETRIES_PER_CAPTURE
         informed = (changed_paths is not None and self.scanned and rules == self._rules
                     and not any(PurePosixPath(p).name in _RULE_FILES for p in changed_paths))
         if informed:
@@ -184,7 +192,8 @@ class WorktreeIndex:
 
     def _add(self, path: str) -> None:
         """Stage ``path`` as it is on disk, reading it again while it changes
-        under the read (at most ``MAX_TRIES`` times)."""
+        under the read (at most ``MAX_TRIES`` times, within the capture's
+        ``MAX_RETRIES_PER_CAPTURE``)."""
         if path.endswith("/"):
             # An untracked folder libgit2 did not descend into is another
             # repository: git add -A records it as a gitlink to its HEAD.
@@ -192,6 +201,9 @@ class WorktreeIndex:
         previous = self._entry(path)
         for attempt in range(1, MAX_TRIES + 1):
             if attempt > 1:
+                if self._retries_left <= 0:
+                    break
+                self._retries_left -= 1
                 pause(attempt - 1)
             if self._add_once(path):
                 return

@@ -18,12 +18,19 @@ import re
 import time
 from pathlib import Path
 
-__all__ = ["MAX_TRIES", "StatKey", "is_git_read_race", "is_snapshot_race", "pause", "stat_key"]
+__all__ = [
+    "MAX_RETRIES_PER_CAPTURE", "MAX_TRIES", "StatKey", "is_git_read_race", "is_snapshot_race",
+    "pause", "stat_key",
+]
 
 #: Tries per path (git) or per jj command: enough for a writer that touches
 #: a file a few times in a row, bounded so a path rewritten in a loop cannot
 #: hold a capture (and the worktree lock) for long.
 MAX_TRIES = 5
+#: Retries (git: of all paths together) one capture may spend: a build
+#: rewriting hundreds of files at once must not hold the capture for
+#: hundreds of times 30 ms.  Past it, a moving path gets one read only.
+MAX_RETRIES_PER_CAPTURE = 24
 # The pause before try n (n >= 2) is _PAUSE_S * 2**(n-2): 2, 4, 8, 16 ms,
 # 30 ms in all; a burst of writes (a formatter, a checkout) is usually over
 # by then, and the whole wait stays far below any capture timeout.

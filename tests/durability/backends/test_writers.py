@@ -20,7 +20,7 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.jj import JjBackend, find_jj
-from durability.backends.moving import MAX_TRIES
+from durability.backends.moving import MAX_RETRIES_PER_CAPTURE, MAX_TRIES
 from engine import AttemptKey
 from tests.durability.racer import racing
 from tests.helpers import git, jj_path, make_git_repo, make_jj_repo
@@ -116,6 +116,29 @@ def test_git_new_file_that_keeps_changing_is_left_for_the_next_capture(grepo: Pa
     final = GitBackend().snapshot(grepo, [_stamp()])
     assert (str(pygit2.Repository(str(grepo))[final.commit_id].peel(pygit2.Commit).tree_id)
             == _git_add_all_tree(grepo, grepo.parent / "ref-index"))
+
+
+def test_git_retries_of_one_capture_are_bounded(grepo: Path) -> None:
+    """Twelve files shrinking at every read: each gets one read, and the
+    capture spends at most MAX_RETRIES_PER_CAPTURE retries on them all (not
+    12 x MAX_TRIES), then leaves them for the next capture."""
+    names = [f"busy{i:02}.bin" for i in range(12)]
+    for name in names:
+        (grepo / name).write_bytes(BIG)
+
+    def strike(path: Path) -> bool:
+        if path.name not in names:
+            return False
+        os.truncate(path, os.lstat(path).st_size // 2)
+        return True
+
+    with racing(grepo, strike) as struck:
+        snap = GitBackend().snapshot(grepo, [_stamp()])
+    assert len(struck) == len(names) + MAX_RETRIES_PER_CAPTURE
+    assert worktree_index(grepo).moving == set(names)
+    assert all(_blob(grepo, snap.commit_id, n) is None for n in names)
+    final = GitBackend().snapshot(grepo, [_stamp()])
+    assert all(_blob(grepo, final.commit_id, n) is not None for n in names)
 
 
 @pytest.mark.parametrize("becomes", ["gone", "folder", "symlink"])
