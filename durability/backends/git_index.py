@@ -27,6 +27,13 @@ from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
 from durability.backends.git_repo import open_worktree
+from durability.backends.moving import (
+    MAX_RETRIES_PER_CAPTURE,
+    MAX_TRIES,
+    is_git_read_race,
+    pause,
+    stat_key,
+)
 from durability.backends.unreadable import find_unreadable, is_unreadable
 
 __all__ = ["WorktreeIndex"]
@@ -62,32 +69,41 @@ class WorktreeIndex:
         #: Paths the last ``stage`` left out because they cannot be read: an
         #: entry the index held for one keeps its previous content.
         self.skipped: list[str] = []
+        #: Paths still changing after ``MAX_TRIES`` reads in the last
+        #: ``stage``: their entries keep what was last read consistently,
+        #: and the next stage reads them again (no gap: see ``moving``).
+        self.moving: set[str] = set()
+        self._retries_left = MAX_RETRIES_PER_CAPTURE
 
     # -- scanning ------------------------------------------------------------
 
     def stage(self, changed_paths: Collection[str] | None = None) -> pygit2.Oid:
         """Bring the private index up to date with the worktree; its tree id."""
         rules = self._rule_stamp()
+        self._retries_left = MAX_RETRIES_PER_CAPTURE
         informed = (changed_paths is not None and self.scanned and rules == self._rules
                     and not any(PurePosixPath(p).name in _RULE_FILES for p in changed_paths))
         if informed:
             assert changed_paths is not None
-            self._stage_paths(changed_paths)
+            # A diff that never settled leaves the rest for a full scan.
+            self.scanned = self._stage_paths(changed_paths)
             self.last_scan = "paths"
         else:
-            self._stage_all()
+            settled = self._stage_all()
             self.index.write()
             self._submodules = self.repo.listall_submodules()
-            self.scanned = True
+            self.scanned = settled
             self.last_scan = "full"
         self._rules = rules
         return self.index.write_tree()
 
-    def _stage_all(self) -> None:
+    def _stage_all(self) -> bool:
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
-        self._scan([""], None)
+        # A moving path's entry has no stat data, so the full diff rereads it.
+        self.moving.clear()
+        return self._scan([""], None)
 
-    def _stage_paths(self, paths: Collection[str]) -> None:
+    def _stage_paths(self, paths: Collection[str]) -> bool:
         """Restage only ``paths`` (a folder: everything under it).
 
         The same libgit2 diff as a full scan, limited to those paths: libgit2
@@ -98,18 +114,23 @@ class WorktreeIndex:
         # A path left out before and readable now is restaged: a mode change
         # alone may not reach a watcher.
         cleaned |= {p for p in self.skipped if not is_unreadable(self.worktree, p)}
+        # A path still moving at the last capture may have stopped since
+        # without the watcher reporting it again.
+        cleaned |= self.moving
+        self.moving.clear()
         # A submodule's HEAD moves inside the superproject's .git (modules/),
         # where a watcher does not look: its gitlink is always rechecked (one
         # HEAD read each), and a path inside it stands for the submodule.
         for sub in self._submodules:
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
-        if cleaned:
-            self._scan(sorted(cleaned), sorted(cleaned))
+        return self._scan(sorted(cleaned), sorted(cleaned)) if cleaned else True
 
-    def _scan(self, under: list[str], literal: list[str] | None) -> None:
+    def _scan(self, under: list[str], literal: list[str] | None) -> bool:
         """Stage what changed under ``under`` (``literal``: those paths only;
-        None: everything), leaving out what cannot be read.
+        None: everything), leaving out what cannot be read.  False when the
+        tree kept changing under every diff: the index then stays as the last
+        capture left it, a state the tree really had.
 
         libgit2 silently skips a folder it cannot list and fails the whole
         diff on a changed tracked file it cannot open.  So unreadable folders
@@ -117,19 +138,25 @@ class WorktreeIndex:
         files only when the diff fails; every path found stays out of the
         diff (an entry the index holds for it keeps its last captured
         content) and is remembered in ``skipped``, so the next scan leaves it
-        out at once while it stays unreadable.
+        out at once while it stays unreadable.  A diff that fails because a
+        path changed while libgit2 read it is run again (``MAX_TRIES``).
         """
         folders = find_unreadable(self.worktree, under, ignored=self._ignored, files=False)
         self.skipped = sorted({*self.skipped, *folders})
-        try:
-            diff = self._diff(literal)
-        except pygit2.GitError:
-            found = set(find_unreadable(self.worktree, under, ignored=self._ignored))
-            if not found - set(self.skipped):
-                raise
-            self.skipped = sorted({*self.skipped, *found})
-            diff = self._diff(literal)
-        self._apply(diff)
+        for attempt in range(1, MAX_TRIES + 1):
+            try:
+                diff = self._diff(literal)
+            except (pygit2.GitError, KeyError, OSError) as exc:
+                found = set(find_unreadable(self.worktree, under, ignored=self._ignored))
+                if not found - set(self.skipped) and not is_git_read_race(exc):
+                    raise
+                self.skipped = sorted({*self.skipped, *found})
+                if attempt < MAX_TRIES:
+                    pause(attempt)
+                continue
+            self._apply(diff)
+            return True
+        return False
 
     def _diff(self, literal: list[str] | None) -> pygit2.Diff:
         if not self.skipped:
@@ -164,27 +191,65 @@ class WorktreeIndex:
                 self._add(delta.new_file.path)
 
     def _add(self, path: str) -> None:
+        """Stage ``path`` as it is on disk, reading it again while it changes
+        under the read (at most ``MAX_TRIES`` times, within the capture's
+        ``MAX_RETRIES_PER_CAPTURE``)."""
         if path.endswith("/"):
             # An untracked folder libgit2 did not descend into is another
             # repository: git add -A records it as a gitlink to its HEAD.
             return self._add_embedded_repo(path.rstrip("/"))
-        try:
-            st = os.lstat(self.worktree / path)
-        except OSError:
-            st = None
-        if st is None or (stat.S_ISDIR(st.st_mode) and not _is_gitlink(self.index, path)):
+        previous = self._entry(path)
+        for attempt in range(1, MAX_TRIES + 1):
+            if attempt > 1:
+                if self._retries_left <= 0:
+                    break
+                self._retries_left -= 1
+                pause(attempt - 1)
+            if self._add_once(path):
+                return
+        # Still moving: keep what the last capture read consistently (or
+        # nothing, for a new path); the next capture reads it again.
+        self._put_back(path, previous)
+        self.moving.add(path)
+
+    def _add_once(self, path: str) -> bool:
+        """One read of ``path``: True when it is staged (or dropped, or left
+        out as unreadable) and did not change while it was read."""
+        before = stat_key(self.worktree / path)
+        if before is None or (stat.S_ISDIR(before[0]) and not _is_gitlink(self.index, path)):
             # Gone, or a file that became a folder (its files come as their
             # own deltas): forget the old entry.
             if path in self.index:
                 self.index.remove(path)
-            return
+            return True
         try:
             self.index.add(path)
-        except pygit2.GitError:
-            # Made unreadable after the walk that looked for such files.
+        except (pygit2.GitError, KeyError, OSError):
+            # Made unreadable after the walk that looked for such files; any
+            # other failure here is the path changing while libgit2 read it
+            # ("failed to read file into stream", "could not find ... to
+            # stat", "it is a directory").
             if not is_unreadable(self.worktree, path):
-                raise
+                return False
             self.skipped = sorted({*self.skipped, path})
+            return True
+        # Unchanged stat data across the read (ctime moves on every write,
+        # truncate, chmod and rename) means libgit2 read one version.
+        return stat_key(self.worktree / path) == before
+
+    def _entry(self, path: str) -> pygit2.IndexEntry | None:
+        try:
+            return self.index[path]
+        except KeyError:
+            return None
+
+    def _put_back(self, path: str, previous: pygit2.IndexEntry | None) -> None:
+        """Restore ``path``'s entry as it was before this stage.  pygit2's
+        entry carries no stat data, so the next full diff rereads the file."""
+        if previous is not None:
+            self.index.add(previous)
+        elif path in self.index:
+            self.index.remove(path)
 
     def _add_embedded_repo(self, path: str) -> None:
         try:

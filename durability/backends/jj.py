@@ -24,6 +24,7 @@ from pathlib import Path
 
 from durability import proc
 from durability.backends.base import Skipped, Snapshot, Stamp
+from durability.backends.moving import MAX_TRIES, is_snapshot_race, pause
 from durability.backends.unreadable import find_unreadable, is_unreadable
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
 from durability.errors import (
@@ -165,6 +166,9 @@ class JjBackend:
         else:
             _left_out.pop(worktree, None)
         if done.returncode != 0:
+            if is_snapshot_race(done.stderr):
+                raise _StillMoving(f"jj {args[0]} in {worktree}: the tree kept changing "
+                                   f"under {MAX_TRIES} snapshots")
             if unreadable and _permission_denied(done.stderr):
                 raise UnreadablePath(f"jj cannot snapshot {worktree} around unreadable "
                                      f"path(s) {_listing(unreadable)}")
@@ -175,6 +179,18 @@ class JjBackend:
 
     def _exec(self, worktree: Path, config: list[str],
               args: Sequence[str]) -> proc.Finished:
+        """Run jj, again (at most ``MAX_TRIES`` times in all) while its
+        snapshot fails because a path changed under it (``moving``)."""
+        for attempt in range(1, MAX_TRIES + 1):
+            if attempt > 1:
+                pause(attempt - 1)
+            done = self._exec_once(worktree, config, args)
+            if done.returncode == 0 or not is_snapshot_race(done.stderr):
+                break
+        return done
+
+    def _exec_once(self, worktree: Path, config: list[str],
+                   args: Sequence[str]) -> proc.Finished:
         # "-R ." with the worktree as cwd names the same workspace, and works
         # where the path is not UTF-8 (jj refuses such an argument).
         argv = [self.jj.path, "--no-pager", "--color=never", "-R", "."]
@@ -207,7 +223,13 @@ class JjBackend:
     ) -> Snapshot:
         # jj scans the working copy itself and names no attempt in its
         # commits: ``stamps`` and ``changed_paths`` are not needed here.
-        out = self._run(worktree, "log", "-r", "@", "--no-graph", "-T", _TEMPLATE)
+        log = ("log", "-r", "@", "--no-graph", "-T", _TEMPLATE)
+        try:
+            out = self._run(worktree, *log)
+        except _StillMoving:
+            # Still moving after every try: answer with jj's last snapshot
+            # (a state the tree really had); the next capture takes the rest.
+            out = self._run(worktree, "--ignore-working-copy", *log)
         fields = out.strip().split()
         if len(fields) != 2 or not _HEX.fullmatch(fields[0]):
             raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
@@ -250,6 +272,10 @@ class JjBackend:
             return str(repo[commit_id].peel(pygit2.Commit).tree_id)
         except (KeyError, ValueError) as exc:
             raise JjFailed(f"commit {commit_id} is not in {worktree}'s store") from exc
+
+
+class _StillMoving(JjFailed):
+    """jj's snapshot failed on a path changing under it on every try."""
 
 
 def _root_file(path: str) -> str:

@@ -406,29 +406,69 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
 
 
-def test_concurrent_captures_of_one_worktree_are_serialised(grepo: Path,
-                                                           tmp_path: Path) -> None:
+def test_concurrent_captures_of_one_worktree_are_serialised(
+        grepo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads sharing the open state (the service's case) never interleave a
-    capture: every one succeeds, and the last one sees the final tree."""
-    import threading
+    capture: every one succeeds and holds exactly the tree of its round.
 
+    Deterministic: each round's files are written before a barrier releases
+    the four captures at once, and the next round's writes wait for all of
+    them (writers racing a capture are tests/durability/backends/
+    test_writers.py).  Strong: a probe holds each ``stage`` for 20 ms and
+    counts how many run at once, so a missing lock is seen every time.
+    """
+    import threading
+    import time
+
+    state = worktree_index(grepo)
+    inside, most = [0], [0]
+    count_lock = threading.Lock()
+    real_stage = state.stage
+
+    def probe(changed_paths: object = None) -> pygit2.Oid:
+        with count_lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.02)  # long enough for an unserialised capture to enter
+            return real_stage(changed_paths)  # type: ignore[arg-type]
+        finally:
+            with count_lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(state, "stage", probe)
+    rounds, threads_n = 3, 4
+    start, done = threading.Barrier(threads_n), threading.Barrier(threads_n)
     errors: list[BaseException] = []
+    trees: dict[tuple[int, int], str] = {}
 
     def work(i: int) -> None:
         try:
-            for j in range(10):
+            for j in range(rounds):
                 (grepo / f"t{i}-{j}.txt").write_text(f"{i} {j}\n")
-                GitBackend().snapshot(grepo, [stamp(AttemptKey("run-t", f"n{i}", 0, 1))])
+                start.wait(30)
+                snap = GitBackend().snapshot(grepo, [stamp(AttemptKey("run-t", f"n{i}", 0, 1))])
+                trees[i, j] = tree_of(grepo, snap.commit_id)
+                done.wait(30)
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
+            start.abort()
+            done.abort()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     assert errors == []
+    assert most[0] == 1
+    repo = pygit2.Repository(str(grepo))
+    for (_i, j), tree in trees.items():
+        names = {e.name for e in repo[tree].peel(pygit2.Tree)}
+        assert names == {"README.md"} | {f"t{a}-{b}.txt" for a in range(threads_n)
+                                         for b in range(j + 1)}
     final = GitBackend().snapshot(grepo, [stamp(seq=1)])
     assert tree_of(grepo, final.commit_id) == git_tree(grepo, tmp_path / "ref")
-    assert len([r for r in pygit2.Repository(str(grepo)).references
-                if r.startswith(PIN_PREFIX)]) == 5
+    assert len([r for r in repo.references if r.startswith(PIN_PREFIX)]) == threads_n + 1
+
+
