@@ -166,7 +166,7 @@ def snapshot_hook() -> None:
 
     \b
     Example:
-      echo '{"session_id": "s1", "cwd": "."}' | durability snapshot-hook
+      echo '{"session_id": "s1", "cwd": "/path/to/repo"}' | durability snapshot-hook
     """
     from durability.hook import entry as hook
 

@@ -29,7 +29,6 @@ from durability.fsutil import replace_file
 __all__ = [
     "EVENTS",
     "HARNESSES",
-    "HOOK_COMMAND",
     "SCOPES",
     "Harness",
     "hook_path",
@@ -42,7 +41,6 @@ __all__ = [
 
 #: The bare command earlier versions wrote; still recognised as ours, so that
 #: installing again replaces it with the absolute one.
-HOOK_COMMAND = "durability snapshot-hook"
 #: Post-tool events: a failed tool (a Bash command that exited non-zero) may
 #: still have written files.
 EVENTS = ("PostToolUse", "PostToolUseFailure")
