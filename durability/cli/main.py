@@ -35,6 +35,12 @@ class _Group(click.Group):
             error = InvalidInput(exc.format_message())
             click.echo(f"durability: {error.code}: {error}", err=True)
             ctx.exit(exit_code(error))
+        except OSError as exc:
+            # A file the command needed could not be read or written (a
+            # settings file, the launcher's folder): one line, not a traceback.
+            where = f" {exc.filename}" if exc.filename else ""
+            click.echo(f"durability: invalid-value:{where}: {exc.strerror or exc}", err=True)
+            ctx.exit(exit_code(InvalidInput("")))
 
 
 def _one_line(message: str) -> str:

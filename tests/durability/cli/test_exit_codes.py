@@ -128,3 +128,15 @@ def test_a_code_from_the_wire_becomes_its_error(code: str, kind: type) -> None:
     error = errors.from_code(code, "message")
     assert type(error) is kind
     assert getattr(error, "code", None) == code and str(error) == "message"
+
+
+def test_a_file_the_command_cannot_write_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {**os.environ, "XDG_DATA_HOME": str(blocker)}
+    done = cli("install-hook", "--scope", "project", "--project-dir", str(project), env=env)
+    assert done.returncode == 2
+    _code_line(done, "invalid-value")
+    assert str(blocker) in done.stderr
