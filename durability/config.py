@@ -45,10 +45,6 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
 #: (on a 2-core box jj took 1.5 s and 216 MB of memory to snapshot a new
 #: 64 MiB file).  A larger new file is left out and filed as a gap.
 DEFAULT_MAX_NEW_FILE_SIZE = 64 * 1024 * 1024
-_SIZE_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2,
-               "g": 1024**3, "gib": 1024**3}
-
-
 @dataclass(frozen=True)
 class Settings:
     state_dir: Path
@@ -133,14 +129,7 @@ def _number(env: Mapping[str, str], name: str) -> float:
 
 
 def _size(env: Mapping[str, str], name: str, default: int) -> int:
-    """A byte count: ``67108864``, ``64MiB``, ``64M`` (powers of 1024)."""
-    raw = env.get(name)
-    if not raw:
-        return default
-    text = raw.strip().lower()
-    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
-    unit = _SIZE_UNITS.get(text[len(digits):].strip())
-    if not digits.isdigit() or unit is None or int(digits) == 0:
-        raise InvalidInput(f"{name}={raw!r} is not a positive size in bytes (e.g. 67108864 "
-                           f"or 64MiB)")
-    return int(digits) * unit
+    try:
+        return envms.read_size(env, name, default)
+    except envms.InvalidSetting as exc:
+        raise InvalidInput(str(exc)) from None

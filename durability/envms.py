@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MAX_MS", "MS_SETTINGS", "InvalidSetting", "first_invalid", "read_ms"]
+__all__ = ["MAX_MS", "MS_SETTINGS", "InvalidSetting", "first_invalid", "read_ms", "read_size"]
 
 #: name -> (default in ms, whether 0 is allowed).  Documented in README.md and
 #: docs/RELIABILITY.md.
@@ -60,11 +60,30 @@ def read_ms(env: Mapping[str, str], name: str) -> float:
     return value
 
 
+_SIZE_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2,
+               "g": 1024**3, "gib": 1024**3}
+
+
+def read_size(env: Mapping[str, str], name: str, default: int) -> int:
+    """A byte count: ``67108864``, ``64MiB``, ``64M`` (powers of 1024)."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    text = raw.strip().lower()
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = _SIZE_UNITS.get(text[len(digits):].strip())
+    if not digits.isdigit() or unit is None or int(digits) == 0:
+        raise InvalidSetting(f"{name}={raw[:40]!r} is not a positive size in bytes (e.g. "
+                             "67108864 or 64MiB)")
+    return int(digits) * unit
+
+
 def first_invalid(env: Mapping[str, str]) -> str | None:
     """The message for the first invalid setting in ``env``; None when all are valid."""
-    for name in MS_SETTINGS:
-        try:
+    try:
+        for name in MS_SETTINGS:
             read_ms(env, name)
-        except InvalidSetting as exc:
-            return str(exc)
+        read_size(env, "DURABILITY_MAX_NEW_FILE_SIZE", 1)
+    except InvalidSetting as exc:
+        return str(exc)
     return None

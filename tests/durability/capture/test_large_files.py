@@ -76,3 +76,20 @@ def test_max_new_file_size_setting(raw: str, want: int) -> None:
 def test_an_invalid_max_new_file_size_is_invalid_value(raw: str) -> None:
     with pytest.raises(InvalidInput, match="DURABILITY_MAX_NEW_FILE_SIZE"):
         Settings.from_env({"DURABILITY_MAX_NEW_FILE_SIZE": raw})
+
+
+def test_the_hook_files_one_invalid_value_gap_for_a_bad_size(tmp_path: Path) -> None:
+    # Not an internal-error gap from deep in an in-process capture: the hook
+    # checks every setting up front and names the variable.
+    import json
+    import os
+
+    from tests.helpers import cli, cli_json, hook_payload, make_git_repo
+
+    repo = make_git_repo(tmp_path / "repo")
+    env = {**os.environ, "DURABILITY_MAX_NEW_FILE_SIZE": "lots"}
+    done = cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id="sess-size")),
+               env=env)
+    assert (done.returncode, done.stdout) == (0, "")
+    [gap] = cli_json("gaps", "sess-size")
+    assert gap["reason"] == "invalid-value" and "DURABILITY_MAX_NEW_FILE_SIZE" in gap["detail"]
