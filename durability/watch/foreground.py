@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,14 @@ from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
 from durability.errors import (
     CaptureError,
+    DurabilityError,
     ServiceUnreachable,
     WorktreeMissing,
 )
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from engine import NotFound
+from durability.watch.window import file_missed
+from engine import NotFound, Store
 
 __all__ = ["request_unwatch", "request_watch", "run_foreground"]
 
@@ -64,7 +66,10 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
     coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=lock_timeout))
     manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings, store=store)
     try:
-        watch = manager.add(spec, record=False)
+        # A window an earlier watch of this worktree left open: its gap
+        # first, then the first capture catches the tree up.
+        missed = _file_missed(settings, spec, store)
+        watch = manager.add(spec, record=False, catch_up=bool(missed))
         if started is not None:
             started.set()
         while not stop.wait(1.0):
@@ -82,6 +87,15 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
                               "(a worktree-missing gap is on record)")
     return {"watch": spec.to_dict(), "mode": watch.mode, "captures": watch.captures,
             "final": final.to_dict() if final else None}
+
+
+def _file_missed(settings: Settings, spec: WatchSpec, store: Callable[[], Store]) -> bool:
+    """Whether a window of this worktree was missed (its gap is now filed)."""
+    try:
+        return bool(file_missed(settings, found_by="foreground watch start",
+                                worktree=spec.worktree, store=store))
+    except (OSError, DurabilityError):
+        return False  # the state folder is unusable: the capture itself will say so
 
 
 def _unwatch_offline(settings: Settings, worktree: Path,
