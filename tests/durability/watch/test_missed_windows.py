@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from durability import client
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
+from durability.watch.debounce import Debouncer
 from durability.watch.window import WindowMarker, file_missed
 from engine import AttemptKey, Checkpoint, Gap, Store
 from tests.helpers import ServiceProcess, cli, durability_exe, jj, start_service, wait_for
@@ -259,3 +261,105 @@ def test_a_gap_that_cannot_be_filed_keeps_its_marker(tmp_path: Path, settings: S
     assert len(claim_missed(settings.window_dir, lambda m: True)) == 1
     assert _markers(settings) == []
     assert os.listdir(settings.window_dir) == []  # no temporary file left behind
+
+
+def test_a_service_catches_up_a_worktree_it_does_not_watch(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    # A window left by a watcher of a worktree no recorded watch covers (a
+    # foreground watch that died): the service files it and captures once.
+    worktree = repo.resolve()
+    marker = WindowMarker(settings.window_dir, worktree, KEY)
+    marker.mark(5_000)
+    marker.release()
+    (repo / "left.txt").write_text("left\n")
+    service = start_service(tmp_path)
+    try:
+        wait_for(lambda: _rows(settings), timeout=60)
+    finally:
+        assert service.stop() == 0
+    (row,) = _rows(settings)
+    assert (row.label, row.source) == ("watch catch-up", "watch")
+    assert "left.txt" in _files(repo, row.commit_id)
+    assert [(g.reason, g.ts_ms) for g in _gaps(settings)] == [("watch-window-missed", 5_000)]
+    assert _markers(settings) == []
+
+
+# -- the debouncer's window: one mark per window, cleared when answered -----
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def mark(self, opened_at_ms: int) -> None:
+        self.calls.append(("mark", opened_at_ms))
+
+    def clear(self) -> None:
+        self.calls.append(("clear", 0))
+
+
+def _debouncer(window: _Recorder, fire: Any) -> Debouncer:
+    d = Debouncer(fire, settle_s=0.05, max_delay_s=10, name="test-window", window=window)
+    d.start()
+    return d
+
+
+def test_a_burst_marks_its_window_once_and_its_capture_clears_it() -> None:
+    window, fired = _Recorder(), threading.Event()
+
+    def fire(reason: str) -> bool:
+        fired.set()
+        return True
+
+    d = _debouncer(window, fire)
+    try:
+        for _ in range(100):
+            d.touch()
+        assert fired.wait(10)
+        wait_for(lambda: len(window.calls) == 2)
+    finally:
+        d.stop(final=False)
+    assert [c[0] for c in window.calls] == ["mark", "clear"]
+
+
+def test_events_during_a_capture_open_the_next_window() -> None:
+    window, started, go = _Recorder(), threading.Event(), threading.Event()
+    answers = iter([True, True])
+
+    def fire(reason: str) -> bool:
+        started.set()
+        assert go.wait(10)
+        return next(answers)
+
+    d = _debouncer(window, fire)
+    try:
+        d.touch()
+        assert started.wait(10)
+        started.clear()
+        time.sleep(0.01)
+        d.touch()  # during the capture: not answered by it
+        go.set()
+        wait_for(lambda: len(window.calls) == 3, timeout=10)
+    finally:
+        d.stop(final=False)
+    (m1, t1), (m2, t2), (c, _) = window.calls
+    assert (m1, m2, c) == ("mark", "mark", "clear")
+    assert t2 > t1  # the later window starts at its own first event
+
+
+def test_a_capture_not_on_record_keeps_the_window() -> None:
+    window, fired = _Recorder(), threading.Event()
+
+    def fire(reason: str) -> bool:
+        fired.set()
+        return False  # failed, and no gap could be filed
+
+    d = _debouncer(window, fire)
+    try:
+        d.touch()
+        assert fired.wait(10)
+        time.sleep(0.2)
+    finally:
+        d.stop(final=False)
+    assert window.calls == [("mark", window.calls[0][1])]
