@@ -68,7 +68,7 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
     try:
         # A window an earlier watch of this worktree left open: its gap
         # first, then the first capture catches the tree up.
-        missed = _file_missed(settings, spec, store)
+        missed = _file_missed(settings, spec.worktree, store)
         watch = manager.add(spec, record=False, catch_up=bool(missed))
         if started is not None:
             started.set()
@@ -89,11 +89,11 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
             "final": final.to_dict() if final else None}
 
 
-def _file_missed(settings: Settings, spec: WatchSpec, store: Callable[[], Store]) -> bool:
+def _file_missed(settings: Settings, worktree: Path, store: Callable[[], Store] | None, *,
+                 found_by: str = "foreground watch start") -> bool:
     """Whether a window of this worktree was missed (its gap is now filed)."""
     try:
-        return bool(file_missed(settings, found_by="foreground watch start",
-                                worktree=spec.worktree, store=store))
+        return bool(file_missed(settings, found_by=found_by, worktree=worktree, store=store))
     except (OSError, DurabilityError):
         return False  # the state folder is unusable: the capture itself will say so
 
@@ -105,6 +105,9 @@ def _unwatch_offline(settings: Settings, worktree: Path,
     row = Watches(settings.db_path).remove(str(worktree))
     if row is None:
         raise NotFound(f"{worktree} is not watched")
+    # The dead service's open window, if any, is on record before the final
+    # capture that catches the tree up (spooled: the next ingest stores it).
+    _file_missed(settings, worktree, None, found_by="unwatch")
     outcome = capture_once(settings, key=row.key, worktree=worktree, source="watch",
                            request_id=f"watch-{uuid.uuid4()}", label="watch final",
                            lock_timeout_s=settings.jj_timeout_s + 30, env=env)

@@ -363,3 +363,26 @@ def test_a_capture_not_on_record_keeps_the_window() -> None:
     finally:
         d.stop(final=False)
     assert window.calls == [("mark", window.calls[0][1])]
+
+
+def test_unwatch_without_a_service_files_the_dead_services_window(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    service = start_service(tmp_path)
+    try:
+        _watch(repo)
+        _answered(settings, 1)
+        _open_window(settings, repo, "orphan.txt")
+        _kill(service)
+    finally:
+        service.kill()
+    done = cli("unwatch", str(repo))
+    assert done.returncode == 0, done.stderr
+    assert _markers(settings) == []
+    (gap,) = _gaps(settings)
+    assert gap.reason == "watch-window-missed" and "by unwatch" in (gap.detail or "")
+    final = _rows(settings)[-1]
+    assert final.label == "watch final" and "orphan.txt" in _files(repo, final.commit_id)
+    again = start_service(tmp_path)  # nothing left to file, no watch to resume
+    again.stop()
+    assert len(_gaps(settings)) == 1
