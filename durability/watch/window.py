@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,9 @@ __all__ = ["SUFFIX", "Missed", "WindowMarker", "claim_missed", "file_missed", "m
 
 log = logging.getLogger("durability.watch")
 SUFFIX = ".window"
+# A marker is renamed into place within milliseconds of its creation; a
+# temporary one this old was left by a writer that died.
+_STALE_TMP_S = 60.0
 
 
 def _digest(worktree: Path) -> str:
@@ -203,6 +207,9 @@ def _dead_markers(folder: Path, worktree: Path | None) -> Iterator[tuple[Path, i
     ensure_private_dir(folder)  # a squatted or symlinked folder is refused, not read
     prefix = _digest(worktree) + "." if worktree is not None else ""
     for path in sorted(folder.iterdir()):
+        if path.name.endswith(".tmp"):
+            _drop_stale_tmp(path)
+            continue
         if not (path.name.endswith(SUFFIX) and path.name.startswith(prefix)):
             continue
         try:
@@ -218,6 +225,16 @@ def _dead_markers(folder: Path, worktree: Path | None) -> Iterator[tuple[Path, i
             os.close(fd)
             continue
         yield path, fd
+
+
+def _drop_stale_tmp(path: Path) -> None:
+    """A marker its writer died before renaming (never a window on record):
+    removed once it is old enough that no live writer can still own it."""
+    try:
+        if time.time() - os.stat(path, follow_symlinks=False).st_mtime > _STALE_TMP_S:
+            path.unlink()
+    except OSError:
+        pass  # gone meanwhile
 
 
 def _read(path: Path, fd: int) -> Missed | None:

@@ -386,3 +386,13 @@ def test_unwatch_without_a_service_files_the_dead_services_window(
     again = start_service(tmp_path)  # nothing left to file, no watch to resume
     again.stop()
     assert len(_gaps(settings)) == 1
+
+
+def test_a_temporary_marker_left_by_a_dead_writer_is_removed(settings: Settings) -> None:
+    settings.window_dir.mkdir(parents=True, mode=0o700)
+    stale, fresh = settings.window_dir / ".old.tmp", settings.window_dir / ".new.tmp"
+    stale.write_text("{")
+    fresh.write_text("{")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    assert file_missed(settings, found_by="test") == []
+    assert sorted(os.listdir(settings.window_dir)) == [".new.tmp"]  # a live writer's, maybe
