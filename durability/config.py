@@ -117,6 +117,12 @@ class Settings:
         return self.state_dir / "locks"
 
     @property
+    def window_dir(self) -> Path:
+        """Where a watch keeps the marker of its open settle window
+        (``durability.watch.window``)."""
+        return self.state_dir / "windows"
+
+    @property
     def log_path(self) -> Path:
         return self.state_dir / "service.log"
 

@@ -77,6 +77,9 @@ GAP_REASONS = frozenset({
     # The watcher could not rely on inotify (limit reached, queue overflow) and
     # polled or captured the whole tree instead.
     "watch-degraded",
+    # A settle window was open (events seen, not yet captured) when its
+    # watcher died; found and filed when a service or foreground watch starts.
+    "watch-window-missed",
     "internal-error", "not-a-repo", "invalid-backend", "git-failed",
     # A DURABILITY_*_MS setting is not a usable number (the hook names it).
     "invalid-value",

@@ -5,17 +5,21 @@ so watch captures queue, coalesce and dedup exactly like hook captures."""
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from durability.backends import resolve_worktree
+from durability.capture.capturer import CaptureRequest
 from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.config import Settings
-from durability.errors import CaptureError
+from durability.errors import CaptureError, DurabilityError
 from durability.service import protocol
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from engine import AttemptKey, EngineError, Store
+from durability.watch.window import Missed, file_missed
+from engine import AttemptKey, EngineError, Store, now_ms
 
 __all__ = ["answer", "start_manager"]
 
@@ -37,14 +41,47 @@ def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> Watch
         registry = None
     manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings,
                            store=get_store, registry=registry)
+    missed = _file_missed(settings, get_store)
     try:
-        resumed = manager.resume()
+        resumed = manager.resume(missed={m.worktree for m in missed})
     except (EngineError, OSError, CaptureError) as exc:
         log.warning("could not resume watches: %s", exc)
     else:
         if resumed:
             log.info("resumed %d watch(es)", resumed)
+    _catch_up_unwatched(manager, coalescer, missed)
     return manager
+
+
+def _file_missed(settings: Settings, store: Callable[[], Store]) -> list[Missed]:
+    """One gap per settle window a dead watcher left open (before any capture,
+    so the gap comes before the checkpoint that catches the tree up)."""
+    try:
+        missed = file_missed(settings, found_by="service start", store=store)
+    except (OSError, DurabilityError) as exc:  # the state folder is unusable; captures say so
+        log.warning("could not look for missed settle windows: %s", exc)
+        return []
+    for m in missed:
+        log.warning("settle window of %s missed (opened %d ms before); gap filed", m.worktree,
+                    now_ms() - m.opened_at_ms)
+    return missed
+
+
+def _catch_up_unwatched(manager: WatchManager, coalescer: Coalescer,
+                        missed: list[Missed]) -> None:
+    """A missed window whose worktree no resumed watch covers (a foreground
+    watch died, or the watch was ended) still gets its catch-up capture."""
+    done: set[tuple[Path, AttemptKey]] = set()
+    for m in missed:
+        if manager.get(m.worktree) is not None or (m.worktree, m.key) in done:
+            continue
+        done.add((m.worktree, m.key))
+        request = CaptureRequest(key=m.key, worktree=m.worktree, source="watch",
+                                 request_id=f"watch-{uuid.uuid4()}", label="watch catch-up")
+        try:
+            coalescer.submit(request)  # answered on its worker; a failure files its gap
+        except RuntimeError as exc:
+            log.warning("no catch-up capture of %s: %s", m.worktree, exc)
 
 
 def answer(manager: WatchManager, req: WatchOp) -> dict[str, Any]:

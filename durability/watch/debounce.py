@@ -4,6 +4,11 @@ or ``max_delay_s`` after the first unanswered event under continuous writes.
 
 Memory is O(1) whatever the event rate: an event only updates two
 timestamps.  Idle, the thread waits with no timeout, so it costs no CPU.
+
+With a ``Window`` (``durability.watch.window.WindowMarker``) the open settle
+window is kept on disk: marked when its first unanswered event arrives (one
+write per window, not per event) and cleared once a capture that covers every
+event so far is answered, so a watcher killed inside it leaves it on record.
 """
 
 from __future__ import annotations
@@ -12,27 +17,47 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["Debouncer"]
+__all__ = ["Debouncer", "Window"]
 
 log = logging.getLogger("durability.watch")
 
-#: ``fire(reason)`` takes one capture and returns when it is answered.
-Fire = Callable[[str], None]
+#: ``fire(reason)`` takes one capture and returns when it is answered:
+#: whether it is on record (a checkpoint, or a gap for its failure).
+Fire = Callable[[str], bool]
+
+
+class Window(Protocol):
+    """Where the open settle window is kept while no capture answered it."""
+
+    def mark(self, opened_at_ms: int) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class Debouncer:
     """Turns a stream of ``touch()`` calls into settle captures."""
 
     def __init__(self, fire: Fire, *, settle_s: float, max_delay_s: float, name: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 window: Window | None = None) -> None:
         self._fire = fire
+        self._window = window
         self.settle_s = settle_s
         self.max_delay_s = max(max_delay_s, settle_s)
         self._clock = clock
         self._cond = threading.Condition()
         self._first: float | None = None  # first event not yet covered by a capture
         self._last = 0.0
+        # Wall time of the first event since the last capture began, and of
+        # the first event no recorded capture has answered yet (the marker's).
+        self._first_ms = 0
+        self._unanswered_ms: int | None = None
         self._stopping = False
         self._final = False
         self.events = 0
@@ -49,7 +74,10 @@ class Debouncer:
             self._last = now
             if self._first is None:
                 self._first = now
+                self._first_ms = _wall_ms()
                 self._cond.notify()
+            if self._unanswered_ms is None and not self._stopping:
+                self._open_window(self._first_ms)
 
     def stop(self, *, final: bool, timeout_s: float = 60.0) -> None:
         """End the thread; with ``final`` take one last capture first."""
@@ -65,12 +93,34 @@ class Debouncer:
             reason = self._wait()
             if reason is None:
                 return
+            answered = False
             try:
-                self._fire(reason)
+                answered = self._fire(reason)
             except Exception:  # a failed capture files its own gap; keep watching
                 log.exception("watch capture failed")
+            if answered:
+                self._answered(final=reason == "final")
             if reason == "final":
                 return
+
+    def _open_window(self, at_ms: int) -> None:
+        """Under the lock: a capture cannot answer the window before its
+        marker is written (once per window, so the wait is rare and short)."""
+        self._unanswered_ms = at_ms
+        if self._window is not None:
+            self._window.mark(at_ms)
+
+    def _answered(self, *, final: bool) -> None:
+        """A capture is on record: it answered every event that came before
+        it began; events during it opened the next window, unless it was the
+        final one (the watch ends by request: later events are not its)."""
+        with self._cond:
+            if self._first is None or final:
+                self._unanswered_ms = None
+                if self._window is not None:
+                    self._window.clear()
+            elif self._unanswered_ms != self._first_ms:
+                self._open_window(self._first_ms)
 
     def _wait(self) -> str | None:
         """Sleep until a capture is due; its reason, or None to exit."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,14 @@ from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
 from durability.errors import (
     CaptureError,
+    DurabilityError,
     ServiceUnreachable,
     WorktreeMissing,
 )
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from engine import NotFound
+from durability.watch.window import file_missed
+from engine import NotFound, Store
 
 __all__ = ["request_unwatch", "request_watch", "run_foreground"]
 
@@ -64,7 +66,10 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
     coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=lock_timeout))
     manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings, store=store)
     try:
-        watch = manager.add(spec, record=False)
+        # A window an earlier watch of this worktree left open: its gap
+        # first, then the first capture catches the tree up.
+        missed = _file_missed(settings, spec.worktree, store)
+        watch = manager.add(spec, record=False, catch_up=bool(missed))
         if started is not None:
             started.set()
         while not stop.wait(1.0):
@@ -84,6 +89,15 @@ def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *
             "final": final.to_dict() if final else None}
 
 
+def _file_missed(settings: Settings, worktree: Path, store: Callable[[], Store] | None, *,
+                 found_by: str = "foreground watch start") -> bool:
+    """Whether a window of this worktree was missed (its gap is now filed)."""
+    try:
+        return bool(file_missed(settings, found_by=found_by, worktree=worktree, store=store))
+    except (OSError, DurabilityError):
+        return False  # the state folder is unusable: the capture itself will say so
+
+
 def _unwatch_offline(settings: Settings, worktree: Path,
                      env: Mapping[str, str]) -> dict[str, Any]:
     from engine.watches import Watches
@@ -91,6 +105,9 @@ def _unwatch_offline(settings: Settings, worktree: Path,
     row = Watches(settings.db_path).remove(str(worktree))
     if row is None:
         raise NotFound(f"{worktree} is not watched")
+    # The dead service's open window, if any, is on record before the final
+    # capture that catches the tree up (spooled: the next ingest stores it).
+    _file_missed(settings, worktree, None, found_by="unwatch")
     outcome = capture_once(settings, key=row.key, worktree=worktree, source="watch",
                            request_id=f"watch-{uuid.uuid4()}", label="watch final",
                            lock_timeout_s=settings.jj_timeout_s + 30, env=env)

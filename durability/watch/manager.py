@@ -15,7 +15,7 @@ import logging
 import threading
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from durability.watch.inotify import (
     too_big_for_inotify,
 )
 from durability.watch.watch import Capture, Watch, WatchSpec
+from durability.watch.window import WindowMarker
 from engine import Store
 
 __all__ = ["DEFAULT_POLL_S", "WatchManager"]
@@ -71,15 +72,20 @@ class WatchManager:
 
     # -- public ------------------------------------------------------------
 
-    def add(self, spec: WatchSpec, *, record: bool = True) -> Watch:
-        """Start watching; a worktree already watched is re-watched for ``spec``."""
+    def add(self, spec: WatchSpec, *, record: bool = True, catch_up: bool = False) -> Watch:
+        """Start watching; a worktree already watched is re-watched for ``spec``.
+        ``catch_up``: a window of this worktree was missed (its gap is filed),
+        and the first capture is labelled ``watch catch-up``."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the watcher is shutting down")
             old = self._watches.pop(spec.worktree, None)
         if old is not None:
             self._teardown(old, final=True)
-        watch = Watch(spec, capture=self.capture, on_missing=self._report_missing)
+        window = WindowMarker(self.settings.window_dir, spec.worktree, spec.key)
+        watch = Watch(spec, capture=self.capture, on_missing=self._report_missing,
+                      window=window)
+        watch.catch_up = catch_up
         watch.start()
         try:
             self._arm(watch)
@@ -120,8 +126,9 @@ class WatchManager:
         with self._lock:
             return self._watches.get(worktree)
 
-    def resume(self) -> int:
-        """Take up the watches recorded in the store; returns how many."""
+    def resume(self, missed: Collection[Path] = ()) -> int:
+        """Take up the watches recorded in the store; returns how many.
+        Those in ``missed`` (a window missed) start with a catch-up capture."""
         if self.registry is None:
             return 0
         resumed = 0
@@ -131,7 +138,7 @@ class WatchManager:
             if not spec.worktree.is_dir():
                 self._end_missing_row(spec)
                 continue
-            self.add(spec, record=False)
+            self.add(spec, record=False, catch_up=spec.worktree in missed)
             resumed += 1
         return resumed
 
@@ -265,5 +272,6 @@ class WatchManager:
             del self._watches[watch.spec.worktree]
         log.warning("watched worktree %s is gone; the watch ends", watch.spec.worktree)
         self._unschedule(watch)
-        watch.end(final=False)
+        # Its worktree-missing gap, filed next, is the record of any open window.
+        watch.end(final=False, answered_by_gap=True)
         self._end_missing_row(watch.spec)

@@ -22,6 +22,7 @@ from durability.watch.changed import ChangedPaths
 from durability.watch.debounce import Debouncer
 from durability.watch.ignore import IgnoreRules
 from durability.watch.poll import Poller
+from durability.watch.window import WindowMarker
 from engine import AttemptKey
 
 __all__ = ["DEFAULT_MAX_DELAY_MS", "DEFAULT_SETTLE_MS", "Capture", "Watch", "WatchSpec"]
@@ -59,8 +60,12 @@ class Watch:
     """Events in, settle captures out, until ``end()``."""
 
     def __init__(self, spec: WatchSpec, *, capture: Capture,
-                 on_missing: Callable[[Watch], None]) -> None:
+                 on_missing: Callable[[Watch], None],
+                 window: WindowMarker | None = None) -> None:
         self.spec = spec
+        #: The next capture catches up a window a dead watcher missed (its label says so).
+        self.catch_up = False
+        self.window = window
         self.rules = IgnoreRules(spec.worktree)
         self.changed = ChangedPaths(spec.worktree, self.rules)
         self.mode = "inotify"
@@ -72,7 +77,7 @@ class Watch:
         self._inode = _inode(spec.worktree)
         self.debouncer = Debouncer(self._fire, settle_s=spec.settle_ms / 1000,
                                    max_delay_s=spec.max_delay_ms / 1000,
-                                   name=f"watch-settle:{spec.worktree}")
+                                   name=f"watch-settle:{spec.worktree}", window=window)
         self.poller: Poller | None = None
         self.observed: Any = None  # the watchdog ObservedWatch, in inotify mode
 
@@ -119,14 +124,24 @@ class Watch:
             self._missing_reported.set()
             self._on_missing(self)
 
-    def end(self, *, final: bool) -> Outcome | None:
-        """Stop; with ``final``, take the last capture first and return it."""
+    def end(self, *, final: bool, answered_by_gap: bool = False) -> Outcome | None:
+        """Stop; with ``final``, take the last capture first and return it.
+
+        An open window no capture answered stays on disk for the next start
+        to file, unless ``answered_by_gap`` (the caller filed a gap for it).
+        """
         if self.poller is not None:
             self.poller.stop()
         self.debouncer.stop(final=final)
+        if self.window is not None:
+            if answered_by_gap:
+                self.window.clear()
+            self.window.release()
         return self.last_outcome if final else None
 
-    def _fire(self, reason: str) -> None:
+    def _fire(self, reason: str) -> bool:
+        if self.catch_up and reason != "final":
+            self.catch_up, reason = False, "catch-up"
         request = CaptureRequest(key=self.spec.key, worktree=self.spec.worktree, source="watch",
                                  request_id=f"watch-{uuid.uuid4()}", label=f"watch {reason}",
                                  changed_paths=self.changed.take())
@@ -137,6 +152,7 @@ class Watch:
             self.changed.lost()  # what it would have captured is unknown again
         if outcome.error_code == "worktree-missing" and reason != "final":
             self.report_missing()
+        return outcome.ok or outcome.gap_recorded
 
 
 def _inode(path: Path) -> int | None:

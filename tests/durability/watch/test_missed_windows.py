@@ -1,0 +1,402 @@
+"""Issue 12, "Missed windows on record": a watcher killed inside a settle
+window leaves its window on disk; the next service or foreground watch files
+exactly one ``watch-window-missed`` gap for it, then catches the tree up.
+A clean stop, or a window a capture answered, files nothing.
+
+Real parts: the installed ``durability serve`` and ``durability watch
+--foreground`` killed with SIGKILL, real jj repositories, real inotify events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from durability import client
+from durability.config import Settings
+from durability.gaps.ingest import ingest_spool
+from durability.watch.debounce import Debouncer
+from durability.watch.window import WindowMarker, file_missed
+from engine import AttemptKey, Checkpoint, Gap, Store
+from tests.helpers import ServiceProcess, cli, durability_exe, jj, start_service, wait_for
+
+RUN = "run-windows"
+KEY = AttemptKey(RUN, "n", 0, 1)
+# Long enough that a test sees the window open and kills its watcher inside
+# it, even on a loaded machine; the watch captures once it has settled.
+SETTLE_MS = 3000
+
+
+def _gaps(settings: Settings) -> list[Gap]:
+    with Store(settings.db_path) as store:
+        ingest_spool(store, settings.spool_dirs)
+        return store.gaps(RUN)
+
+
+def _rows(settings: Settings) -> list[Checkpoint]:
+    with Store(settings.db_path) as store:
+        return store.checkpoints(RUN)
+
+
+def _markers(settings: Settings) -> list[Path]:
+    folder = settings.window_dir
+    return sorted(folder.glob("*.window")) if folder.is_dir() else []
+
+
+def _files(repo: Path, commit: str) -> set[str]:
+    return set(jj(repo, "file", "list", "-r", commit).stdout.split())
+
+
+def _watch(repo: Path) -> None:
+    done = cli("watch", str(repo), "--run", RUN, "--node", "n", "--settle-ms", str(SETTLE_MS),
+               "--max-delay-ms", str(SETTLE_MS))
+    assert done.returncode == 0, done.stderr
+
+
+def _answered(settings: Settings, rows: int) -> None:
+    """Wait until ``rows`` checkpoints are on record and no window is open."""
+    wait_for(lambda: len(_rows(settings)) >= rows and not _markers(settings), timeout=60)
+
+
+def _open_window(settings: Settings, repo: Path, name: str) -> int:
+    """Write a file and wait for its window's marker; the ms before the write."""
+    before = time.time_ns() // 1_000_000
+    (repo / name).write_text(f"{name}\n")
+    wait_for(lambda: _markers(settings), timeout=10)
+    return before
+
+
+def _resumed(settings: Settings) -> None:
+    """Wait until a started service took its watch up and captured once (its
+    missed windows, if any, were filed before that) and no window is open."""
+    def done() -> bool:
+        answer = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+        watches = answer.get("watches") or []
+        return bool(watches) and watches[0]["captures"] >= 1 and not _markers(settings)
+
+    wait_for(done, timeout=60)
+
+
+def _kill(service: ServiceProcess) -> None:
+    service.proc.send_signal(signal.SIGKILL)
+    service.proc.wait(30)
+
+
+def test_a_service_killed_inside_a_window_files_one_gap_then_catches_up(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    service = start_service(tmp_path)
+    try:
+        _watch(repo)
+        _answered(settings, 1)  # the baseline capture answered its own window
+        before = _open_window(settings, repo, "unsettled.txt")
+        _kill(service)
+        killed_at = time.time_ns() // 1_000_000
+    finally:
+        service.kill()
+    assert len(_rows(settings)) == 1  # the window's capture never ran
+    assert len(_markers(settings)) == 1
+    assert _gaps(settings) == []
+
+    service = start_service(tmp_path)
+    try:
+        _resumed(settings)  # the gap is filed at start, before the watch is taken up
+        (gap,) = _gaps(settings)
+        assert (gap.reason, gap.source, gap.worktree) == ("watch-window-missed", "watch",
+                                                          str(repo.resolve()))
+        assert (gap.node_id, gap.iteration, gap.attempt) == ("n", 0, 1)
+        assert gap.request_id.startswith("watch-window-")
+        assert before <= gap.ts_ms <= killed_at  # dated when the window opened
+        assert gap.detail is not None and f"opened_at_ms={gap.ts_ms}" in gap.detail
+        assert "service start" in gap.detail
+        found = re.search(r"found_at_ms=(\d+)", gap.detail)
+        assert found is not None
+        found_at = int(found[1])
+        catch_up = _rows(settings)[-1]
+        assert catch_up.label == "watch catch-up"
+        assert "unsettled.txt" in _files(repo, catch_up.commit_id)
+        assert killed_at <= found_at <= catch_up.created_at_ms  # filed, then caught up
+    finally:
+        assert service.stop() == 0
+    again = start_service(tmp_path)  # a clean stop in between: nothing more
+    try:
+        _resumed(settings)
+    finally:
+        assert again.stop() == 0
+    assert [g.reason for g in _gaps(settings)] == ["watch-window-missed"]
+
+
+def test_a_clean_stop_inside_a_window_files_no_gap(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    service = start_service(tmp_path)
+    try:
+        _watch(repo)
+        _answered(settings, 1)
+        _open_window(settings, repo, "at-stop.txt")
+    finally:
+        assert service.stop() == 0  # SIGTERM: the final capture answers the window
+    assert _markers(settings) == []
+    assert "at-stop.txt" in _files(repo, _rows(settings)[-1].commit_id)
+    again = start_service(tmp_path)
+    try:
+        _resumed(settings)
+        assert "watch catch-up" not in {r.label for r in _rows(settings)}
+    finally:
+        assert again.stop() == 0
+    assert _gaps(settings) == []
+
+
+def test_a_kill_after_the_window_was_answered_files_no_gap(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    service = start_service(tmp_path)
+    try:
+        _watch(repo)
+        _answered(settings, 1)
+        _open_window(settings, repo, "settled.txt")
+        _answered(settings, 2)  # the settle capture is on record, its marker gone
+        _kill(service)
+    finally:
+        service.kill()
+    again = start_service(tmp_path)
+    try:
+        _resumed(settings)
+        assert "watch catch-up" not in {r.label for r in _rows(settings)}
+    finally:
+        assert again.stop() == 0
+    assert _gaps(settings) == []
+
+
+def _foreground(repo: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
+    log = (tmp_path / f"fg-{time.monotonic_ns()}.log").open("wb")
+    with log:
+        return subprocess.Popen(
+            [durability_exe(), "watch", str(repo), "--run", RUN, "--node", "n", "--settle-ms",
+             str(SETTLE_MS), "--max-delay-ms", str(SETTLE_MS), "--foreground", "--json"],
+            stdout=subprocess.DEVNULL, stderr=log)
+
+
+def test_a_killed_foreground_watch_is_filed_by_the_next_one(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    first = _foreground(repo, tmp_path)
+    try:
+        _answered(settings, 1)
+        _open_window(settings, repo, "fg.txt")
+        first.kill()
+        first.wait(30)
+        # A live watcher's window is never filed: here the second watch's own.
+        second = _foreground(repo, tmp_path)
+        try:
+            _answered(settings, 2)
+            catch_up = _rows(settings)[-1]
+            assert catch_up.label == "watch catch-up"
+            assert "fg.txt" in _files(repo, catch_up.commit_id)
+            _open_window(settings, repo, "live.txt")
+            assert file_missed(settings, found_by="test") == []
+        finally:
+            second.send_signal(signal.SIGINT)
+            assert second.wait(60) == 0
+    finally:
+        for proc in (first,):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [g.reason for g in _gaps(settings)] == ["watch-window-missed"]
+    assert "foreground watch start" in (_gaps(settings)[0].detail or "")
+
+
+# -- the marker on its own ---------------------------------------------------
+
+
+def test_a_marker_is_filed_only_once_its_owner_let_go(tmp_path: Path, settings: Settings) -> None:
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    marker = WindowMarker(settings.window_dir, worktree, KEY)
+    marker.mark(1_000)
+    marker.mark(2_000)  # a later window start replaces the earlier marker
+    assert len(_markers(settings)) == 1
+    assert file_missed(settings, found_by="test") == []  # locked: its watcher is alive
+    marker.release()
+    marker.mark(3_000)  # released: a late event opens nothing
+    (missed,) = file_missed(settings, found_by="test", worktree=worktree)
+    assert (missed.key, missed.worktree, missed.opened_at_ms) == (KEY, worktree, 2_000)
+    assert _markers(settings) == []
+    assert file_missed(settings, found_by="test") == []
+    (gap,) = _gaps(settings)
+    assert (gap.ts_ms, gap.request_id) == (2_000, missed.request_id)
+
+
+def test_a_cleared_marker_leaves_nothing(tmp_path: Path, settings: Settings) -> None:
+    marker = WindowMarker(settings.window_dir, tmp_path, KEY)
+    marker.mark(1_000)
+    marker.clear()
+    marker.release()
+    assert _markers(settings) == []
+    assert file_missed(settings, found_by="test") == []
+    assert _gaps(settings) == []
+
+
+def test_a_marker_of_another_worktree_is_left_alone(tmp_path: Path, settings: Settings) -> None:
+    marker = WindowMarker(settings.window_dir, tmp_path / "a", KEY)
+    marker.mark(1_000)
+    marker.release()
+    assert file_missed(settings, found_by="test", worktree=tmp_path / "b") == []
+    assert len(_markers(settings)) == 1
+    found: list[Any] = file_missed(settings, found_by="test")
+    assert [m.worktree for m in found] == [tmp_path / "a"]
+
+
+def test_a_gap_that_cannot_be_filed_keeps_its_marker(tmp_path: Path, settings: Settings) -> None:
+    from durability.watch.window import claim_missed
+
+    marker = WindowMarker(settings.window_dir, tmp_path, KEY)
+    marker.mark(1_000)
+    marker.release()
+    assert claim_missed(settings.window_dir, lambda m: False) == []
+    assert len(_markers(settings)) == 1
+    assert len(claim_missed(settings.window_dir, lambda m: True)) == 1
+    assert _markers(settings) == []
+    assert os.listdir(settings.window_dir) == []  # no temporary file left behind
+
+
+def test_a_service_catches_up_a_worktree_it_does_not_watch(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    # A window left by a watcher of a worktree no recorded watch covers (a
+    # foreground watch that died): the service files it and captures once.
+    worktree = repo.resolve()
+    marker = WindowMarker(settings.window_dir, worktree, KEY)
+    marker.mark(5_000)
+    marker.release()
+    (repo / "left.txt").write_text("left\n")
+    service = start_service(tmp_path)
+    try:
+        wait_for(lambda: _rows(settings), timeout=60)
+    finally:
+        assert service.stop() == 0
+    (row,) = _rows(settings)
+    assert (row.label, row.source) == ("watch catch-up", "watch")
+    assert "left.txt" in _files(repo, row.commit_id)
+    assert [(g.reason, g.ts_ms) for g in _gaps(settings)] == [("watch-window-missed", 5_000)]
+    assert _markers(settings) == []
+
+
+# -- the debouncer's window: one mark per window, cleared when answered -----
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def mark(self, opened_at_ms: int) -> None:
+        self.calls.append(("mark", opened_at_ms))
+
+    def clear(self) -> None:
+        self.calls.append(("clear", 0))
+
+
+def _debouncer(window: _Recorder, fire: Any) -> Debouncer:
+    d = Debouncer(fire, settle_s=0.05, max_delay_s=10, name="test-window", window=window)
+    d.start()
+    return d
+
+
+def test_a_burst_marks_its_window_once_and_its_capture_clears_it() -> None:
+    window, fired = _Recorder(), threading.Event()
+
+    def fire(reason: str) -> bool:
+        fired.set()
+        return True
+
+    d = _debouncer(window, fire)
+    try:
+        for _ in range(100):
+            d.touch()
+        assert fired.wait(10)
+        wait_for(lambda: len(window.calls) == 2)
+    finally:
+        d.stop(final=False)
+    assert [c[0] for c in window.calls] == ["mark", "clear"]
+
+
+def test_events_during_a_capture_open_the_next_window() -> None:
+    window, started, go = _Recorder(), threading.Event(), threading.Event()
+    answers = iter([True, True])
+
+    def fire(reason: str) -> bool:
+        started.set()
+        assert go.wait(10)
+        return next(answers)
+
+    d = _debouncer(window, fire)
+    try:
+        d.touch()
+        assert started.wait(10)
+        started.clear()
+        time.sleep(0.01)
+        d.touch()  # during the capture: not answered by it
+        go.set()
+        wait_for(lambda: len(window.calls) == 3, timeout=10)
+    finally:
+        d.stop(final=False)
+    (m1, t1), (m2, t2), (c, _) = window.calls
+    assert (m1, m2, c) == ("mark", "mark", "clear")
+    assert t2 > t1  # the later window starts at its own first event
+
+
+def test_a_capture_not_on_record_keeps_the_window() -> None:
+    window, fired = _Recorder(), threading.Event()
+
+    def fire(reason: str) -> bool:
+        fired.set()
+        return False  # failed, and no gap could be filed
+
+    d = _debouncer(window, fire)
+    try:
+        d.touch()
+        assert fired.wait(10)
+        time.sleep(0.2)
+    finally:
+        d.stop(final=False)
+    assert window.calls == [("mark", window.calls[0][1])]
+
+
+def test_unwatch_without_a_service_files_the_dead_services_window(
+    tmp_path: Path, repo: Path, settings: Settings
+) -> None:
+    service = start_service(tmp_path)
+    try:
+        _watch(repo)
+        _answered(settings, 1)
+        _open_window(settings, repo, "orphan.txt")
+        _kill(service)
+    finally:
+        service.kill()
+    done = cli("unwatch", str(repo))
+    assert done.returncode == 0, done.stderr
+    assert _markers(settings) == []
+    (gap,) = _gaps(settings)
+    assert gap.reason == "watch-window-missed" and "by unwatch" in (gap.detail or "")
+    final = _rows(settings)[-1]
+    assert final.label == "watch final" and "orphan.txt" in _files(repo, final.commit_id)
+    again = start_service(tmp_path)  # nothing left to file, no watch to resume
+    again.stop()
+    assert len(_gaps(settings)) == 1
+
+
+def test_a_temporary_marker_left_by_a_dead_writer_is_removed(settings: Settings) -> None:
+    settings.window_dir.mkdir(parents=True, mode=0o700)
+    stale, fresh = settings.window_dir / ".old.tmp", settings.window_dir / ".new.tmp"
+    stale.write_text("{")
+    fresh.write_text("{")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    assert file_missed(settings, found_by="test") == []
+    assert sorted(os.listdir(settings.window_dir)) == [".new.tmp"]  # a live writer's, maybe
