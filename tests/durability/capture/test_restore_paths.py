@@ -1,0 +1,143 @@
+"""``durability restore --path``: only the paths named are restored (a deleted
+file, a folder, a file that blocks a folder), a pre-restore checkpoint is
+still taken and undoing brings back exactly the state before; a path in
+neither the checkpoint nor the worktree is ``not-found`` and one outside the
+worktree ``invalid-value``, with nothing changed.  Real jj and git repositories,
+the installed CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durability.config import Settings
+from tests.durability.capture.restore_cli import RUN, records, restore, snap, state
+from tests.helpers import cli
+
+
+def test_a_deleted_file_comes_back_and_nothing_else_moves(work: Path,
+                                                          settings: Settings) -> None:
+    (work / "gone.txt").write_bytes(b"restore me\x00\xff")
+    (work / "kept.txt").write_text("one\n")
+    snap(work)
+    (work / "gone.txt").unlink()
+    (work / "kept.txt").write_text("two\n")
+    (work / "new.txt").write_text("made after seq 1\n")
+    before = state(work)
+
+    done = restore("--seq", "1", "--path", "gone.txt")
+
+    assert (work / "gone.txt").read_bytes() == b"restore me\x00\xff"
+    after = state(work)
+    assert {k: v for k, v in after.items() if k != "gone.txt"} == before
+    assert done["paths"] == ["gone.txt"] and (done["written"], done["deleted"]) == (1, 0)
+    rows, _ = records(settings)
+    pre = rows[-1]
+    assert (pre.seq, pre.source) == (2, "pre-restore")
+    assert done["pre_restore"]["seq"] == 2
+
+    restore("--seq", str(pre.seq))  # undo
+    assert state(work) == before
+
+
+def test_a_folder_is_restored_whole_and_undone_exactly(work: Path) -> None:
+    src = work / "src"
+    (src / "deep").mkdir(parents=True)
+    (src / "a.py").write_text("print('a')\n")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "deep" / "z with space.txt").write_text("z\n")
+    (work / "other.txt").write_text("other 1\n")
+    snap(work)
+    want = {k: v for k, v in state(work).items() if k.startswith("src/")}
+    (src / "a.py").write_text("print('changed')\n")
+    (src / "a.py").chmod(0o600)  # a mode git cannot record: the undo must bring it back
+    (src / "run.sh").chmod(0o644)
+    (src / "deep" / "z with space.txt").unlink()
+    (src / "added.txt").write_text("not in seq 1\n")
+    (work / "other.txt").write_text("other 2\n")
+    before = state(work)
+
+    done = restore("--seq", "1", "--path", "src")
+
+    after = state(work)
+    assert {k: v for k, v in after.items() if k.startswith("src/")} == want
+    assert {k: v for k, v in after.items() if not k.startswith("src/")} == \
+        {k: v for k, v in before.items() if not k.startswith("src/")}
+    assert (done["written"], done["deleted"]) == (3, 1)
+
+    restore("--seq", str(done["pre_restore"]["seq"]))
+    assert state(work) == before
+
+
+def test_a_file_in_the_way_of_a_folder_is_replaced_and_undone(work: Path) -> None:
+    (work / "a" / "b").mkdir(parents=True)
+    (work / "a" / "b" / "c.txt").write_text("deep\n")
+    (work / "a" / "sibling.txt").write_text("sibling\n")
+    snap(work)
+    (work / "a" / "b" / "c.txt").unlink()
+    (work / "a" / "b").rmdir()
+    (work / "a" / "b").write_text("a file where the folder was\n")
+    (work / "a" / "sibling.txt").write_text("changed\n")
+    before = state(work)
+
+    done = restore("--seq", "1", "--path", "a/b/c.txt")
+
+    assert (work / "a" / "b" / "c.txt").read_text() == "deep\n"
+    assert (work / "a" / "sibling.txt").read_text() == "changed\n"
+    restore("--seq", str(done["pre_restore"]["seq"]))
+    assert state(work) == before
+
+
+def test_a_path_absent_then_present_now_is_deleted(work: Path) -> None:
+    snap(work)
+    (work / "later.txt").write_text("after seq 1\n")
+    (work / "README.md").write_text("edited\n")
+    done = restore("--seq", "1", "--path", str(work / "later.txt"))  # absolute, inside
+    assert not (work / "later.txt").exists()
+    assert (work / "README.md").read_text() == "edited\n"
+    assert (done["paths"], done["written"], done["deleted"]) == (["later.txt"], 0, 1)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_path_in_neither_the_checkpoint_nor_the_worktree_is_not_found(
+    work: Path, settings: Settings, dry_run: bool
+) -> None:
+    (work / "real.txt").write_text("1\n")
+    snap(work)
+    (work / "real.txt").write_text("2\n")  # a restore would take a pre-restore checkpoint
+    before, recorded = state(work), records(settings)
+    extra = ("--dry-run",) if dry_run else ()
+    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "real.txt",
+               "--path", "no/such file.txt", *extra)
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("durability: not-found: no/such file.txt: not in seq 1")
+    assert state(work) == before
+    assert records(settings) == recorded  # no pre-restore row, the pointer unmoved
+
+
+def test_an_ignored_file_absent_from_the_checkpoint_is_not_found(work: Path) -> None:
+    (work / ".gitignore").write_text("*.log\n")
+    snap(work)
+    (work / "build.log").write_text("ignored, in no checkpoint\n")
+    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "build.log")
+    assert done.returncode == 3 and "not recorded (ignored or left out)" in done.stderr
+    assert (work / "build.log").read_text() == "ignored, in no checkpoint\n"
+
+
+def test_a_path_outside_the_worktree_is_invalid(work: Path, tmp_path: Path,
+                                                settings: Settings) -> None:
+    snap(work)
+    (work / "README.md").write_text("changed\n")
+    (tmp_path / "outside.txt").write_text("x\n")
+    before, recorded = state(work), records(settings)
+    for bad in ("../outside.txt", str(tmp_path / "outside.txt"), "a/../../outside.txt",
+                ".git/config", ".jj"):
+        done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", bad)
+        assert done.returncode == 2, (bad, done.stderr)
+        assert done.stderr.startswith("durability: invalid-value: --path ")
+        assert done.stderr.count("\n") == 1
+    assert state(work) == before
+    assert records(settings) == recorded
