@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from durability.capture.restore import restore as restore_in_process
 from durability.config import Settings
+from durability.errors import RestoreError
 from tests.durability.capture.restore_cli import RUN, records, restore, snap, state
-from tests.helpers import cli
+from tests.helpers import cli, git, make_git_repo
 
 
 def test_a_deleted_file_comes_back_and_nothing_else_moves(work: Path,
@@ -141,3 +143,57 @@ def test_a_path_outside_the_worktree_is_invalid(work: Path, tmp_path: Path,
         assert done.stderr.count("\n") == 1
     assert state(work) == before
     assert records(settings) == recorded
+
+
+@pytest.mark.parametrize("meddled", ["a.txt", "b.txt"])
+def test_the_verification_checks_the_paths_and_everything_else(
+    work: Path, settings: Settings, meddled: str
+) -> None:
+    """Something writes during the restore (here: its progress callback, at
+    the last file): a restored path that no longer equals the checkpoint, or
+    any other path that no longer equals the pre-restore tree, fails it."""
+    (work / "a.txt").write_text("a 1\n")
+    (work / "b.txt").write_text("b 1\n")
+    snap(work)
+    (work / "a.txt").write_text("a 2\n")
+
+    def meddle(done: int, total: int) -> None:
+        if done == total:
+            (work / meddled).write_text("written during the restore\n")
+
+    with pytest.raises(RestoreError) as info:
+        restore_in_process(settings, run_id=RUN, node_id="n", seq=1, paths=["a.txt"],
+                           progress=meddle)
+    assert info.value.code == "restore-verify-failed"
+    assert (f"still differs from it at {meddled}" if meddled == "a.txt"
+            else f"changed outside those paths at {meddled}") in info.value.message
+
+
+def test_a_submodule_under_a_path_is_left_and_the_restore_says_so(
+    tmp_path: Path, settings: Settings
+) -> None:
+    upstream = make_git_repo(tmp_path / "upstream")
+    first = git(upstream, "rev-parse", "HEAD").stdout.strip()
+    (upstream / "more.txt").write_text("more\n")
+    git(upstream, "add", "more.txt")
+    git(upstream, "commit", "-q", "-m", "more")
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    (repo / "lib").mkdir()
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
+        "lib/sub")
+    (repo / "lib" / "own.txt").write_text("own 1\n")
+    snap(repo)
+    git(repo / "lib" / "sub", "checkout", "-q", first)  # the gitlink moves
+    (repo / "lib" / "own.txt").write_text("own 2\n")
+
+    preview = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib", "--dry-run",
+                  "--json")
+    assert preview.returncode == 0, preview.stderr
+    assert '"left": [\n    {\n      "path": "lib/sub",\n      "why": "submodule"' \
+        in preview.stdout
+    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib")
+    assert done.returncode == 7
+    assert done.stderr.startswith("durability: restore-verify-failed: after restoring seq 1 "
+                                  "at lib, ")
+    assert "still differs from it at lib/sub" in done.stderr
+    assert (repo / "lib" / "own.txt").read_text() == "own 1\n"  # the rest of lib was restored
