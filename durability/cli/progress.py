@@ -40,7 +40,8 @@ class Bar:
             return
         if self._bar is None:
             self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
-                                          update_min_steps=max(1, total // _REDRAWS), show_pos=True)
+                                          update_min_steps=max(1, total // _REDRAWS),
+                                          show_pos=True, show_percent=True)
             self._bar.__enter__()
         self._bar.update(done - self._told)
         self._told = done

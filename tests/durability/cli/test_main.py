@@ -177,8 +177,9 @@ def test_restore_json_shape_and_undo(mode: str, repo: Path) -> None:
     (repo / "a.txt").write_text("three, never captured\n")
 
     done = cli_json("restore", "run-r", "--node", "n", "--seq", "1")
-    assert set(done) == {"worktree", "restored", "pre_restore"}
+    assert set(done) == {"worktree", "restored", "pre_restore", "paths", "written", "deleted"}
     assert done["worktree"] == str(repo)
+    assert (done["paths"], done["written"], done["deleted"]) == (None, 1, 1)
     assert done["restored"] == {"seq": 1, "commit_id": first["commit_id"]}
     assert set(done["pre_restore"]) == {"seq", "commit_id"}
     assert done["pre_restore"]["seq"] == 3
