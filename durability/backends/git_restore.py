@@ -158,8 +158,18 @@ def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
     restore does too.  Staged from the blob id (the file is not read back);
     with no stat data, the next scan hashes them once."""
     for old, new in plan.writes:
-        if old is None and new.mode != FileMode.COMMIT and state.repo.path_is_ignored(new.path):
+        if old is None and new.mode != FileMode.COMMIT and _ignored(state.repo, new.path):
             state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
+
+
+def _ignored(repo: pygit2.Repository, path: str) -> bool:
+    """Whether git ignores ``path``.  pygit2 takes only UTF-8 names: a name
+    that is not (lone surrogates) is taken as not ignored, and if git does
+    ignore it the verification after the restore says so."""
+    try:
+        return bool(repo.path_is_ignored(path))
+    except (UnicodeEncodeError, pygit2.GitError):
+        return False
 
 
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,

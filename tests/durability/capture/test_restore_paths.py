@@ -7,10 +7,12 @@ the installed CLI."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from durability.backends.git import forget
 from durability.capture.restore import restore as restore_in_process
 from durability.config import Settings
 from durability.errors import RestoreError
@@ -197,3 +199,18 @@ def test_a_submodule_under_a_path_is_left_and_the_restore_says_so(
                                   "at lib, ")
     assert "still differs from it at lib/sub" in done.stderr
     assert (repo / "lib" / "own.txt").read_text() == "own 1\n"  # the rest of lib was restored
+
+
+@pytest.mark.parametrize("only", [True, False])
+def test_a_deleted_file_whose_name_is_not_utf8_comes_back(tmp_path: Path, only: bool) -> None:
+    """Git only: jj does not record such names.  Re-creating one used to fail
+    with a UnicodeEncodeError while checking whether it is ignored."""
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    name = os.fsdecode(b"caf\xe9 \xff.txt")
+    (repo / name).write_bytes(b"latin-1 name\n")
+    snap(repo)
+    (repo / name).unlink()
+    done = restore("--seq", "1", *(("--path", name) if only else ()))
+    assert (repo / name).read_bytes() == b"latin-1 name\n"
+    assert done["paths"] == ([name] if only else None) and done["written"] == 1
+    forget(repo)
