@@ -29,7 +29,7 @@ pre-restore checkpoint's commit (``modes``), and a restore to that commit (an
 undo) puts them back: git trees only know 644 and 755.
 
 A restore may be limited to some paths (``restore --path``): the plan keeps
-the changes those paths cover (``selection.covers``) and names the others as
+the changes those paths cover (see ``selection``) and names the others as
 left.  A dry run makes the same plan and runs the same checks, then stops
 before the first write.
 
@@ -53,7 +53,7 @@ from durability.backends import modes as saved_modes
 from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
-from durability.backends.selection import covers
+from durability.backends.selection import covers, touches
 from durability.errors import RestoreError
 
 __all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
@@ -111,9 +111,11 @@ def select(plan: Plan, paths: Sequence[str] | None) -> Plan:
     """The part of ``plan`` that restores ``paths`` (all of it for None)."""
     if paths is None:
         return plan
-    chosen = Plan([e for e in plan.deletes if covers(paths, e.path)],
+    # A file in the way of a selected path is deleted; one of the checkpoint
+    # in the way of a folder there now is not written (see ``selection``).
+    chosen = Plan([e for e in plan.deletes if touches(paths, e.path)],
                   [w for w in plan.writes if covers(paths, w[1].path)])
-    chosen.left = sorted({e.path for e in plan.deletes if not covers(paths, e.path)}
+    chosen.left = sorted({e.path for e in plan.deletes if not touches(paths, e.path)}
                          | {w[1].path for w in plan.writes if not covers(paths, w[1].path)})
     return chosen
 

@@ -5,11 +5,14 @@ turned into the worktree-relative, ``/``-separated form checkpoint trees use.
 One that leaves the worktree (``..``, an absolute path elsewhere) or names
 the repository's own folders (``.git``, ``.jj``) is ``invalid-value``.
 
-A selected path covers itself, everything below it (a folder), and any path
-above it: a file (or link) standing where a folder of the selected path goes
-is part of restoring that path, so it is deleted too.  A tree diff names only
-files, links and submodules, so a covered path above a selected one is always
-such a blocker, never a folder with other content.
+A selected path covers itself and everything below it (a folder): those
+paths are written or deleted as the checkpoint has them.  A restore also
+deletes a file (or link) that stands now where a folder of a selected path
+goes: it blocks the path, and removing it is part of restoring the path.  A
+file of the checkpoint standing where a folder of a selected path is now is
+not written: the path is restored (deleted, as the checkpoint has it), and the
+folder keeps whatever else it holds.  A tree diff names only files, links and
+submodules, so a path above a selected one in a diff is always such a file.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from durability.errors import InvalidInput
 
-__all__ = ["covers", "normalize"]
+__all__ = ["blocks", "covers", "normalize", "touches"]
 
 # A restore never writes into these: a path naming one cannot be restored.
 _REPO_FOLDERS = {".git", ".jj"}
@@ -33,14 +36,18 @@ def normalize(paths: Iterable[str], root: Path) -> tuple[str, ...]:
 
 
 def covers(selected: Sequence[str], path: str) -> bool:
-    """Whether restoring ``selected`` touches ``path`` (see the module doc)."""
-    return any(_related(s, path) for s in selected)
+    """Whether ``path`` is a selected path or below one."""
+    return any(not s or s == path or path.startswith(s + "/") for s in selected)
 
 
-def _related(chosen: str, path: str) -> bool:
-    if not chosen or chosen == path:
-        return True
-    return path.startswith(chosen + "/") or chosen.startswith(path + "/")
+def blocks(selected: Sequence[str], path: str) -> bool:
+    """Whether ``path`` is above a selected path (a file there is in its way)."""
+    return any(s.startswith(path + "/") for s in selected)
+
+
+def touches(selected: Sequence[str], path: str) -> bool:
+    """Whether restoring ``selected`` may delete ``path``."""
+    return covers(selected, path) or blocks(selected, path)
 
 
 def _relative(given: str, root: Path) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pygit2
 
 from durability.backends import Backend, Skipped
-from durability.backends.selection import covers
+from durability.backends.selection import touches
 from durability.errors import RestoreError
 
 __all__ = ["refuse_unrecorded", "repository"]
@@ -36,7 +36,7 @@ def refuse_unrecorded(backend: Backend, root: Path, pre_commit: str, target_comm
     changed: set[str] = set()
     for delta in before.diff_to_tree(after).deltas:
         changed.update(p for p in (delta.old_file.path, delta.new_file.path)
-                       if paths is None or covers(paths, p))
+                       if paths is None or touches(paths, p))
     hits = sorted({s for s in skipped if any(_overlap(s.path, c) for c in changed)})
     if hits:
         shown = ", ".join(f"{s.path} ({s.reason})" for s in hits[:10])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 
 from durability.backends.confined import ConfinedTree
-from durability.backends.selection import covers
+from durability.backends.selection import covers, touches
 from durability.errors import RestoreError
 from durability.ids import printable
 from engine import Checkpoint, NotFound
@@ -63,7 +63,7 @@ def verify_paths(repo: pygit2.Repository, root: Path, target: Checkpoint, *, now
     if wrong:
         raise RestoreError(f"after restoring seq {target.seq} at {_named(paths)}, {root} still "
                            f"differs from it at {_named(wrong)}")
-    moved = _differ(tree, _tree(repo, before), lambda p: not covers(paths, p))
+    moved = _differ(tree, _tree(repo, before), lambda p: not touches(paths, p))
     if moved:
         raise RestoreError(f"after restoring seq {target.seq} at {_named(paths)}, {root} "
                            f"changed outside those paths at {_named(moved)}")

@@ -7,6 +7,7 @@ the installed CLI."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -90,6 +91,33 @@ def test_a_file_in_the_way_of_a_folder_is_replaced_and_undone(work: Path) -> Non
 
     assert (work / "a" / "b" / "c.txt").read_text() == "deep\n"
     assert (work / "a" / "sibling.txt").read_text() == "changed\n"
+    restore("--seq", str(done["pre_restore"]["seq"]))
+    assert state(work) == before
+
+
+def test_a_checkpoint_file_where_a_folder_is_now_is_not_written(work: Path) -> None:
+    """Restoring a/b/c.txt to a checkpoint where a/b was a file deletes
+    a/b/c.txt (the checkpoint has none) and leaves the rest of the folder a/b:
+    the file a/b is not the path asked for."""
+    (work / "a").mkdir()
+    (work / "a" / "b").write_text("a file in seq 1\n")
+    snap(work)
+    (work / "a" / "b").unlink()
+    (work / "a" / "b").mkdir()
+    (work / "a" / "b" / "c.txt").write_text("made later\n")
+    (work / "a" / "b" / "other.txt").write_text("made later too\n")
+    before = state(work)
+
+    seen = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "a/b/c.txt",
+               "--dry-run", "--json")
+    assert seen.returncode == 0, seen.stderr
+    preview = json.loads(seen.stdout)
+    assert (preview["write"], preview["delete"]) == ([], ["a/b/c.txt"])
+    assert {p["path"] for p in preview["left"]} == {"a/b", "a/b/other.txt"}
+    done = restore("--seq", "1", "--path", "a/b/c.txt")
+
+    assert not (work / "a" / "b" / "c.txt").exists()
+    assert (work / "a" / "b" / "other.txt").read_text() == "made later too\n"
     restore("--seq", str(done["pre_restore"]["seq"]))
     assert state(work) == before
 
