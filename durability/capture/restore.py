@@ -31,7 +31,7 @@ from pathlib import Path
 from durability.backends import Backend, Changes, Progress, resolve_worktree
 from durability.backends.selection import normalize
 from durability.capture import restore_paths
-from durability.capture.capturer import Capturer, CaptureRequest
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
@@ -112,13 +112,7 @@ def restore(
         backend = job.capturer.backend(root)
         want = backend.tree_id(root, target.commit_id)
         _check_exist(backend, job)
-        pre = job.capturer.capture_locked([CaptureRequest(
-            key=target.key, worktree=root, source="pre-restore",
-            request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
-        )])[0]
-        if not pre.ok:
-            raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
-                               f"{pre.error_message}", code=pre.error_code)
+        pre = _pre_restore(job)
         assert pre.seq is not None and pre.commit_id is not None
         refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped, job.paths)
         _check_recorded(backend, job, pre.commit_id)
@@ -179,6 +173,20 @@ def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
     root = resolve_worktree(worktree or target.worktree)
     selected = normalize(paths, root) if paths else None
     return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected)
+
+
+def _pre_restore(job: _Job) -> Outcome:
+    """Capture the tree as it is, as a checkpoint of the target's attempt
+    (taken under the lock the caller holds)."""
+    target = job.target
+    pre = job.capturer.capture_locked([CaptureRequest(
+        key=target.key, worktree=job.root, source="pre-restore",
+        request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
+    )])[0]
+    if not pre.ok:
+        raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
+                           f"{pre.error_message}", code=pre.error_code)
+    return pre
 
 
 def _check_exist(backend: Backend, job: _Job) -> None:
