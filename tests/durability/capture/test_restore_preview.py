@@ -83,6 +83,8 @@ def test_the_dry_run_lists_exactly_what_the_restore_does(work: Path,
     preview = _dry_run()
 
     assert state(work) == before and records(settings) == recorded  # nothing changed
+    assert set(preview) == {"dry_run", "worktree", "target", "paths", "write", "delete", "left"}
+    assert all(set(w) == {"path", "how"} for w in preview["write"])
     assert preview["dry_run"] is True and preview["paths"] is None
     assert preview["worktree"] == str(work)
     assert preview["target"] == {"seq": 1, "commit_id": checkpoint["commit_id"]}
