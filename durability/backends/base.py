@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from engine import AttemptKey
 
-__all__ = ["Backend", "Skipped", "Snapshot", "Stamp"]
+__all__ = ["Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp"]
+
+#: Called as ``progress(done, total)`` while a restore writes and deletes
+#: files (the CLI draws it; the library never prints).
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,23 @@ class Snapshot:
         return self.commits.get(key, self.commit_id)
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What a restore writes, deletes and leaves, by worktree-relative path.
+
+    ``write`` pairs a path with how it is written: ``create`` (nothing there
+    in the recorded tree), ``overwrite`` (other content), ``chmod`` (same
+    content, the executable bit changes) or ``replace`` (a file becomes a
+    symlink or the other way round).  ``left`` pairs a path that differs from
+    the checkpoint but is left as it is with why: ``outside --path`` or
+    ``submodule`` (a submodule's commit is never checked out).
+    """
+
+    write: tuple[tuple[str, str], ...] = ()
+    delete: tuple[str, ...] = ()
+    left: tuple[tuple[str, str], ...] = ()
+
+
 class Backend(Protocol):
     """A way to capture and restore one kind of worktree."""
 
@@ -90,12 +111,18 @@ class Backend(Protocol):
         """
         ...
 
-    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,
+                paths: Sequence[str] | None = None, dry_run: bool = False,
+                progress: Progress | None = None) -> Changes:
         """Make the worktree's files equal to ``commit_id``'s tree, writing
         only inside the worktree (never through a symlink) and never over a
         file no checkpoint holds.  ``pre_restore`` is the checkpoint just taken
         of the worktree as it is: the plan starts from its tree, and the modes
-        of the files replaced are kept under it for an undo."""
+        of the files replaced are kept under it for an undo.
+
+        ``paths`` (worktree-relative, from ``selection.normalize``) limits the
+        restore to them; ``dry_run`` makes the same plan and the same checks
+        and changes nothing.  Returns what was (or would be) changed."""
         ...
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:

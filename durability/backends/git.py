@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pygit2
 
-from durability.backends.base import Skipped, Snapshot, Stamp
+from durability.backends.base import Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
-from durability.backends.git_restore import restore_tree
+from durability.backends.git_restore import changes, restore_tree
 from durability.errors import GitFailed, WorktreeMissing
 
 __all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
@@ -99,12 +99,16 @@ class GitBackend:
             skipped = tuple(Skipped(p, "unreadable-path") for p in state.skipped)
         return Snapshot(first, commits=commits, skipped=skipped)
 
-    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,
+                paths: Sequence[str] | None = None, dry_run: bool = False,
+                progress: Progress | None = None) -> Changes:
         """Make the working directory equal to ``commit_id``'s tree, changing
         only the paths that differ; HEAD and the user's index stay put."""
         state = worktree_index(worktree)
         with state.lock, _git_errors(worktree):
-            restore_tree(state, _commit(state.repo, worktree, commit_id), pre_restore)
+            return changes(restore_tree(state, _commit(state.repo, worktree, commit_id),
+                                        pre_restore, paths=paths, dry_run=dry_run,
+                                        progress=progress))
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         state = worktree_index(worktree)

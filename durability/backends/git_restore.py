@@ -28,6 +28,11 @@ The modes of the files a restore overwrites or deletes are kept under the
 pre-restore checkpoint's commit (``modes``), and a restore to that commit (an
 undo) puts them back: git trees only know 644 and 755.
 
+A restore may be limited to some paths (``restore --path``): the plan keeps
+the changes those paths cover (see ``selection``) and names the others as
+left.  A dry run makes the same plan and runs the same checks, then stops
+before the first write.
+
 Blobs are written as stored: smudge filters (``.gitattributes`` eol or
 ``filter=`` drivers) are not applied.  Submodules are left as they are; if a
 gitlink differs, the verification that follows the restore says so.
@@ -37,19 +42,22 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
 
 from durability.backends import modes as saved_modes
+from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
+from durability.backends.selection import covers, touches
 from durability.errors import RestoreError
 
-__all__ = ["Plan", "apply_plan", "plan_restore", "plan_trees", "restore_tree"]
+__all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
+           "select"]
 
 # Names a checkpoint's path may not have: they would leave the worktree or
 # write into a repository's own folders.
@@ -68,10 +76,12 @@ class _Entry:
 @dataclass
 class Plan:
     """What a restore changes: paths to delete, and entries to write (with
-    the entry they replace, when only the mode may need changing)."""
+    the entry they replace, when only the mode may need changing); ``left``,
+    the changes a ``--path`` selection leaves out."""
 
     deletes: list[_Entry]
     writes: list[tuple[_Entry | None, _Entry]]
+    left: list[str] = field(default_factory=list)
 
 
 def plan_restore(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
@@ -97,14 +107,50 @@ def plan_trees(current: pygit2.Tree, target: pygit2.Tree) -> Plan:
     return plan
 
 
-def restore_tree(state: WorktreeIndex, target: pygit2.Commit,
-                 pre_restore: str | None = None) -> Plan:
-    """Make the worktree of ``state`` equal to ``target``'s tree; the plan it
-    carried out.  ``pre_restore``: the commit under which the modes of the
-    files this restore overwrites are kept."""
-    plan = plan_restore(state, target.tree)
-    apply_plan(state.repo, state.worktree, plan, target=str(target.id), pre_restore=pre_restore)
-    _track_ignored(state, plan)
+def select(plan: Plan, paths: Sequence[str] | None) -> Plan:
+    """The part of ``plan`` that restores ``paths`` (all of it for None)."""
+    if paths is None:
+        return plan
+    # A file in the way of a selected path is deleted; one of the checkpoint
+    # in the way of a folder there now is not written (see ``selection``).
+    chosen = Plan([e for e in plan.deletes if touches(paths, e.path)],
+                  [w for w in plan.writes if covers(paths, w[1].path)])
+    chosen.left = sorted({e.path for e in plan.deletes if not touches(paths, e.path)}
+                         | {w[1].path for w in plan.writes if not covers(paths, w[1].path)})
+    return chosen
+
+
+def changes(plan: Plan) -> Changes:
+    """What carrying out ``plan`` changes, by path (see ``Changes``)."""
+    going = {e.path for e in plan.deletes if e.mode != FileMode.COMMIT}
+    write = sorted((new.path, _how(old, new, going)) for old, new in plan.writes
+                   if new.mode != FileMode.COMMIT)
+    written = {path for path, _ in write}
+    left = [(path, "outside --path") for path in plan.left]
+    left += [(e.path, "submodule") for e in plan.deletes if e.mode == FileMode.COMMIT]
+    left += [(n.path, "submodule") for _, n in plan.writes if n.mode == FileMode.COMMIT]
+    return Changes(write=tuple(write), delete=tuple(sorted(going - written)),
+                   left=tuple(sorted(set(left))))
+
+
+def _how(old: _Entry | None, new: _Entry, going: set[str]) -> str:
+    if old is None:
+        return "replace" if new.path in going else "create"
+    return "chmod" if old.oid == new.oid else "overwrite"
+
+
+def restore_tree(state: WorktreeIndex, target: pygit2.Commit, pre_restore: str | None = None,
+                 *, paths: Sequence[str] | None = None, dry_run: bool = False,
+                 progress: Progress | None = None) -> Plan:
+    """Make the worktree of ``state`` equal to ``target``'s tree (at
+    ``paths`` only, when given); the plan it carried out (or, for a dry run,
+    would carry out).  ``pre_restore``: the commit under which the modes of
+    the files this restore overwrites are kept."""
+    plan = select(plan_restore(state, target.tree), paths)
+    apply_plan(state.repo, state.worktree, plan, target=str(target.id), pre_restore=pre_restore,
+               dry_run=dry_run, progress=progress)
+    if not dry_run:
+        _track_ignored(state, plan)
     return plan
 
 
@@ -114,23 +160,46 @@ def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
     restore does too.  Staged from the blob id (the file is not read back);
     with no stat data, the next scan hashes them once."""
     for old, new in plan.writes:
-        if old is None and new.mode != FileMode.COMMIT and state.repo.path_is_ignored(new.path):
+        if old is None and new.mode != FileMode.COMMIT and _ignored(state.repo, new.path):
             state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
 
 
+def _ignored(repo: pygit2.Repository, path: str) -> bool:
+    """Whether git ignores ``path``.  pygit2 takes only UTF-8 names: a name
+    that is not (lone surrogates) is taken as not ignored, and if git does
+    ignore it the verification after the restore says so."""
+    try:
+        return bool(repo.path_is_ignored(path))
+    except (UnicodeEncodeError, pygit2.GitError):
+        return False
+
+
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
-               pre_restore: str | None) -> None:
+               pre_restore: str | None, dry_run: bool = False,
+               progress: Progress | None = None) -> None:
     """Carry out ``plan`` in ``root``, confined to it; refuse before writing
-    anything when a file no checkpoint holds would be lost."""
+    anything when a file no checkpoint holds would be lost.  A dry run
+    stops after that check; ``progress`` hears of every path done."""
     with ConfinedTree(root) as tree:
         _check_conflicts(repo, tree, plan)
+        if dry_run:
+            return
         if pre_restore is not None:
             saved_modes.save(repo, pre_restore, _modes_replaced(tree, plan))
         wanted = saved_modes.load(repo, target)
+        total, done = len(plan.deletes) + len(plan.writes), 0
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
+            done = _step(progress, done, total)
         for old, new in sorted(plan.writes, key=lambda w: w[1].path):
             _write(repo, tree, old, new, wanted)
+            done = _step(progress, done, total)
+
+
+def _step(progress: Progress | None, done: int, total: int) -> int:
+    if progress is not None:
+        progress(done + 1, total)
+    return done + 1
 
 
 def _check_safe(path: str) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from durability import proc
-from durability.backends.base import Skipped, Snapshot, Stamp
+from durability.backends.base import Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.moving import MAX_TRIES, is_snapshot_race, pause
 from durability.backends.unreadable import find_unreadable, is_unreadable
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
@@ -237,21 +237,31 @@ class JjBackend:
         pin(git_dir(worktree), commit_id)
         return Snapshot(commit_id, change_id, _operation_id(worktree), skipped=self.skipped)
 
-    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,
+                paths: Sequence[str] | None = None, dry_run: bool = False,
+                progress: Progress | None = None) -> Changes:
         """Write ``commit_id``'s files with the confined writer (never ``jj
         restore``, whose checkout follows a folder swapped for a symlink),
         then snapshot so jj records them."""
         from durability.backends.tree_files import write_commit
 
         current = pre_restore or self.snapshot(worktree).commit_id
-        write_commit(git_dir(worktree), worktree, commit_id, current, pre_restore=pre_restore)
-        self._track_missing(worktree, commit_id)
+        done = write_commit(git_dir(worktree), worktree, commit_id, current,
+                            pre_restore=pre_restore, paths=paths,
+                            dry_run=dry_run, progress=progress)
+        if not dry_run:
+            self._track_missing(worktree, commit_id, paths)
+        return done
 
-    def _track_missing(self, worktree: Path, commit_id: str) -> None:
+    def _track_missing(self, worktree: Path, commit_id: str,
+                       paths: Sequence[str] | None) -> None:
         """Record files of the checkpoint that jj's snapshot leaves untracked
         (ignored now, or over jj's new-file size limit): ``jj restore`` would
-        have tracked them, so the restore does too."""
+        have tracked them, so the restore does too (those it wrote: the
+        ``paths`` restored, when given)."""
         import pygit2
+
+        from durability.backends.selection import covers
 
         repo = pygit2.Repository(str(git_dir(worktree)))
         want = repo[commit_id].peel(pygit2.Commit).tree
@@ -259,7 +269,8 @@ class JjBackend:
         if want.id == got.id:
             return
         missing = [d.new_file.path for d in got.diff_to_tree(want).deltas
-                   if d.status == pygit2.enums.DeltaStatus.ADDED]
+                   if d.status == pygit2.enums.DeltaStatus.ADDED
+                   and (paths is None or covers(paths, d.new_file.path))]
         if missing:
             self._run(worktree, "file", "track", "--include-ignored",
                       *(_root_file(p) for p in missing))

@@ -23,19 +23,23 @@ to or from one is refused (``restore-conflict``) rather than guessed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
 
-from durability.backends.git_restore import apply_plan, plan_trees
+from durability.backends.base import Changes, Progress
+from durability.backends.git_restore import apply_plan, changes, plan_trees, select
 from durability.errors import JjFailed, RestoreError
 
 __all__ = ["write_commit"]
 
 
 def write_commit(git: Path, worktree: Path, target: str, current: str, *,
-                 pre_restore: str | None = None) -> None:
-    """Turn ``worktree`` from ``current``'s tree into ``target``'s."""
+                 pre_restore: str | None = None, paths: Sequence[str] | None = None,
+                 dry_run: bool = False, progress: Progress | None = None) -> Changes:
+    """Turn ``worktree`` from ``current``'s tree into ``target``'s (at
+    ``paths`` only, when given; nothing for a dry run); what that changes."""
     try:
         repo = pygit2.Repository(str(git))
         want = repo[target].peel(pygit2.Commit).tree
@@ -44,11 +48,13 @@ def write_commit(git: Path, worktree: Path, target: str, current: str, *,
         raise JjFailed(f"cannot read commit {target} from {git}: {exc}") from exc
     for commit_id, tree in ((target, want), (current, have)):
         _refuse_conflicted(commit_id, tree)
-    plan = plan_trees(have, want)
+    plan = select(plan_trees(have, want), paths)
     try:
-        apply_plan(repo, worktree, plan, target=target, pre_restore=pre_restore)
+        apply_plan(repo, worktree, plan, target=target, pre_restore=pre_restore,
+                   dry_run=dry_run, progress=progress)
     except (OSError, pygit2.GitError) as exc:
         raise JjFailed(f"cannot write {target}'s files into {worktree}: {exc}") from exc
+    return changes(plan)
 
 
 def _refuse_conflicted(commit_id: str, tree: pygit2.Tree) -> None:

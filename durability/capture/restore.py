@@ -11,25 +11,34 @@ swapped for a symlink during the restore, and a file whose content no
 checkpoint holds is never overwritten (``restore-conflict``).  The modes of
 the files replaced are kept with the pre-restore checkpoint, so an undo (a
 restore to that seq) puts them back.
+
+``paths`` limits a restore to some files and folders (``restore --path``):
+the pre-restore checkpoint is still the whole tree, so undo is the same, and
+the verification checks those paths against the checkpoint and everything
+else against the pre-restore checkpoint (``restore_paths``).  ``preview``
+(``restore --dry-run``) makes the same plan and the same refusals and
+changes nothing: it snapshots the tree to see it, records no checkpoint.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from durability.backends import Backend, resolve_worktree
-from durability.capture.capturer import Capturer, CaptureRequest
+from durability.backends import Backend, Changes, Progress, resolve_worktree
+from durability.backends.selection import normalize
+from durability.capture import restore_paths
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
-from durability.capture.restore_guard import refuse_unrecorded
+from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
 from durability.errors import CaptureError, RestoreError
 from engine import AttemptKey, Checkpoint, Store
 
-__all__ = ["Restored", "find_checkpoint", "restore"]
+__all__ = ["Preview", "Restored", "find_checkpoint", "preview", "restore"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,27 @@ class Restored:
     restored: Checkpoint
     pre_restore_seq: int
     pre_restore_commit: str
+    #: The worktree-relative paths restored, or None for the whole tree.
+    paths: tuple[str, ...] | None = None
+    changes: Changes = field(default_factory=Changes)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a restore would change (``restore --dry-run``); nothing was."""
+
+    worktree: str
+    target: Checkpoint
+    paths: tuple[str, ...] | None
+    changes: Changes
+
+
+@dataclass(frozen=True)
+class _Job:
+    target: Checkpoint
+    root: Path
+    capturer: Capturer
+    paths: tuple[str, ...] | None
 
 
 def find_checkpoint(
@@ -67,36 +97,107 @@ def restore(
     seq: int | None = None,
     worktree: str | None = None,
     env: Mapping[str, str] = os.environ,
+    paths: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> Restored:
-    store_get = lazy_store(settings)
-    target = find_checkpoint(store_get(), run_id=run_id, node_id=node_id, iteration=iteration,
-                             attempt=attempt, seq=seq)
-    root = resolve_worktree(worktree or target.worktree)
-    capturer = Capturer(settings=settings, store=store_get, env=env)
-    with capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
+    """Restore the checkpoint named (the whole tree, or only ``paths``:
+    relative to the worktree root or absolute inside it)."""
+    job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
+               iteration=iteration, attempt=attempt, seq=seq)
+    target, root = job.target, job.root
+    with job.capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
         # A commit the target's repository does not hold can never be
         # restored: refuse before the pre-restore capture, which would file a
         # row (and move jj_pointer) for a worktree the attempt never used.
-        backend = capturer.backend(root)
+        backend = job.capturer.backend(root)
         want = backend.tree_id(root, target.commit_id)
-        pre = capturer.capture_locked([CaptureRequest(
-            key=target.key, worktree=root, source="pre-restore",
-            request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
-        )])[0]
-        if not pre.ok:
-            raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
-                               f"{pre.error_message}", code=pre.error_code)
+        _check_exist(backend, job)
+        pre = _pre_restore(job)
         assert pre.seq is not None and pre.commit_id is not None
-        refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped)
+        refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped, job.paths)
+        _check_recorded(backend, job, pre.commit_id)
         try:
-            backend.restore(root, target.commit_id, pre_restore=pre.commit_id)
+            changes = backend.restore(root, target.commit_id, pre_restore=pre.commit_id,
+                                      paths=job.paths, progress=progress)
         except RestoreError as exc:
             # A refusal names what is in the way; one that stopped partway
             # (a folder swapped for a link) is undone by the pre-restore seq.
             raise RestoreError(f"{exc.message}; the state before is seq {pre.seq}",
                                code=exc.code) from exc
-        _verify(backend, root, target, want)
-    return Restored(str(root), target, pre.seq, pre.commit_id)
+        if job.paths is None:
+            _verify(backend, root, target, want)
+        else:
+            _verify_paths(backend, job, pre.commit_id)
+    return Restored(str(root), target, pre.seq, pre.commit_id, job.paths, changes)
+
+
+def preview(
+    settings: Settings,
+    *,
+    run_id: str,
+    node_id: str,
+    iteration: int | None = None,
+    attempt: int | None = None,
+    seq: int | None = None,
+    worktree: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    paths: Sequence[str] | None = None,
+) -> Preview:
+    """What ``restore`` with the same arguments would change, and the same
+    refusals; no file is changed and no checkpoint recorded."""
+    job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
+               iteration=iteration, attempt=attempt, seq=seq)
+    target, root = job.target, job.root
+    with job.capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
+        backend = job.capturer.backend(root)
+        backend.tree_id(root, target.commit_id)
+        _check_exist(backend, job)
+        # The tree as it is, unrecorded (git: an unpinned commit; jj: the
+        # working-copy commit jj's snapshot makes anyway).
+        now = backend.snapshot(root)
+        refuse_unrecorded(backend, root, now.commit_id, target.commit_id, now.skipped, job.paths)
+        _check_recorded(backend, job, now.commit_id)
+        changes = backend.restore(root, target.commit_id, pre_restore=now.commit_id,
+                                  paths=job.paths, dry_run=True)
+    return Preview(str(root), target, job.paths, changes)
+
+
+def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
+         paths: Sequence[str] | None, *, run_id: str, node_id: str, iteration: int | None,
+         attempt: int | None, seq: int | None) -> _Job:
+    """The checkpoint, the worktree and the paths a restore names (an
+    unusable path is ``invalid-value`` before anything is locked)."""
+    store_get = lazy_store(settings)
+    target = find_checkpoint(store_get(), run_id=run_id, node_id=node_id, iteration=iteration,
+                             attempt=attempt, seq=seq)
+    root = resolve_worktree(worktree or target.worktree)
+    selected = normalize(paths, root) if paths else None
+    return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected)
+
+
+def _pre_restore(job: _Job) -> Outcome:
+    """Capture the tree as it is, as a checkpoint of the target's attempt
+    (taken under the lock the caller holds)."""
+    target = job.target
+    pre = job.capturer.capture_locked([CaptureRequest(
+        key=target.key, worktree=job.root, source="pre-restore",
+        request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
+    )])[0]
+    if not pre.ok:
+        raise CaptureError(f"pre-restore snapshot failed, nothing restored: "
+                           f"{pre.error_message}", code=pre.error_code)
+    return pre
+
+
+def _check_exist(backend: Backend, job: _Job) -> None:
+    if job.paths is not None:
+        restore_paths.check_exist(repository(backend, job.root), job.root, job.target, job.paths)
+
+
+def _check_recorded(backend: Backend, job: _Job, current: str) -> None:
+    if job.paths is not None:
+        restore_paths.check_recorded(repository(backend, job.root), job.target, current,
+                                     job.paths)
 
 
 def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None:
@@ -106,3 +207,10 @@ def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None
         raise RestoreError(
             f"after restoring seq {target.seq}, {root} has tree {got[:12]}, expected {want[:12]}"
         )
+
+
+def _verify_paths(backend: Backend, job: _Job, before: str) -> None:
+    assert job.paths is not None
+    now = backend.snapshot(job.root)
+    restore_paths.verify_paths(repository(backend, job.root), job.root, job.target,
+                               now=now.commit_id, before=before, paths=job.paths)

@@ -5,7 +5,8 @@ capture left paths out (a file it could not read, a new file over jj's size
 limit), their current content is in no checkpoint: a restore that would
 write or delete such a path (or anything under or above it) is refused with
 ``restore-conflict`` naming them, before anything is changed.  A restore that
-leaves them alone proceeds: everything it overwrites was captured.
+leaves them alone proceeds: everything it overwrites was captured.  A
+``--path`` restore is refused only for what its paths cover.
 """
 
 from __future__ import annotations
@@ -16,23 +17,26 @@ from pathlib import Path
 import pygit2
 
 from durability.backends import Backend, Skipped
+from durability.backends.selection import touches
 from durability.errors import RestoreError
 
-__all__ = ["refuse_unrecorded"]
+__all__ = ["refuse_unrecorded", "repository"]
 
 
 def refuse_unrecorded(backend: Backend, root: Path, pre_commit: str, target_commit: str,
-                      skipped: Sequence[Skipped]) -> None:
+                      skipped: Sequence[Skipped], paths: Sequence[str] | None = None) -> None:
     """Raise ``restore-conflict`` if going from ``pre_commit`` to
-    ``target_commit`` touches a path in ``skipped``."""
+    ``target_commit`` (at ``paths`` only, when given) touches a path in
+    ``skipped``."""
     if not skipped:
         return
-    repo = _repository(backend, root)
+    repo = repository(backend, root)
     before = repo[pre_commit].peel(pygit2.Commit).tree
     after = repo[target_commit].peel(pygit2.Commit).tree
     changed: set[str] = set()
     for delta in before.diff_to_tree(after).deltas:
-        changed.update((delta.old_file.path, delta.new_file.path))
+        changed.update(p for p in (delta.old_file.path, delta.new_file.path)
+                       if paths is None or touches(paths, p))
     hits = sorted({s for s in skipped if any(_overlap(s.path, c) for c in changed)})
     if hits:
         shown = ", ".join(f"{s.path} ({s.reason})" for s in hits[:10])
@@ -46,7 +50,8 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or b.startswith(a + "/") or a.startswith(b + "/")
 
 
-def _repository(backend: Backend, root: Path) -> pygit2.Repository:
+def repository(backend: Backend, root: Path) -> pygit2.Repository:
+    """The git store that holds ``root``'s checkpoints (for jj, the one behind jj)."""
     if backend.name == "git":
         from durability.backends.git import worktree_index
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from durability import ids
 from durability.cli import options
 from engine import AttemptKey
+
+if TYPE_CHECKING:
+    from durability.capture.restore import Restored
 
 
 @click.command()
@@ -99,34 +103,61 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
 @click.option("--seq", type=click.IntRange(1), help="Checkpoint seq (default: the latest).")
 @click.option("--worktree", type=click.Path(path_type=Path),
               help="Restore into this worktree (default: where it was captured).")
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="Restore only this file or folder (relative to the worktree root, or "
+                   "absolute inside it); repeat for more.")
+@click.option("--dry-run", is_flag=True,
+              help="List what would be written, deleted or left; change nothing.")
 @options.json_option
 def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: int | None,
-            attempt: int | None, seq: int | None, worktree: Path | None, as_json: bool) -> None:
+            attempt: int | None, seq: int | None, worktree: Path | None,
+            paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first).
 
     --node may be left out when the run has one node (a hook session's is
-    its agent).  Every restore can be undone: restore the seq it prints.
+    its agent).  Every restore can be undone: restore the seq it prints,
+    --path restores too.  --dry-run takes no checkpoint.
 
     \b
     Examples:
       durability restore --latest --seq 3
       durability restore RUN --node agent --seq 3
+      durability restore --latest --seq 3 --dry-run
+      durability restore --latest --seq 3 --path src/app.py --path docs
     """
+    from durability.capture.restore import preview
     from durability.capture.restore import restore as do_restore
+    from durability.cli.progress import Bar
+    from durability.cli.restore_output import preview_dict, preview_lines, restored_dict
 
     settings = options.settings()
     store = options.store(settings)
     run_id = options.resolve_run(store, run_id, latest)
-    node_id = node_id or options.only_node(store, run_id)
-    done = do_restore(settings, run_id=run_id, node_id=node_id, iteration=iteration,
-                      attempt=attempt, seq=seq, worktree=str(worktree) if worktree else None)
-    result = {"worktree": done.worktree,
-              "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
-              "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit}}
+    which: dict[str, Any] = {
+        "run_id": run_id, "node_id": node_id or options.only_node(store, run_id),
+        "iteration": iteration, "attempt": attempt, "seq": seq,
+        "worktree": str(worktree) if worktree else None, "paths": paths or None}
+    if dry_run:
+        seen = preview(settings, **which)
+        if as_json:
+            return options.emit(preview_dict(seen))
+        return click.echo("\n".join(preview_lines(seen)))
+    with Bar("restoring", quiet=as_json) as bar:
+        done = do_restore(settings, progress=bar, **which)
     if as_json:
-        return options.emit(result)
-    click.echo(f"restored {ids.printable(done.worktree)} to seq {done.restored.seq} "
-               f"({done.restored.commit_id[:12]}); undo with --seq {done.pre_restore_seq}")
+        return options.emit(restored_dict(done))
+    at = f" at {', '.join(map(ids.printable, done.paths))}" if done.paths else ""
+    click.echo(f"restored {ids.printable(done.worktree)}{at} to seq {done.restored.seq} "
+               f"({done.restored.commit_id[:12]}): {len(done.changes.write)} written, "
+               f"{len(done.changes.delete)} deleted; undo: {_undo_command(done)}")
+
+
+def _undo_command(done: Restored) -> str:
+    """The restore that undoes ``done``: its pre-restore seq lives in the
+    restored checkpoint's attempt, which need not be the latest one."""
+    r = done.restored
+    return (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)} "
+            f"--iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
 
 
 @click.command()

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from durability import client
-from durability.backends import Backend, Snapshot, Stamp, resolve_worktree
+from durability.backends import Backend, Changes, Progress, Snapshot, Stamp, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.coalesce import Coalescer
 from durability.capture.inprocess import lazy_store
@@ -226,8 +226,11 @@ class HeldBackend:
             self.release.wait(60)
         return snap
 
-    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None) -> None:
-        self.inner.restore(worktree, commit_id, pre_restore=pre_restore)
+    def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,
+                paths: Sequence[str] | None = None, dry_run: bool = False,
+                progress: Progress | None = None) -> Changes:
+        return self.inner.restore(worktree, commit_id, pre_restore=pre_restore, paths=paths,
+                                  dry_run=dry_run, progress=progress)
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         return self.inner.tree_id(worktree, commit_id)

@@ -178,8 +178,9 @@ def test_restore_json_shape_and_undo(mode: str, repo: Path) -> None:
     (repo / "a.txt").write_text("three, never captured\n")
 
     done = cli_json("restore", "run-r", "--node", "n", "--seq", "1")
-    assert set(done) == {"worktree", "restored", "pre_restore"}
+    assert set(done) == {"worktree", "restored", "pre_restore", "paths", "written", "deleted"}
     assert done["worktree"] == str(repo)
+    assert (done["paths"], done["written"], done["deleted"]) == (None, 1, 1)
     assert done["restored"] == {"seq": 1, "commit_id": first["commit_id"]}
     assert set(done["pre_restore"]) == {"seq", "commit_id"}
     assert done["pre_restore"]["seq"] == 3
@@ -202,7 +203,9 @@ def test_restore_defaults_to_latest_and_prints_a_line(repo: Path) -> None:
     (repo / "a.txt").write_text("lost\n")
     done = cli("restore", "run-l", "--node", "n")
     assert done.returncode == 0, done.stderr
-    assert "to seq 1" in done.stdout and "undo with --seq 2" in done.stdout
+    assert "to seq 1" in done.stdout
+    assert ("undo: durability restore run-l --node n --iteration 0 --attempt 1 --seq 2"
+            in done.stdout)
     assert (repo / "a.txt").read_text() == "kept\n"
 
 

@@ -1,0 +1,51 @@
+"""What ``durability restore`` prints: the JSON shapes and the lines of a
+dry run (documented in docs/RESTORE.md; the shapes are tested)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durability import ids
+from durability.capture.restore import Preview, Restored
+
+__all__ = ["preview_dict", "preview_lines", "restored_dict"]
+
+#: The width of the action column of a dry run's lines.
+_COLUMN = 10
+
+
+def restored_dict(done: Restored) -> dict[str, Any]:
+    """``restore --json``."""
+    return {"worktree": done.worktree,
+            "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
+            "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit},
+            "paths": list(done.paths) if done.paths is not None else None,
+            "written": len(done.changes.write), "deleted": len(done.changes.delete)}
+
+
+def preview_dict(seen: Preview) -> dict[str, Any]:
+    """``restore --dry-run --json``."""
+    return {"dry_run": True, "worktree": seen.worktree,
+            "target": {"seq": seen.target.seq, "commit_id": seen.target.commit_id},
+            "paths": list(seen.paths) if seen.paths is not None else None,
+            "write": [{"path": p, "how": how} for p, how in seen.changes.write],
+            "delete": list(seen.changes.delete),
+            "left": [{"path": p, "why": why} for p, why in seen.changes.left]}
+
+
+def preview_lines(seen: Preview) -> list[str]:
+    """``restore --dry-run``: a heading, one line per path, a count."""
+    changes = seen.changes
+    at = f" at {', '.join(map(ids.printable, seen.paths))}" if seen.paths else ""
+    lines = [f"dry run, nothing changed: restoring {ids.printable(seen.worktree)}{at} to seq "
+             f"{seen.target.seq} ({seen.target.commit_id[:12]}) would"]
+    lines += [_line(how, path) for path, how in changes.write]
+    lines += [_line("delete", path) for path in changes.delete]
+    lines += [_line("leave", path) + f"  ({why})" for path, why in changes.left]
+    lines.append(f"{len(changes.write)} to write, {len(changes.delete)} to delete, "
+                 f"{len(changes.left)} left as they are")
+    return lines
+
+
+def _line(action: str, path: str) -> str:
+    return f"  {action:<{_COLUMN}} {ids.printable(path)}"
