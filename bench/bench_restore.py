@@ -63,7 +63,7 @@ def run(backend: str, files: int, base: Path) -> None:
             folder.mkdir(exist_ok=True)
             (folder / f"f{i:06d}.txt").write_text(f"{version} {i}\n")
         done = snapshot_now(settings, key=key, path=wt, request_id=str(uuid.uuid4()))
-        return int(done["seq"])
+        return int(done.seq or 0)
 
     seqs = [fill("one"), fill("two")]
     times = []

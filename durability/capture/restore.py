@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import filelock
 
 from durability.backends import Backend, Changes, Progress, resolve_worktree
 from durability.backends.selection import normalize
@@ -35,7 +38,7 @@ from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
-from durability.errors import CaptureError, RestoreError
+from durability.errors import CaptureError, DurabilityError, LockTimeout, RestoreError
 from engine import AttemptKey, Checkpoint, Store
 
 __all__ = ["Preview", "Restored", "find_checkpoint", "preview", "restore"]
@@ -105,7 +108,7 @@ def restore(
     job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
                iteration=iteration, attempt=attempt, seq=seq)
     target, root = job.target, job.root
-    with job.capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
+    with _locked(job.capturer, root, settings.jj_timeout_s + 30):
         # A commit the target's repository does not hold can never be
         # restored: refuse before the pre-restore capture, which would file a
         # row (and move jj_pointer) for a worktree the attempt never used.
@@ -119,16 +122,30 @@ def restore(
         try:
             changes = backend.restore(root, target.commit_id, pre_restore=pre.commit_id,
                                       paths=job.paths, progress=progress)
-        except RestoreError as exc:
-            # A refusal names what is in the way; one that stopped partway
-            # (a folder swapped for a link) is undone by the pre-restore seq.
-            raise RestoreError(f"{exc.message}; the state before is seq {pre.seq}",
-                               code=exc.code) from exc
-        if job.paths is None:
-            _verify(backend, root, target, want)
-        else:
-            _verify_paths(backend, job, pre.commit_id)
+            if job.paths is None:
+                _verify(backend, root, target, want)
+            else:
+                _verify_paths(backend, job, pre.commit_id)
+        except DurabilityError as exc:
+            # A refusal names what is in the way; a restore that stopped or
+            # failed partway (a folder swapped for a link, jj or git failing,
+            # a tree that does not verify) is undone by the pre-restore seq.
+            raise type(exc)(f"{exc.message}; the state before is seq {pre.seq} of "
+                            f"{target.node_id}/{target.iteration}/{target.attempt}",
+                            code=exc.code) from exc
     return Restored(str(root), target, pre.seq, pre.commit_id, job.paths, changes)
+
+
+@contextmanager
+def _locked(capturer: Capturer, root: Path, timeout_s: float) -> Iterator[None]:
+    """The worktree lock, or ``LockTimeout`` (one line, exit 5) when a capture
+    holds it longer than ``timeout_s``."""
+    try:
+        with capturer.lock(root, timeout_s=timeout_s):
+            yield
+    except filelock.Timeout:
+        raise LockTimeout(f"the worktree lock of {root} was not free within {timeout_s:g}s; "
+                          "a capture is running: try again") from None
 
 
 def preview(
@@ -148,7 +165,7 @@ def preview(
     job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
                iteration=iteration, attempt=attempt, seq=seq)
     target, root = job.target, job.root
-    with job.capturer.lock(root, timeout_s=settings.jj_timeout_s + 30):
+    with _locked(job.capturer, root, settings.jj_timeout_s + 30):
         backend = job.capturer.backend(root)
         backend.tree_id(root, target.commit_id)
         _check_exist(backend, job)
