@@ -28,6 +28,7 @@ def snapshot_now(
     source: str = "manual",
     tool_use_id: str | None = None,
     env: Mapping[str, str] = os.environ,
+    agent: dict[str, str] | None = None,
 ) -> Outcome:
     """Capture now: the ``Outcome`` (``seq``, ``commit_id``, ``deduped``), or
     raise the error of the gap's code (``errors.from_code``)."""
@@ -46,13 +47,13 @@ def snapshot_now(
         request_id=request_id, run_id=key.run_id, node_id=key.node_id,
         iteration=key.iteration, attempt=key.attempt, worktree=str(root), source=source,
         tool_use_id=tool_use_id, label=label,
-        timeout_ms=int(settings.jj_timeout_s * 1000) + 30_000)
+        timeout_ms=int(settings.jj_timeout_s * 1000) + 30_000, agent=agent)
     try:
         answer = client.call(settings.socket_path, wire, timeout_s=settings.jj_timeout_s + 60)
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
         outcome = capture_once(settings, key=key, worktree=root, source=source,
                                request_id=request_id, tool_use_id=tool_use_id, label=label,
-                               lock_timeout_s=settings.jj_timeout_s + 30, env=env)
+                               agent=agent, lock_timeout_s=settings.jj_timeout_s + 30, env=env)
     else:
         outcome = Outcome.from_answer(request_id, answer)
     if not outcome.ok:

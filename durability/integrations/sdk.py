@@ -31,7 +31,7 @@ from claude_agent_sdk.types import HookEvent
 
 from durability import ids
 from durability.config import Settings
-from durability.hook.entry import tool_label
+from durability.hook.entry import agent_identity, tool_label
 from durability.integrations.wrap import AmbientAttempt, current_attempt
 from engine import AttemptKey
 
@@ -75,7 +75,8 @@ def _capture(payload: dict[str, Any], tool_use_id: str | None, ambient: AmbientA
     k = ambient.key
     request_id = (ids.call_request_id(k.run_id, k.node_id, k.iteration, k.attempt, call_id,
                                       payload.get("hook_event_name")) if call_id else None)
-    capture_after(ambient, label, call_id, request_id=request_id, source="hook")
+    capture_after(ambient, label, call_id, request_id=request_id, source="hook",
+                  agent=agent_identity(payload))
 
 
 def _from_payload(payload: dict[str, Any], env: Mapping[str, str]) -> AmbientAttempt | None:

@@ -142,8 +142,10 @@ def _wrap(fn: Callable[..., Any], *, name: str | None) -> Callable[..., Any]:
 
 
 def capture_after(ambient: AmbientAttempt, label: str, call_id: str | None = None, *,
-                  request_id: str | None = None, source: str = "wrap") -> Outcome | None:
-    """Capture for one tool call; its ``Outcome``, or None when it became a gap."""
+                  request_id: str | None = None, source: str = "wrap",
+                  agent: dict[str, str] | None = None) -> Outcome | None:
+    """Capture for one tool call; its ``Outcome``, or None when it became a gap.
+    ``agent``: who made the call (``harness``, ``agent_id``, ``agent_type``)."""
     from durability.capture.snapshot import snapshot_now
 
     call_id = call_id or uuid.uuid4().hex
@@ -151,7 +153,7 @@ def capture_after(ambient: AmbientAttempt, label: str, call_id: str | None = Non
     try:
         return snapshot_now(ambient.settings, key=ambient.key, path=ambient.worktree,
                             request_id=request_id, label=label, source=source,
-                            tool_use_id=call_id)
+                            tool_use_id=call_id, agent=agent)
     except Exception as exc:  # never let a capture break the agent's tool call
         code = getattr(exc, "code", "internal-error")
         log.warning("durability: capture after %s not taken (%s): %s", label, code, exc)

@@ -174,3 +174,12 @@ def test_the_sdk_dispatches_a_tool_call_to_the_callback(settings: Settings, repo
     assert answer == {"subtype": "success", "request_id": "cli-1", "response": {}}
     [row] = _rows(settings, "sess-sdk")
     assert (row.tool_use_id, row.label) == ("toolu_wire", "Write notes.md")
+
+
+def test_a_sub_agents_call_carries_its_identity(settings: Settings, repo: Path) -> None:
+    (repo / "notes.md").write_text("from a sub-agent\n")
+    payload = dict(_post(repo, session="sess-sub", tool_use_id="toolu_sub"))
+    payload.update(agent_id="a1b2", agent_type="code-reviewer")
+    asyncio.run(post_tool_use(payload, "toolu_sub", CTX))  # type: ignore[arg-type]
+    [row] = _rows(settings, "sess-sub")
+    assert (row.harness, row.agent_id, row.agent_type) == ("claude", "a1b2", "code-reviewer")
