@@ -14,15 +14,13 @@ Not a test: it asserts nothing about speed (a restore that fails stops it).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import statistics
-import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from restorekit import fmt, two_checkpoints
 
 
 def main() -> None:
@@ -38,36 +36,10 @@ def main() -> None:
 
 
 def run(backend: str, files: int, base: Path) -> None:
-    os.environ.update(DURABILITY_HOME=str(base / "state"), DURABILITY_SPOOL_DIR=str(base / "spool"),
-                      DURABILITY_SOCKET=str(base / "s.sock"), JJ_CONFIG=str(base / "jj.toml"),
-                      GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b.invalid",
-                      GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b.invalid")
-    (base / "jj.toml").write_text('[user]\nname = "b"\nemail = "b@b.invalid"\n')
-    from durability.backends.jj import find_jj
     from durability.capture.restore import preview, restore
-    from durability.capture.snapshot import snapshot_now
-    from durability.config import Settings
-    from engine import AttemptKey
 
-    wt = base / "wt"
-    if backend == "git":
-        subprocess.run(["git", "init", "-q", str(wt)], check=True)
-    else:
-        subprocess.run([find_jj().path, "git", "init", "--colocate", str(wt)], check=True,
-                       capture_output=True)
-    wt = wt.resolve()
-    settings, key = Settings.from_env(), AttemptKey("bench", "n", 0, 1)
-
-    def fill(version: str) -> int:
-        for i in range(files):
-            folder = wt / f"d{i % 200:03d}"
-            folder.mkdir(exist_ok=True)
-            (folder / f"f{i:06d}.txt").write_text(f"{version} {i}\n")
-        done = snapshot_now(settings, key=key, path=wt, request_id=str(uuid.uuid4()))
-        assert done.seq is not None, done
-        return done.seq
-
-    seqs = [fill("one"), fill("two")]
+    bench = two_checkpoints(backend, files, base)
+    settings, seqs = bench.settings, bench.seqs
     steps = [0]
 
     def counted(done: int, total: int) -> None:
@@ -79,7 +51,7 @@ def run(backend: str, files: int, base: Path) -> None:
             start = time.perf_counter()
             call(seqs[i % 2])
             times.append(time.perf_counter() - start)
-        print(f"{backend} {files} files, {label}:", _fmt(times[1:]))
+        print(f"{backend} {files} files, {label}:", fmt(times[1:]))
 
     common = {"run_id": "bench", "node_id": "n"}
     timed("dry run", lambda s: preview(settings, seq=s, **common))
@@ -88,10 +60,6 @@ def run(backend: str, files: int, base: Path) -> None:
     # Alternate the whole tree back so each --path restore has its folder to write.
     timed("restore --path d000", lambda s: restore(settings, seq=s, paths=["d000"], **common))
     assert steps[0] == files
-
-
-def _fmt(times: list[float]) -> str:
-    return " ".join(f"{t:.2f}" for t in times) + f" s (median {statistics.median(times):.2f} s)"
 
 
 if __name__ == "__main__":

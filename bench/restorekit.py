@@ -1,0 +1,60 @@
+"""What the restore benchmarks share: a private environment, a worktree of N
+small files in 200 folders captured twice (every file changed in between),
+and the median figure line."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TwoCheckpoints:
+    backend: str
+    files: int
+    worktree: Path
+    settings: Any
+    seqs: list[int]
+    jj: str
+
+
+def two_checkpoints(backend: str, files: int, base: Path) -> TwoCheckpoints:
+    """Set the environment up in ``base``, build the worktree, capture it twice."""
+    os.environ.update(DURABILITY_HOME=str(base / "state"), DURABILITY_SPOOL_DIR=str(base / "spool"),
+                      DURABILITY_SOCKET=str(base / "s.sock"), JJ_CONFIG=str(base / "jj.toml"),
+                      GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b.invalid",
+                      GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b.invalid")
+    (base / "jj.toml").write_text('[user]\nname = "b"\nemail = "b@b.invalid"\n')
+    from durability.backends.jj import find_jj
+    from durability.capture.snapshot import snapshot_now
+    from durability.config import Settings
+    from engine import AttemptKey
+
+    wt = base / "wt"
+    jj = find_jj().path
+    if backend == "git":
+        subprocess.run(["git", "init", "-q", str(wt)], check=True)
+    else:
+        subprocess.run([jj, "git", "init", "--colocate", str(wt)], check=True, capture_output=True)
+    wt = wt.resolve()
+    settings, key = Settings.from_env(), AttemptKey("bench", "n", 0, 1)
+
+    def fill(version: str) -> int:
+        for i in range(files):
+            folder = wt / f"d{i % 200:03d}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"f{i:06d}.txt").write_text(f"{version} {i}\n")
+        done = snapshot_now(settings, key=key, path=wt, request_id=str(uuid.uuid4()))
+        assert done.seq is not None, done
+        return done.seq
+
+    return TwoCheckpoints(backend, files, wt, settings, [fill("one"), fill("two")], jj)
+
+
+def fmt(times: list[float]) -> str:
+    return " ".join(f"{t:.2f}" for t in times) + f" s (median {statistics.median(times):.2f} s)"
