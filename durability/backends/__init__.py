@@ -12,7 +12,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from durability.backends.base import Backend, Changes, Progress, Skipped, Snapshot, Stamp
+from durability.backends.base import (
+    MOVING,
+    Backend,
+    Changes,
+    Progress,
+    Skipped,
+    Snapshot,
+    Stamp,
+)
 from durability.errors import (
     DurabilityError,
     InvalidBackend,
@@ -22,8 +30,8 @@ from durability.errors import (
 )
 from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
-__all__ = ["Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp", "backend_for",
-           "backend_name", "resolve_worktree"]
+__all__ = ["MOVING", "Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp",
+           "backend_for", "backend_name", "resolve_worktree"]
 
 
 def resolve_worktree(

@@ -49,6 +49,14 @@ class Skipped:
     reason: str
 
 
+#: The ``Skipped`` reason of a path still changing after every retry (the
+#: checkpoint holds its last consistent content).  Not a gap: the agent was
+#: busy, and the next capture takes it.  But its current content is in no
+#: checkpoint, so a restore must not overwrite it.  The path ``""`` means the
+#: whole tree (jj answered with its last snapshot).
+MOVING = "moving"
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One captured state of a worktree, pinned against garbage collection.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pygit2
 
-from durability.backends.base import Changes, Progress, Skipped, Snapshot, Stamp
+from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.git_restore import changes, restore_tree
@@ -96,7 +96,8 @@ class GitBackend:
             tree = state.stage(changed_paths)
             commits = {s.key: commit_checkpoint(state.repo, tree, s) for s in stamps}
             first = commits[stamps[0].key] if stamps else scratch_commit(state.repo, tree)
-            skipped = tuple(Skipped(p, "unreadable-path") for p in state.skipped)
+            skipped = (tuple(Skipped(p, "unreadable-path") for p in state.skipped)
+                       + tuple(Skipped(p, MOVING) for p in sorted(state.moving)))
         return Snapshot(first, commits=commits, skipped=skipped)
 
     def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,

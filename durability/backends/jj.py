@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from durability import proc
-from durability.backends.base import Changes, Progress, Skipped, Snapshot, Stamp
+from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.moving import MAX_TRIES, is_snapshot_race, pause
 from durability.backends.unreadable import find_unreadable, is_unreadable
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
@@ -224,18 +224,22 @@ class JjBackend:
         # jj scans the working copy itself and names no attempt in its
         # commits: ``stamps`` and ``changed_paths`` are not needed here.
         log = ("log", "-r", "@", "--no-graph", "-T", _TEMPLATE)
+        moving: tuple[Skipped, ...] = ()
         try:
             out = self._run(worktree, *log)
         except _StillMoving:
             # Still moving after every try: answer with jj's last snapshot
             # (a state the tree really had); the next capture takes the rest.
+            # The tree now may hold anything: a restore must not write over it.
             out = self._run(worktree, "--ignore-working-copy", *log)
+            moving = (Skipped("", MOVING),)
         fields = out.strip().split()
         if len(fields) != 2 or not _HEX.fullmatch(fields[0]):
             raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
         commit_id, change_id = fields
         pin(git_dir(worktree), commit_id)
-        return Snapshot(commit_id, change_id, _operation_id(worktree), skipped=self.skipped)
+        return Snapshot(commit_id, change_id, _operation_id(worktree),
+                        skipped=self.skipped + moving)
 
     def restore(self, worktree: Path, commit_id: str, *, pre_restore: str | None = None,
                 paths: Sequence[str] | None = None, dry_run: bool = False,

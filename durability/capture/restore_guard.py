@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from durability.backends import Backend, Skipped
+from durability.backends import MOVING, Backend, Skipped
 from durability.backends.selection import touches
 from durability.errors import RestoreError
 
@@ -38,6 +38,11 @@ def refuse_unrecorded(backend: Backend, root: Path, pre_commit: str, target_comm
         changed.update(p for p in (delta.old_file.path, delta.new_file.path)
                        if paths is None or touches(paths, p))
     hits = sorted({s for s in skipped if any(_overlap(s.path, c) for c in changed)})
+    if any(s.reason == MOVING for s in hits):
+        raise RestoreError(
+            "the worktree was still changing while the pre-restore checkpoint was taken, so "
+            f"what is there now is in no checkpoint ({_names(hits)}); nothing was changed: "
+            "try again once it settles", code="restore-conflict")
     if hits:
         shown = ", ".join(f"{s.path} ({s.reason})" for s in hits[:10])
         more = f" and {len(hits) - 10} more" if len(hits) > 10 else ""
@@ -46,8 +51,15 @@ def refuse_unrecorded(backend: Backend, root: Path, pre_commit: str, target_comm
             f"not capture: {shown}{more}; nothing was changed", code="restore-conflict")
 
 
+def _names(hits: Sequence[Skipped]) -> str:
+    shown = [s.path or "the whole tree" for s in hits if s.reason == MOVING][:10]
+    return ", ".join(shown)
+
+
 def _overlap(a: str, b: str) -> bool:
-    return a == b or b.startswith(a + "/") or a.startswith(b + "/")
+    """Whether skipped path ``a`` and changed path ``b`` are one, or one holds
+    the other; ``""`` (the whole tree still moving) holds every path."""
+    return a in ("", b) or b.startswith(a + "/") or a.startswith(b + "/")
 
 
 def repository(backend: Backend, root: Path) -> pygit2.Repository:

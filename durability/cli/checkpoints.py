@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from durability import ids
+from durability.backends.base import MOVING
 from durability.cli import options
 from engine import AttemptKey
 
@@ -38,13 +39,16 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
     if as_json:
         options.emit(result.to_dict())
     else:
-        skipped = result.skipped
-        # A checkpoint that left paths out is never "unchanged": the tree may
-        # match the last one only because the same paths were left out.
-        note = (f" ({len(skipped)} path(s) left out, see `durability gaps`)" if skipped
-                else " (unchanged: same as the latest checkpoint)" if result.deduped else "")
+        left = [s for s in result.skipped if s.reason != MOVING]
+        moving = [s for s in result.skipped if s.reason == MOVING]
+        # A checkpoint that left paths out, or read a tree still changing, is
+        # never "unchanged": it may match the last one only for that reason.
+        note = (f" ({len(left)} path(s) left out, see `durability gaps`)" if left
+                else " (the tree was still changing: the next capture takes the rest)"
+                if moving else " (unchanged: same as the latest checkpoint)"
+                if result.deduped else "")
         click.echo(f"seq {result.seq} commit {(result.commit_id or '')[:12]}{note}")
-        for item in skipped:
+        for item in left:
             click.echo(f"durability: {item.reason}: {ids.printable(item.path)} is not in the "
                        "checkpoint", err=True)
 

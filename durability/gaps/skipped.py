@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from durability.backends.base import Skipped
+from durability.backends.base import MOVING, Skipped
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
@@ -59,7 +59,12 @@ def file_path_gaps(
     settings: Settings, store: Callable[[], Store] | None, request: CaptureRequest,
     skipped: Sequence[Skipped],
 ) -> int:
-    """File the gaps of ``skipped`` not yet on record; how many were new."""
+    """File the gaps of ``skipped`` not yet on record; how many were new.
+    A path still moving is no gap (the agent was busy; the next capture
+    takes it)."""
+    skipped = [s for s in skipped if s.reason != MOVING]
+    if not skipped:
+        return 0
     wanted = {path_gap_id(request, s): s for s in skipped}
     known = _known_ids(settings, store, request.key.run_id)
     new = 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from durability.backends import Stamp
+from durability.backends import MOVING, Skipped, Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.jj import JjBackend, find_jj
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE, MAX_TRIES
@@ -98,7 +98,9 @@ def test_git_file_that_keeps_changing_keeps_its_last_consistent_content(grepo: P
     assert count[0] == MAX_TRIES
     assert _blob(grepo, moving.commit_id, "big.txt") == _blob(grepo, first.commit_id, "big.txt")
     assert _blob(grepo, moving.commit_id, "other.txt") == b"two\n"
-    assert moving.skipped == ()
+    # No gap, but marked: its content now is in no checkpoint (a restore
+    # must not write over it).
+    assert moving.skipped == (Skipped("big.txt", MOVING),)
     assert worktree_index(grepo).moving == {"big.txt"}
     # The next capture, informed of no change at all, still rereads it.
     settled = GitBackend().snapshot(grepo, [_stamp()], changed_paths=[])
@@ -227,5 +229,7 @@ def test_jj_tree_that_keeps_moving_answers_with_the_last_snapshot(jrepo: Path) -
         moving = _jj_backend().snapshot(jrepo)
     assert len(struck) == MAX_TRIES
     assert moving.commit_id == before.commit_id
+    assert Skipped("", MOVING) in moving.skipped  # the whole tree is unsettled
     settled = _jj_backend().snapshot(jrepo)
+    assert all(s.reason != MOVING for s in settled.skipped)
     assert _blob(jrepo, settled.commit_id, "new.txt") == b"new\n"
