@@ -91,11 +91,16 @@ def is_path(value: object) -> bool:
 
 def printable(text: str) -> str:
     """``text`` safe to print and log: a path's bytes that are not UTF-8 as
-    ``\\xNN``, any other lone surrogate as ``\\udXXX``."""
+    ``\\xNN``, any other lone surrogate as ``\\udXXX``, and control
+    characters escaped (a file name holding a newline or ESC must not forge an
+    output line or drive the terminal)."""
     try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def sha256_hex(data: bytes) -> str:

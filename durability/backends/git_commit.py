@@ -74,7 +74,7 @@ def message(stamp: Stamp) -> str:
     body = "\n".join(f"Durability-{name}: {_one_line(value)}" for name, value in trailers)
     # A commit message is UTF-8: a label naming a path that is not UTF-8, or a
     # call id with a broken escape, is written escaped (the store keeps it as is).
-    return printable(f"{subject}\n\n{body}\n")
+    return "\n".join(printable(line) for line in f"{subject}\n\n{body}".split("\n")) + "\n"
 
 
 def parse_trailers(text: str) -> dict[str, list[str]]:

@@ -103,7 +103,7 @@ def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
     if as_json:
         emit(rows)
     elif rows:
-        click.echo(ids.printable(table()))
+        click.echo("\n".join(ids.printable(line) for line in table().splitlines()))
     else:
         click.echo(empty, err=True)
 

@@ -348,3 +348,22 @@ def test_every_command_has_an_example_in_its_help() -> None:
         assert done.returncode == 0 and "Example" in done.stdout, command
     version = cli("--version").stdout
     assert version.count("\n") == 1 and version.startswith("durability, version ")
+
+
+def test_a_file_name_with_control_characters_never_reaches_the_terminal(
+        tmp_path: Path) -> None:
+    from tests.helpers import make_git_repo
+
+    repo = make_git_repo(tmp_path / "grepo")
+    evil = "evil\x1b]0;pwn\x07\nname"
+    (repo / evil).write_text("x\n")
+    snap(repo, "--run", "run-x", "--node", "n")
+    (repo / evil).unlink()
+    snap(repo, "--run", "run-x", "--node", "n")
+    for args in (("restore", "run-x", "--seq", "1", "--dry-run"),
+                 ("restore", "run-x", "--seq", "1"), ("show", "run-x", "--seq", "1")):
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout
+        if "--dry-run" in args or "show" in args:  # these name the file: escaped
+            assert "evil\\x1b]0;pwn\\x07\\nname" in done.stdout, args
