@@ -189,6 +189,8 @@ def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
                              attempt=attempt, seq=seq)
     root = resolve_worktree(worktree or target.worktree)
     selected = normalize(paths, root) if paths else None
+    if selected is not None and "" in selected:
+        selected = None  # `--path .` (or the root by any name) is the whole tree
     return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected)
 
 

@@ -1,7 +1,8 @@
 """The read commands: ``show`` (one checkpoint and what it changed), ``diff``
 (two checkpoints, or one and the worktree) and ``log`` (a worktree's
-timeline).  None of them writes anything; docs/INSPECTING.md documents their
-output."""
+timeline).  None of them writes to a worktree or records a checkpoint (``log``
+takes the gap spool into the store first, as ``gaps`` does);
+docs/INSPECTING.md documents their output."""
 
 from __future__ import annotations
 

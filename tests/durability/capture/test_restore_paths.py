@@ -242,3 +242,16 @@ def test_a_deleted_file_whose_name_is_not_utf8_comes_back(tmp_path: Path, only: 
     assert (repo / name).read_bytes() == b"latin-1 name\n"
     assert done["paths"] == ([name] if only else None) and done["written"] == 1
     forget(repo)
+
+
+def test_path_dot_is_the_whole_tree(tmp_path: Path) -> None:
+    from tests.helpers import cli, cli_json, make_git_repo
+
+    repo = make_git_repo(tmp_path / "dot")
+    (repo / "a.txt").write_text("one\n")
+    cli_json("snapshot", str(repo), "--run", "rdot", "--node", "n")
+    (repo / "a.txt").write_text("two\n")
+    done = cli_json("restore", "rdot", "--seq", "1", "--path", ".", cwd=repo)
+    assert done["paths"] is None and (repo / "a.txt").read_text() == "one\n"
+    assert "at  to" not in cli("restore", "rdot", "--seq", "1", "--path", ".", "--dry-run",
+                               cwd=repo).stdout

@@ -30,7 +30,7 @@ RUN = "run-windows"
 KEY = AttemptKey(RUN, "n", 0, 1)
 # Long enough that a test sees the window open and kills its watcher inside
 # it, even on a loaded machine; the watch captures once it has settled.
-SETTLE_MS = 3000
+SETTLE_MS = 8000
 
 
 def _gaps(settings: Settings) -> list[Gap]:
