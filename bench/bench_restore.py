@@ -13,26 +13,11 @@ Not a test: it asserts nothing about speed (a restore that fails stops it).
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from restorekit import fmt, two_checkpoints
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--backend", choices=("git", "jj"), default="git")
-    parser.add_argument("--files", type=int, default=5000)
-    args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="bench-restore-"))
-    try:
-        run(args.backend, args.files, base)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+from restorekit import fmt, main, two_checkpoints
 
 
 def run(backend: str, files: int, base: Path) -> None:
@@ -61,4 +46,4 @@ def run(backend: str, files: int, base: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(run, "bench-restore-")

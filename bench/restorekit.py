@@ -4,10 +4,14 @@ and the median figure line."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import statistics
 import subprocess
+import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,3 +62,17 @@ def two_checkpoints(backend: str, files: int, base: Path) -> TwoCheckpoints:
 
 def fmt(times: list[float]) -> str:
     return " ".join(f"{t:.2f}" for t in times) + f" s (median {statistics.median(times):.2f} s)"
+
+
+def main(run: Callable[[str, int, Path], None], prefix: str) -> None:
+    """The benchmarks' command line: ``--backend git|jj --files N``, in a
+    temporary folder removed at the end."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", choices=("git", "jj"), default="git")
+    parser.add_argument("--files", type=int, default=5000)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        run(args.backend, args.files, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
