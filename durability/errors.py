@@ -229,6 +229,8 @@ _EXIT_CODES = {
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
+    # `durability mcp` without the MCP SDK (the `mcp` extra) installed.
+    "mcp-missing": 8,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,

@@ -1,0 +1,44 @@
+"""``durability mcp``: the durability surface as MCP tools for an agent
+(docs/MCP.md); a thin command over ``durability.mcp``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from durability.cli import options
+from durability.errors import DurabilityError
+
+__all__ = ["COMMANDS"]
+
+INSTALL = "pip install 'worktree-durability[mcp]'"
+
+
+@click.command("mcp")
+@click.option("--allow-approve", is_flag=True,
+              help="Also serve `approve` (off: an agent must not pass its own gates).")
+def mcp_command(allow_approve: bool) -> None:
+    """Serve the Model Context Protocol on stdin and stdout (for an agent).
+
+    Tools: sessions, snapshots, show, diff, log, gaps, attempts, restore,
+    snapshot_now, runs, run_status, deny (and approve with --allow-approve).
+    Run ids default to the newest session of the worktree it runs in.
+    Register it for Claude Code with `durability install-hook --mcp`.
+
+    \b
+    Example:
+      durability mcp        # started by the agent's harness, not by hand
+    """
+    try:
+        from durability.mcp.server import serve
+        from durability.mcp.tools import Here
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise DurabilityError(f"the MCP server needs the MCP SDK, which is not installed: "
+                              f"{INSTALL}", code="mcp-missing") from None
+    serve(Here(settings=options.settings(), cwd=Path.cwd(), allow_approve=allow_approve))
+
+
+COMMANDS = [mcp_command]

@@ -1,0 +1,356 @@
+"""The typed inputs and outputs of the MCP tools (docs/MCP.md).
+
+Inputs are strict about what comes from outside: unknown fields are refused
+(a misspelt ``seq`` must not silently restore the latest checkpoint), ids are
+checked as ``ids.validate_id`` checks every id, and numbers are never taken
+from strings or floats.  Outputs mirror the CLI's ``--json`` shapes, so a
+person and an agent read the same fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from durability import ids
+
+__all__ = [
+    "ApproveIn",
+    "AttemptOut",
+    "AttemptsOut",
+    "CheckpointOut",
+    "CheckpointsOut",
+    "DecisionOut",
+    "DenyIn",
+    "DiffIn",
+    "DiffOut",
+    "ErrorOut",
+    "FileChangeOut",
+    "GapOut",
+    "GapsIn",
+    "GapsOut",
+    "LogIn",
+    "LogOut",
+    "NoIn",
+    "PickIn",
+    "RestoreIn",
+    "RestoreOut",
+    "RunIdIn",
+    "RunStatusIn",
+    "RunStatusOut",
+    "RunsOut",
+    "SessionOut",
+    "SessionsIn",
+    "SessionsOut",
+    "ShowOut",
+    "SideOut",
+    "SnapshotIn",
+    "SnapshotOut",
+    "SnapshotsIn",
+    "TotalsOut",
+    "UndoOut",
+]
+
+
+def _id(value: str) -> str:
+    return ids.validate_id(value, "id")  # ValueError: pydantic reports it as invalid
+
+
+def _path(value: str) -> str:
+    if not value or "\0" in value:
+        raise ValueError("not a usable path")
+    return value
+
+
+Id = Annotated[str, AfterValidator(_id)]
+PathText = Annotated[str, AfterValidator(_path), Field(max_length=4096)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# -- inputs --------------------------------------------------------------------
+
+_WORKTREE = ("A path inside the worktree (absolute, or relative to the folder the server "
+             "was started in); default: that folder.")
+_RUN = ("The run or session id; default: the newest session that touched the worktree.")
+
+
+class SessionsIn(_In):
+    worktree: PathText | None = Field(default=None, description="Only sessions that touched the "
+                                      "worktree holding this path (default: every session).")
+
+
+class RunIdIn(_In):
+    run_id: Id | None = Field(default=None, description=_RUN)
+    worktree: PathText | None = Field(default=None, description=_WORKTREE)
+
+
+class SnapshotsIn(RunIdIn):
+    node_id: Id | None = Field(default=None, description="Only this node (task).")
+
+
+GapsIn = RunIdIn
+
+
+class PickIn(RunIdIn):
+    """One checkpoint: the latest attempt and seq unless named."""
+
+    node_id: Id | None = Field(default=None,
+                               description="Node (task); default: the run's only node.")
+    iteration: int | None = Field(default=None, ge=0, description="Iteration (from 0).")
+    attempt: int | None = Field(default=None, ge=1, description="Attempt (from 1).")
+    seq: int | None = Field(default=None, ge=1, description="Checkpoint seq; default: the latest.")
+
+
+class DiffIn(PickIn):
+    to_seq: int | None = Field(default=None, ge=1, description="Compare seq with this seq of the "
+                               "same attempt.")
+    to_worktree: bool = Field(default=False, description="Compare seq with the files as they "
+                              "are now (nothing is captured).")
+    paths: list[PathText] = Field(default_factory=list, max_length=256,
+                                  description="Only these paths (relative to the worktree "
+                                  "root; a folder: everything under it).")
+    patch: bool = Field(default=False, description="Also return git's unified diff text (cut at "
+                        "max_patch_bytes).")
+    max_patch_bytes: int = Field(default=200_000, ge=1, le=5_000_000)
+
+
+class RestoreIn(PickIn):
+    paths: list[PathText] = Field(default_factory=list, max_length=256,
+                                  description="Restore only these files or folders "
+                                  "(relative to the worktree root); default: the whole tree.")
+    dry_run: bool = Field(default=False, description="Only say what would be written, deleted or "
+                          "left; change nothing and record nothing.")
+
+
+class SnapshotIn(_In):
+    worktree: PathText | None = Field(default=None, description=_WORKTREE)
+    run_id: Id | None = Field(default=None, description="Record under this run; default: the "
+                              "newest session of the worktree.")
+    node_id: Id | None = Field(default=None, description="Node; default: the session's only node, "
+                               "else `session`.")
+    iteration: int = Field(default=0, ge=0)
+    attempt: int = Field(default=1, ge=1)
+    label: str | None = Field(default=None, max_length=1000,
+                              description="A label for the checkpoint.")
+
+
+class LogIn(_In):
+    worktree: PathText | None = Field(default=None, description=_WORKTREE)
+    limit: int | None = Field(default=50, ge=1, le=10_000, description="Only the newest N entries.")
+
+
+class RunStatusIn(_In):
+    run_id: Id
+
+
+class ApproveIn(_In):
+    run_id: Id
+    node_id: Id
+
+
+class DenyIn(ApproveIn):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class NoIn(_In):
+    pass
+
+
+# -- outputs -------------------------------------------------------------------
+
+
+class SessionOut(_Out):
+    run_id: str
+    worktree: str | None
+    first_ms: int
+    last_ms: int
+    checkpoints: int
+    gaps: int
+    sources: str
+    harnesses: str
+
+
+class SessionsOut(_Out):
+    sessions: list[SessionOut]
+
+
+class CheckpointOut(_Out):
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    seq: int
+    commit_id: str
+    source: str
+    tool_use_id: str | None
+    label: str | None
+    worktree: str
+    created_at_ms: int
+    harness: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
+
+
+class CheckpointsOut(_Out):
+    run_id: str
+    checkpoints: list[CheckpointOut]
+
+
+class FileChangeOut(_Out):
+    status: str
+    path: str
+    old_path: str | None
+    old_mode: str | None
+    new_mode: str | None
+    binary: bool
+    additions: int
+    deletions: int
+
+
+class TotalsOut(_Out):
+    files: int
+    additions: int
+    deletions: int
+
+
+class SideOut(_Out):
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    seq: int
+    commit_id: str
+
+
+class ShowOut(_Out):
+    checkpoint: CheckpointOut
+    base: SideOut | None = Field(description="What the files are compared with (None: the "
+                                 "first checkpoint of its worktree).")
+    files: list[FileChangeOut]
+    totals: TotalsOut
+
+
+class DiffOut(_Out):
+    from_: SideOut | None = Field(alias="from", serialization_alias="from")
+    to: SideOut | Literal["worktree"] | None
+    files: list[FileChangeOut]
+    totals: TotalsOut
+    patch: str | None = Field(default=None, description="git's unified diff (undecodable bytes "
+                              "escaped), when asked for.")
+    patch_truncated: bool = False
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+class GapOut(_Out):
+    ts_ms: int
+    run_id: str
+    request_id: str
+    reason: str
+    node_id: str | None = None
+    iteration: int | None = None
+    attempt: int | None = None
+    worktree: str | None = None
+    source: str | None = None
+    tool_use_id: str | None = None
+    detail: str | None = None
+
+
+class GapsOut(_Out):
+    run_id: str
+    gaps: list[GapOut]
+    torn_spool_lines: int = 0
+
+
+class AttemptOut(_Out):
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    state: str
+    started_at_ms: int
+    finished_at_ms: int | None
+    heartbeat_at_ms: int | None
+    worktree: str | None
+    jj_pointer: str | None
+    error_json: str | None
+
+
+class AttemptsOut(_Out):
+    run_id: str
+    attempts: list[AttemptOut]
+
+
+class LogOut(_Out):
+    worktree: str
+    entries: list[dict[str, Any]] = Field(description="Newest first: `kind` is checkpoint "
+                                          "or gap; the fields of `durability log --json`.")
+
+
+class SnapshotOut(_Out):
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    seq: int | None
+    commit_id: str | None
+    deduped: bool
+    skipped: list[dict[str, str]] = Field(description="Paths left out of the checkpoint "
+                                          "(each also a gap), or still changing.")
+
+
+class UndoOut(_Out):
+    """The call that puts the tree back as it was before the restore."""
+
+    tool: Literal["restore"] = "restore"
+    arguments: dict[str, Any]
+    command: str
+
+
+class RestoreOut(_Out):
+    dry_run: bool
+    worktree: str
+    target: SideOut
+    paths: list[str] | None
+    written: list[str] = Field(description="Paths written (dry run: that would be).")
+    deleted: list[str] = Field(description="Paths deleted (dry run: that would be).")
+    left: list[dict[str, str]] = Field(default_factory=list, description="Dry run: paths "
+                                       "left as they are, and why.")
+    pre_restore: SideOut | None = Field(default=None, description="The checkpoint of the tree "
+                                        "before the restore (None on a dry run).")
+    undo: UndoOut | None = None
+
+
+class RunsOut(_Out):
+    runs: list[dict[str, Any]]
+
+
+class RunStatusOut(_Out):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    run_id: str
+    state: str | None
+    tasks: list[dict[str, Any]]
+
+
+class DecisionOut(_Out):
+    run_id: str
+    node_id: str
+    decision: Literal["approved", "denied"]
+    next: str
+
+
+class ErrorOut(_Out):
+    """What a failed call carries (``is_error`` results): a stable code of
+    durability/errors.py and one line of message."""
+
+    code: str
+    message: str

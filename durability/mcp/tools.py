@@ -1,0 +1,366 @@
+"""The MCP tools: one small function each, over the same library functions
+the CLI's commands call (never the CLI itself).
+
+A tool is a ``Tool``: a name, what it does, its typed input and output
+(``models``), and a function ``(Here, input) -> output`` that runs in a
+worker thread (the library blocks: SQLite, jj, git).  Adding a command's twin
+is one function and one line in ``TOOLS``.  A failure is raised as the
+library raises it (a ``DurabilityError`` or an ``EngineError`` with its
+stable code); ``server.py`` turns it into the tool's error answer.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from durability import ids
+from durability.config import Settings
+from durability.errors import InvalidInput
+from durability.mcp import models as m
+from engine import AttemptKey, Checkpoint, NotFound, Store
+
+if TYPE_CHECKING:
+    from durability.inspect.diff import Changes
+
+__all__ = ["TOOLS", "Here", "Tool", "tools"]
+
+
+@dataclass(frozen=True)
+class Here:
+    """What every call shares: the settings resolved once at start, and the
+    folder the server was started in (the default worktree)."""
+
+    settings: Settings
+    cwd: Path
+    #: Whether ``approve`` is served (``durability mcp --allow-approve``).
+    allow_approve: bool = False
+
+    def path(self, given: str | None) -> Path:
+        """A path from the agent: absolute, or relative to the server's folder."""
+        if given is None:
+            return self.cwd
+        return Path(os.path.normpath(self.cwd / given))
+
+    def worktree(self, given: str | None) -> Path:
+        from durability.backends import resolve_worktree
+
+        return resolve_worktree(self.path(given))
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        # One connection per call, opened in the worker thread that uses it.
+        with Store(self.settings.db_path) as store:
+            yield store
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input: type[BaseModel]
+    output: type[BaseModel]
+    run: Callable[[Here, Any], BaseModel]
+    #: Changes nothing (MCP's ``readOnlyHint``).
+    read_only: bool = True
+
+
+# -- shared steps --------------------------------------------------------------
+
+
+def _run_id(here: Here, store: Store, run_id: str | None, worktree: str | None) -> str:
+    """The run named, which must have records, or the newest session of the
+    worktree (as ``--latest`` does)."""
+    if run_id is not None:
+        if not store.has_records(run_id):
+            raise NotFound(f"no run or session {run_id!r}: the sessions tool lists them")
+        return run_id
+    root = str(here.worktree(worktree))
+    found = store.sessions(worktree=root)
+    if not found:
+        raise NotFound(f"no session has touched {root} yet")
+    return found[0].run_id
+
+
+def _only_node(store: Store, run_id: str) -> str:
+    nodes = sorted({c.node_id for c in store.checkpoints(run_id)})
+    if len(nodes) == 1:
+        return nodes[0]
+    if not nodes:
+        raise NotFound(f"run {run_id!r} has no checkpoints")
+    raise InvalidInput(f"run {run_id!r} has nodes {', '.join(nodes)}: pick one with node_id")
+
+
+def _pick(here: Here, store: Store, args: m.PickIn) -> Checkpoint:
+    from durability.capture.restore import find_checkpoint
+
+    run_id = _run_id(here, store, args.run_id, args.worktree)
+    return find_checkpoint(store, run_id=run_id, node_id=args.node_id or _only_node(store, run_id),
+                           iteration=args.iteration, attempt=args.attempt, seq=args.seq)
+
+
+def _side(c: Checkpoint | None) -> m.SideOut | None:
+    if c is None:
+        return None
+    return m.SideOut(run_id=c.run_id, node_id=c.node_id, iteration=c.iteration,
+                     attempt=c.attempt, seq=c.seq, commit_id=c.commit_id)
+
+
+def _checkpoint(c: Checkpoint) -> m.CheckpointOut:
+    return m.CheckpointOut.model_validate(c.to_dict(), from_attributes=False, strict=False)
+
+
+def _ingest(here: Here, store: Store) -> int:
+    """Gaps still in the spool belong in the answer too; the torn lines skipped."""
+    from durability.gaps.ingest import ingest_spool
+
+    return ingest_spool(store, here.settings.spool_dirs).torn
+
+
+# -- the tools -----------------------------------------------------------------
+
+
+def sessions(here: Here, args: m.SessionsIn) -> m.SessionsOut:
+    root = str(here.worktree(args.worktree)) if args.worktree is not None else None
+    with here.store() as store:
+        rows = store.sessions(worktree=root)
+    return m.SessionsOut(sessions=[m.SessionOut(**s.to_dict()) for s in rows])
+
+
+def snapshots(here: Here, args: m.SnapshotsIn) -> m.CheckpointsOut:
+    with here.store() as store:
+        run_id = _run_id(here, store, args.run_id, args.worktree)
+        rows = store.checkpoints(run_id, args.node_id)
+    return m.CheckpointsOut(run_id=run_id, checkpoints=[_checkpoint(c) for c in rows])
+
+
+def show(here: Here, args: m.PickIn) -> m.ShowOut:
+    from durability.inspect.timeline import describe
+
+    with here.store() as store:
+        shown = describe(store, _pick(here, store, args))
+    files = shown.changes.files() if shown.changes else []
+    totals = shown.changes.totals() if shown.changes else None
+    return m.ShowOut(checkpoint=_checkpoint(shown.checkpoint), base=_side(shown.base),
+                     files=[m.FileChangeOut(**f.to_dict()) for f in files],
+                     totals=m.TotalsOut(**(totals.to_dict() if totals else
+                                           {"files": 0, "additions": 0, "deletions": 0})))
+
+
+def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
+    from durability.backends.selection import normalize
+    from durability.inspect import compare
+    from durability.inspect.timeline import describe
+
+    if args.to_seq is not None and args.to_worktree:
+        raise InvalidInput("give to_seq or to_worktree, not both")
+    with here.store() as store:
+        a = _pick(here, store, args)
+        paths = [p for p in normalize(args.paths, Path(a.worktree)) if p] if args.paths else []
+        old: m.SideOut | None = _side(a)
+        new: m.SideOut | str | None
+        changes: Changes | None
+        if args.to_worktree:
+            changes, new = compare.with_worktree(a, paths=paths), "worktree"
+        elif args.to_seq is not None:
+            b = store.checkpoint(a.key, args.to_seq)
+            changes, new = compare.checkpoints(a, b, paths=paths), _side(b)
+        else:
+            shown = describe(store, a, paths=paths)
+            changes, old, new = shown.changes, _side(shown.base), _side(a)
+    patch, cut = _patch(changes, args) if args.patch and changes is not None else (None, False)
+    files = changes.files() if changes else []
+    totals = changes.totals().to_dict() if changes else {"files": 0, "additions": 0,
+                                                         "deletions": 0}
+    return m.DiffOut.model_validate(
+        {"from": old, "to": new, "files": [f.to_dict() for f in files], "totals": totals,
+         "patch": patch, "patch_truncated": cut})
+
+
+def _patch(changes: Changes, args: m.DiffIn) -> tuple[str, bool]:
+    """The unified diff, cut at ``max_patch_bytes``: a file's bytes need not
+    be UTF-8, so undecodable ones are escaped."""
+    out, size = [], 0
+    for data in changes.patches():
+        if size + len(data) > args.max_patch_bytes:
+            out.append(data[:args.max_patch_bytes - size])
+            return b"".join(out).decode("utf-8", "backslashreplace"), True
+        out.append(data)
+        size += len(data)
+    return b"".join(out).decode("utf-8", "backslashreplace"), False
+
+
+def log(here: Here, args: m.LogIn) -> m.LogOut:
+    from durability.inspect.timeline import timeline
+
+    root = here.worktree(args.worktree)
+    with here.store() as store:
+        _ingest(here, store)
+        entries = timeline(store, root, limit=args.limit)
+    return m.LogOut(worktree=str(root), entries=[e.to_dict() for e in entries])
+
+
+def gaps(here: Here, args: m.GapsIn) -> m.GapsOut:
+    with here.store() as store:
+        torn = _ingest(here, store)
+        run_id = _run_id(here, store, args.run_id, args.worktree)
+        rows = store.gaps(run_id)
+    return m.GapsOut(run_id=run_id, gaps=[m.GapOut(**g.to_dict()) for g in rows],
+                     torn_spool_lines=torn)
+
+
+def attempts(here: Here, args: m.RunIdIn) -> m.AttemptsOut:
+    with here.store() as store:
+        run_id = _run_id(here, store, args.run_id, args.worktree)
+        rows = store.attempts(run_id)
+    return m.AttemptsOut(run_id=run_id, attempts=[m.AttemptOut(**a.to_dict()) for a in rows])
+
+
+def snapshot_now(here: Here, args: m.SnapshotIn) -> m.SnapshotOut:
+    from durability.capture.snapshot import snapshot_now as capture
+
+    root = here.worktree(args.worktree)
+    with here.store() as store:
+        run_id = args.run_id or _newest(store, root)
+        node_id = args.node_id or _default_node(store, run_id)
+    key = AttemptKey(run_id, node_id, args.iteration, args.attempt)
+    done = capture(here.settings, key=key, path=root, label=args.label,
+                   request_id=str(uuid.uuid4()), source="manual")
+    return m.SnapshotOut(run_id=run_id, node_id=node_id, iteration=args.iteration,
+                         attempt=args.attempt, seq=done.seq, commit_id=done.commit_id,
+                         deduped=done.deduped,
+                         skipped=[{"path": s.path, "reason": s.reason} for s in done.skipped])
+
+
+def _newest(store: Store, root: Path) -> str:
+    found = store.sessions(worktree=str(root))
+    if not found:
+        raise InvalidInput(f"no session has touched {root} yet: name a run_id to record under")
+    return found[0].run_id
+
+
+def _default_node(store: Store, run_id: str) -> str:
+    # A hook session's node is `session` (DURABILITY_NODE_ID aside).
+    nodes = sorted({c.node_id for c in store.checkpoints(run_id)})
+    return nodes[0] if len(nodes) == 1 else "session"
+
+
+def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
+    from durability.capture.restore import preview
+    from durability.capture.restore import restore as do_restore
+
+    with here.store() as store:
+        target = _pick(here, store, args)
+    which: dict[str, Any] = {
+        "run_id": target.run_id, "node_id": target.node_id, "iteration": target.iteration,
+        "attempt": target.attempt, "seq": target.seq, "paths": list(args.paths) or None}
+    if args.dry_run:
+        seen = preview(here.settings, **which)
+        return m.RestoreOut(dry_run=True, worktree=seen.worktree, target=_must(_side(seen.target)),
+                            paths=list(seen.paths) if seen.paths is not None else None,
+                            written=[p for p, _ in seen.changes.write],
+                            deleted=list(seen.changes.delete),
+                            left=[{"path": p, "why": why} for p, why in seen.changes.left])
+    # Every restore takes its pre-restore checkpoint first (contract 7): the undo.
+    done = do_restore(here.settings, **which)
+    r = done.restored
+    pre = m.SideOut(run_id=r.run_id, node_id=r.node_id, iteration=r.iteration,
+                    attempt=r.attempt, seq=done.pre_restore_seq,
+                    commit_id=done.pre_restore_commit)
+    undo = {"run_id": r.run_id, "node_id": r.node_id, "iteration": r.iteration,
+            "attempt": r.attempt, "seq": done.pre_restore_seq}
+    command = (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)}"
+               f" --iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
+    return m.RestoreOut(dry_run=False, worktree=done.worktree, target=_must(_side(r)),
+                        paths=list(done.paths) if done.paths is not None else None,
+                        written=[p for p, _ in done.changes.write],
+                        deleted=list(done.changes.delete), pre_restore=pre,
+                        undo=m.UndoOut(arguments=undo, command=command))
+
+
+def _must(side: m.SideOut | None) -> m.SideOut:
+    assert side is not None
+    return side
+
+
+def runs(here: Here, args: m.NoIn) -> m.RunsOut:
+    from engine.runs import Runs
+
+    with Runs(here.settings.db_path) as r:
+        return m.RunsOut(runs=[row.to_dict() for row in r.list_runs()])
+
+
+def run_status(here: Here, args: m.RunStatusIn) -> m.RunStatusOut:
+    from engine.runs import Runs
+    from engine.status import run_status as status
+
+    with Runs(here.settings.db_path) as r:
+        return m.RunStatusOut.model_validate(status(r, args.run_id))
+
+
+def approve(here: Here, args: m.ApproveIn) -> m.DecisionOut:
+    return _decide(here, args.run_id, args.node_id, "approved", None)
+
+
+def deny(here: Here, args: m.DenyIn) -> m.DecisionOut:
+    return _decide(here, args.run_id, args.node_id, "denied", args.reason)
+
+
+def _decide(here: Here, run_id: str, node_id: str, decision: str,
+            reason: str | None) -> m.DecisionOut:
+    from engine.runs import Runs
+
+    with Runs(here.settings.db_path) as r:
+        r.decide(run_id, node_id, decision, reason)
+    return m.DecisionOut(run_id=run_id, node_id=node_id,
+                         decision="approved" if decision == "approved" else "denied",
+                         next=f"durability resume {run_id}")
+
+
+_READ = "Changes nothing."
+TOOLS = [
+    Tool("sessions", "List every run or hook session with checkpoints or gaps, newest first. "
+         + _READ, m.SessionsIn, m.SessionsOut, sessions),
+    Tool("snapshots", "List a run's checkpoints (by attempt, then seq). " + _READ,
+         m.SnapshotsIn, m.CheckpointsOut, snapshots),
+    Tool("show", "One checkpoint and the files it changed against the checkpoint before it. "
+         + _READ, m.PickIn, m.ShowOut, show),
+    Tool("diff", "The files changed between two checkpoints, or between a checkpoint and the "
+         "worktree now; with patch=true also the unified diff. " + _READ,
+         m.DiffIn, m.DiffOut, diff),
+    Tool("log", "The timeline of a worktree, newest first: every checkpoint across sessions "
+         "and attempts, and the captures that failed (gaps). " + _READ, m.LogIn, m.LogOut, log),
+    Tool("gaps", "The captures of a run that could not be taken, and why. " + _READ,
+         m.GapsIn, m.GapsOut, gaps),
+    Tool("attempts", "A run's attempts with their jj_pointer. " + _READ,
+         m.RunIdIn, m.AttemptsOut, attempts),
+    Tool("restore", "Restore the worktree (or only some paths) to a checkpoint. A checkpoint of "
+         "the tree as it is is taken first; the answer's `undo` is the restore call that puts "
+         "it back. dry_run=true only lists what would change.",
+         m.RestoreIn, m.RestoreOut, restore, read_only=False),
+    Tool("snapshot_now", "Take a checkpoint of the worktree now (e.g. before a risky step).",
+         m.SnapshotIn, m.SnapshotOut, snapshot_now, read_only=False),
+    Tool("runs", "List the engine's runs, newest first. " + _READ, m.NoIn, m.RunsOut, runs),
+    Tool("run_status", "A run's tasks, attempts (with jj_pointer and latest checkpoint) and "
+         "outputs. " + _READ, m.RunStatusIn, m.RunStatusOut, run_status),
+    Tool("deny", "Deny a gated task of a run; its next resume fails the run there.",
+         m.DenyIn, m.DecisionOut, deny, read_only=False),
+]
+
+#: Served only with ``--allow-approve``: an agent approving its own gate
+#: would make the gate pointless, so a person opts in.
+APPROVE = Tool("approve", "Approve a gated task of a run; its next resume continues there.",
+               m.ApproveIn, m.DecisionOut, approve, read_only=False)
+
+
+def tools(here: Here) -> dict[str, Tool]:
+    """The tools this server serves, by name."""
+    served = [*TOOLS, APPROVE] if here.allow_approve else TOOLS
+    return {t.name: t for t in served}
