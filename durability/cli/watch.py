@@ -112,24 +112,38 @@ def _final_text(final: dict[str, Any] | None) -> str:
 @click.option("--project-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Project folder for --scope project|local (default: here).")
 @click.option("--uninstall", is_flag=True, help="Remove the hook this command added.")
+@click.option("--mcp", "mcp_scope", type=click.Choice(["project", "user"]), is_flag=False,
+              flag_value="project",
+              default=None, help="Also register `durability mcp` for Claude Code: the "
+              "project's .mcp.json (--mcp, or --mcp project) or ~/.claude.json (--mcp user).")
 @options.json_option
 def install_hook_command(harness: str, scope: str, project_dir: Path | None, uninstall: bool,
-                         as_json: bool) -> None:
+                         mcp_scope: str | None, as_json: bool) -> None:
     """Add the snapshot hook to a harness's hook file (or remove it).
 
     \b
-    Example:
+    Examples:
       durability install-hook --harness gemini --scope project
+      durability install-hook --scope project --mcp     # and .mcp.json
     """
     from durability.errors import InvalidInput
-    from durability.integrations.install_flow import install_or_remove
+    from durability.integrations.install_flow import (
+        check_mcp_options,
+        install_or_remove,
+        register_mcp,
+    )
 
-    if scope == "user" and project_dir is not None:
+    if scope == "user" and project_dir is not None and mcp_scope != "project":
         raise InvalidInput("--project-dir is for --scope project or local")
+    check_mcp_options(harness, mcp_scope)
     done = install_or_remove(harness=harness, scope=scope, project_dir=project_dir,
                              remove=uninstall)
+    if mcp_scope is not None:
+        done["mcp"] = register_mcp(scope=mcp_scope, project_dir=project_dir, remove=uninstall)
     if as_json:
         return options.emit(done)
+    if mcp_scope is not None:
+        _say_mcp(done["mcp"])
     if uninstall:
         state = "removed from" if done["changed"] else "was not in"
         return click.echo(f"durability snapshot-hook {state} {done['settings']}")
@@ -138,6 +152,14 @@ def install_hook_command(harness: str, scope: str, project_dir: Path | None, uni
                f"  command: {done['command']}")
     for note in done["notes"]:
         click.echo(f"durability: note: {note}", err=True)
+
+
+def _say_mcp(done: dict[str, object]) -> None:
+    if not done["installed"]:
+        state = "removed from" if done["changed"] else "was not in"
+    else:
+        state = "registered in" if done["changed"] else "already in"
+    click.echo(f"durability MCP server {state} {done['config']}")
 
 
 COMMANDS = [watch_command, unwatch_command, install_hook_command]

@@ -16,6 +16,7 @@ from pathlib import Path
 from durability import client, ids, paths
 from durability.config import Settings
 from durability.doctor.hooks import hook_checks
+from durability.doctor.mcp import mcp_checks
 from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.errors import (
     ConnectionLost,
@@ -31,7 +32,7 @@ def run_checks(settings: Settings, env: Mapping[str, str],
                project_dir: Path | None = None) -> list[Check]:
     where = Path(project_dir or Path.cwd()).absolute()
     return [_backend(where, env), _state(settings), _spool(settings), _socket(settings),
-            *hook_checks(where, env)]
+            *hook_checks(where, env), *mcp_checks(where, env)]
 
 
 def _backend(where: Path, env: Mapping[str, str]) -> Check:

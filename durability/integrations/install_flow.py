@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from durability.integrations import hook_command, install_hook
+from durability.errors import InvalidInput
+from durability.integrations import hook_command, install_hook, mcp_config
 
-__all__ = ["codex_trust_step", "install_or_remove"]
+__all__ = ["check_mcp_options", "codex_trust_step", "install_or_remove", "register_mcp"]
 
 
 def install_or_remove(*, harness: str, scope: str, project_dir: Path | None, remove: bool,
@@ -28,6 +29,23 @@ def install_or_remove(*, harness: str, scope: str, project_dir: Path | None, rem
     changed = install_hook.install(path, command=command, harness=harness)
     return {**result, "changed": changed, "command": command,
             "notes": _notes(harness, scope, path, executable, env)}
+
+
+def register_mcp(*, scope: str, project_dir: Path | None, remove: bool,
+                 env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Register (or remove) ``durability mcp`` for Claude Code at ``scope``."""
+    path = mcp_config.mcp_path(scope, project_dir=project_dir, env=env)
+    result: dict[str, Any] = {"scope": scope, "config": str(path), "installed": not remove}
+    if remove:
+        return {**result, "changed": mcp_config.unregister(path)}
+    executable = hook_command.running_executable()
+    changed = mcp_config.register(path, executable)
+    return {**result, "changed": changed, **mcp_config.entry(executable)}
+
+
+def check_mcp_options(harness: str, mcp_scope: str | None) -> None:
+    if mcp_scope is not None and harness != "claude":
+        raise InvalidInput("--mcp registers the MCP server for Claude Code (--harness claude)")
 
 
 def _notes(harness: str, scope: str, path: Path, executable: str,

@@ -35,8 +35,10 @@ __all__ = [
     "install",
     "installed_commands",
     "is_ours",
+    "read_json",
     "settings_path",
     "uninstall",
+    "write_json",
 ]
 
 #: The bare command earlier versions wrote; still recognised as ours, so that
@@ -235,14 +237,20 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path`` atomically, keeping its mode."""
+def _write(path: Path, data: dict[str, Any], *, new_mode: int = 0o644) -> None:
+    """Write ``data`` as JSON to ``path`` atomically, keeping its mode
+    (``new_mode`` for a file that is not there yet)."""
     if path.is_symlink():
         path = path.resolve()  # a dotfiles link stays a link; its target is updated
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
-        mode = 0o644
+        mode = new_mode
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     replace_file(path, text.encode("utf-8"), mode=mode, exact_mode=True, sync=True)
+
+
+#: The same careful reading and writing, for the MCP server's entry (mcp_config).
+read_json = _read
+write_json = _write
