@@ -40,6 +40,7 @@ __all__ = [
     "RunStatusIn",
     "RunStatusOut",
     "RunsOut",
+    "ServiceStatusOut",
     "SessionOut",
     "SessionsIn",
     "SessionsOut",
@@ -339,6 +340,15 @@ class RunStatusOut(_Out):
     run_id: str
     state: str | None
     tasks: list[dict[str, Any]]
+
+
+class ServiceStatusOut(_Out):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    running: bool
+    socket: str
+    answering: bool | None = Field(default=None, description="A service listens but does "
+                                   "not answer (stopped or flooded) when false.")
 
 
 class DecisionOut(_Out):

@@ -305,6 +305,15 @@ def run_status(here: Here, args: m.RunStatusIn) -> m.RunStatusOut:
         return m.RunStatusOut.model_validate(status(r, args.run_id))
 
 
+def service_status(here: Here, args: m.NoIn) -> m.ServiceStatusOut:
+    from durability.service import daemon
+
+    answer = daemon.status(here.settings)
+    return m.ServiceStatusOut.model_validate(
+        {"running": answer is not None, "socket": str(here.settings.socket_path),
+         **(answer or {})})
+
+
 def approve(here: Here, args: m.ApproveIn) -> m.DecisionOut:
     return _decide(here, args.run_id, args.node_id, "approved", None)
 
@@ -350,6 +359,8 @@ TOOLS = [
     Tool("runs", "List the engine's runs, newest first. " + _READ, m.NoIn, m.RunsOut, runs),
     Tool("run_status", "A run's tasks, attempts (with jj_pointer and latest checkpoint) and "
          "outputs. " + _READ, m.RunStatusIn, m.RunStatusOut, run_status),
+    Tool("service_status", "Whether the snapshot service runs (without it, hooks capture "
+         "in process). " + _READ, m.NoIn, m.ServiceStatusOut, service_status),
     Tool("deny", "Deny a gated task of a run; its next resume fails the run there.",
          m.DenyIn, m.DecisionOut, deny, read_only=False),
 ]

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from tests.helpers import cli, cli_json, durability_exe, make_git_repo, make_jj_repo, tree_manifest
 
 TOOLS = {"sessions", "snapshots", "show", "diff", "log", "gaps", "attempts", "restore",
-         "snapshot_now", "runs", "run_status", "deny"}
+         "snapshot_now", "runs", "run_status", "service_status", "deny"}
 
 Body = Callable[["Mcp"], Awaitable[None]]
 
@@ -138,6 +138,7 @@ def test_snapshot_dry_run_restore_and_undo(kind: str, tmp_path: Path) -> None:
         assert [e["seq"] for e in entries][:2] == [4, 3]  # the undo's own pre-restore first
         assert (await mcp.call("attempts"))["attempts"][0]["node_id"] == "session"
         assert (await mcp.call("gaps"))["gaps"] == []
+        assert (await mcp.call("service_status"))["running"] is False  # captured in process
 
     serve(repo, body)
     # The CLI reads the same records the tools wrote.
