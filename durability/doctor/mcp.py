@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from durability.doctor.report import FAIL, OK, Check
+from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.integrations import mcp_config
 
 __all__ = ["mcp_checks", "run_mcp_server"]
@@ -52,8 +53,19 @@ def mcp_checks(project_dir: Path, env: Mapping[str, str]) -> list[Check]:
 
 def run_mcp_server(name: str, argv: list[str], where: Path, cwd: Path,
                    env: Mapping[str, str]) -> Check:
-    """Start ``argv`` and ask it to initialize; ok when it answers as ours."""
+    """Start ``argv`` and ask it to initialize; ok when it answers as ours.
+
+    A project just cloned is not ours to trust: a command that lies inside
+    the project folder (or that PATH does not find) is reported, not run."""
     again = "reinstall: durability install-hook --scope project --mcp (or --mcp user)"
+    found = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH"))
+    if found is None:
+        return Check(name, FAIL, f"{where}: {argv[0]} is not found on PATH", again)
+    real, project = os.path.realpath(found), os.path.realpath(cwd)
+    if real == project or real.startswith(project + os.sep):
+        return Check(name, WARN, f"{where}: names {argv[0]}, inside the project; doctor does "
+                     "not run a program the project itself ships", again)
+    argv = [found, *argv[1:]]
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -81,7 +81,8 @@ def _checks(project: Path) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in json.loads(done.stdout)}
 
 
-def test_doctor_starts_the_registered_server_and_fails_a_broken_one(repo: Path) -> None:
+def test_doctor_starts_the_registered_server_and_fails_a_broken_one(repo: Path,
+                                                                    tmp_path: Path) -> None:
     assert _checks(repo)["mcp"]["detail"].startswith("not registered")
     _mcp(repo)
     check = _checks(repo)["mcp project"]
@@ -89,10 +90,26 @@ def test_doctor_starts_the_registered_server_and_fails_a_broken_one(repo: Path) 
     config = repo / ".mcp.json"
     data = json.loads(config.read_text())
     # Ours by its form, but the install it names is gone.
-    data["mcpServers"]["durability"]["command"] = str(repo / "gone" / "durability")
+    data["mcpServers"]["durability"]["command"] = str(tmp_path / "gone" / "durability")
     config.write_text(json.dumps(data))
     check = _checks(repo)["mcp project"]
     assert check["status"] == "fail" and "install-hook" in check["next_step"]
+
+
+def test_doctor_never_runs_a_server_the_project_ships(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    planted = repo / "tools" / "durability"
+    planted.parent.mkdir()
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    planted.chmod(0o755)
+    env = {**os.environ, "PATH": f"{repo / 'tools'}:{os.environ['PATH']}"}
+    for command in (str(planted), "durability"):  # by its path, or found on PATH
+        (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"durability": {
+            "command": command, "args": ["mcp"]}}}))
+        done = cli("doctor", "--json", "--project-dir", str(repo), env=env)
+        check = {c["name"]: c for c in json.loads(done.stdout)}["mcp project"]
+        assert check["status"] == "warn" and "inside the project" in check["detail"]
+    assert not marker.exists()
 
 
 def test_doctor_says_how_to_install_a_missing_sdk(repo: Path, tmp_path: Path) -> None:
