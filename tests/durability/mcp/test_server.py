@@ -139,11 +139,16 @@ def test_snapshot_dry_run_restore_and_undo(kind: str, tmp_path: Path) -> None:
         assert (await mcp.call("attempts"))["attempts"][0]["node_id"] == "session"
         assert (await mcp.call("gaps"))["gaps"] == []
         assert (await mcp.call("service_status"))["running"] is False  # captured in process
+        # Only some paths: the rest of the tree stays as the agent left it.
+        some = await mcp.call("restore", seq=1, paths=["new.txt"])
+        assert (some["paths"], some["deleted"], some["written"]) == (["new.txt"], ["new.txt"], [])
+        assert not (repo / "new.txt").exists()
+        assert (repo / "README.md").read_text() == "edited again\n"
 
     serve(repo, body)
     # The CLI reads the same records the tools wrote.
     rows = cli_json("snapshots", "agent-run")
-    assert [r["source"] for r in rows] == ["manual", "manual", "pre-restore", "pre-restore"]
+    assert [r["source"] for r in rows] == ["manual", "manual"] + ["pre-restore"] * 3
 
 
 def test_bad_inputs_answer_with_codes_and_the_server_lives_on(tmp_path: Path) -> None:
