@@ -95,6 +95,9 @@ class RunIdIn(_In):
 
 class SnapshotsIn(RunIdIn):
     node_id: Id | None = Field(default=None, description="Only this node (task).")
+    limit: int | None = Field(default=100, ge=1, description="Only the last N in the "
+                              "listing's order (a long session has one per tool call); "
+                              "null: all.")
 
 
 GapsIn = RunIdIn
@@ -203,6 +206,7 @@ class CheckpointOut(_Out):
 class CheckpointsOut(_Out):
     run_id: str
     checkpoints: list[CheckpointOut]
+    total: int = Field(description="How many the run has (more than listed when limited).")
 
 
 class FileChangeOut(_Out):

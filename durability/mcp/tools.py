@@ -138,7 +138,9 @@ def snapshots(here: Here, args: m.SnapshotsIn) -> m.CheckpointsOut:
     with here.store() as store:
         run_id = _run_id(here, store, args.run_id, args.worktree)
         rows = store.checkpoints(run_id, args.node_id)
-    return m.CheckpointsOut(run_id=run_id, checkpoints=[_checkpoint(c) for c in rows])
+    kept = rows[-args.limit:] if args.limit is not None else rows
+    return m.CheckpointsOut(run_id=run_id, checkpoints=[_checkpoint(c) for c in kept],
+                            total=len(rows))
 
 
 def show(here: Here, args: m.PickIn) -> m.ShowOut:

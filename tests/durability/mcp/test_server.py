@@ -119,6 +119,8 @@ def test_snapshot_dry_run_restore_and_undo(kind: str, tmp_path: Path) -> None:
         listed = await mcp.call("snapshots")
         assert [c["seq"] for c in listed["checkpoints"]] == [1, 2]  # ...and records nothing
 
+        last = await mcp.call("snapshots", limit=1)
+        assert ([c["seq"] for c in last["checkpoints"]], last["total"]) == ([2], 2)
         done = await mcp.call("restore", seq=1)
         assert (repo / "README.md").read_text() == "hello\n"
         assert not (repo / "new.txt").exists()
