@@ -86,6 +86,7 @@ _RUN = ("The run or session id; default: the newest session that touched the wor
 class SessionsIn(_In):
     worktree: PathText | None = Field(default=None, description="Only sessions that touched the "
                                       "worktree holding this path (default: every session).")
+    limit: int | None = Field(default=50, ge=1, description="Only the newest N; null: all.")
 
 
 class RunIdIn(_In):
@@ -100,7 +101,8 @@ class SnapshotsIn(RunIdIn):
                               "null: all.")
 
 
-GapsIn = RunIdIn
+class GapsIn(RunIdIn):
+    limit: int | None = Field(default=100, ge=1, description="Only the newest N; null: all.")
 
 
 class PickIn(RunIdIn):
@@ -184,6 +186,7 @@ class SessionOut(_Out):
 
 class SessionsOut(_Out):
     sessions: list[SessionOut]
+    total: int
 
 
 class CheckpointOut(_Out):
@@ -272,6 +275,7 @@ class GapOut(_Out):
 class GapsOut(_Out):
     run_id: str
     gaps: list[GapOut]
+    total: int
     torn_spool_lines: int = 0
 
 

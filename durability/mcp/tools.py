@@ -25,7 +25,7 @@ from durability import ids
 from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.mcp import models as m
-from engine import AttemptKey, Checkpoint, NotFound, Store
+from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
@@ -131,7 +131,8 @@ def sessions(here: Here, args: m.SessionsIn) -> m.SessionsOut:
     root = str(here.worktree(args.worktree)) if args.worktree is not None else None
     with here.store() as store:
         rows = store.sessions(worktree=root)
-    return m.SessionsOut(sessions=[m.SessionOut(**s.to_dict()) for s in rows])
+    kept = rows[:args.limit] if args.limit is not None else rows  # newest first
+    return m.SessionsOut(sessions=[m.SessionOut(**s.to_dict()) for s in kept], total=len(rows))
 
 
 def snapshots(here: Here, args: m.SnapshotsIn) -> m.CheckpointsOut:
@@ -214,8 +215,17 @@ def gaps(here: Here, args: m.GapsIn) -> m.GapsOut:
         torn = _ingest(here, store)
         run_id = _run_id(here, store, args.run_id, args.worktree)
         rows = store.gaps(run_id)
-    return m.GapsOut(run_id=run_id, gaps=[m.GapOut(**g.to_dict()) for g in rows],
-                     torn_spool_lines=torn)
+    kept = _newest_gaps(rows, args.limit)
+    return m.GapsOut(run_id=run_id, gaps=[m.GapOut(**g.to_dict()) for g in kept],
+                     total=len(rows), torn_spool_lines=torn)
+
+
+def _newest_gaps(rows: list[Gap], limit: int | None) -> list[Gap]:
+    """The newest ``limit`` gaps, in the store's order."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    newest = {id(g) for g in sorted(rows, key=lambda g: g.ts_ms)[-limit:]}
+    return [g for g in rows if id(g) in newest]
 
 
 def attempts(here: Here, args: m.RunIdIn) -> m.AttemptsOut:
