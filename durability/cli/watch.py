@@ -136,10 +136,14 @@ def install_hook_command(harness: str, scope: str, project_dir: Path | None, uni
     if scope == "user" and project_dir is not None and mcp_scope != "project":
         raise InvalidInput("--project-dir is for --scope project or local")
     check_mcp_options(harness, mcp_scope)
+    # The MCP entry first: a refusal there (a server of that name not ours)
+    # then leaves everything as it was.
+    mcp = None if mcp_scope is None else register_mcp(scope=mcp_scope, project_dir=project_dir,
+                                                      remove=uninstall)
     done = install_or_remove(harness=harness, scope=scope, project_dir=project_dir,
                              remove=uninstall)
-    if mcp_scope is not None:
-        done["mcp"] = register_mcp(scope=mcp_scope, project_dir=project_dir, remove=uninstall)
+    if mcp is not None:
+        done["mcp"] = mcp
     if as_json:
         return options.emit(done)
     if mcp_scope is not None:

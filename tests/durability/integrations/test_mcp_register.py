@@ -62,6 +62,7 @@ def test_never_replaces_a_durability_server_that_is_not_ours(tmp_path: Path) -> 
     assert done.stderr.startswith("durability: invalid-value: ") and "not this toolkit" in \
         done.stderr
     assert json.loads(config.read_text()) == foreign
+    assert not (tmp_path / ".claude").exists()  # nor was the hook installed
 
 
 def test_user_scope_is_claude_json_kept_private_and_other_harnesses_refused(
