@@ -29,6 +29,7 @@ class TwoCheckpoints:
 
 def two_checkpoints(backend: str, files: int, base: Path) -> TwoCheckpoints:
     """Set the environment up in ``base``, build the worktree, capture it twice."""
+    base.mkdir(parents=True, exist_ok=True)
     os.environ.update(DURABILITY_HOME=str(base / "state"), DURABILITY_SPOOL_DIR=str(base / "spool"),
                       DURABILITY_SOCKET=str(base / "s.sock"), JJ_CONFIG=str(base / "jj.toml"),
                       GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b.invalid",

@@ -154,10 +154,13 @@ class ConfinedTree:
         while folder and self.rmdir(folder):
             folder = folder.rpartition("/")[0]
 
-    def write_file(self, rel: str, data: bytes, mode: int, *, exact_mode: bool = False) -> None:
+    def write_file(self, rel: str, data: bytes, mode: int, *,
+                   exact_mode: bool = False) -> os.stat_result:
         """Write ``rel`` as a new file: whatever is there (file or link) is
         unlinked, never written through, and the new file is created with
         ``O_EXCL | O_NOFOLLOW``, so a link put back meanwhile is refused.
+        Returns the new file's stat data, read from the descriptor written
+        (so it is this file's, whatever replaces the name afterwards).
 
         Unlink and create, as git's and jj's checkouts do, rather than a
         temporary renamed over the file: on ext4 a rename over an existing
@@ -187,6 +190,7 @@ class ConfinedTree:
             _write_all(file_fd, data)
             if exact_mode:
                 os.fchmod(file_fd, mode)
+            return os.fstat(file_fd)
         finally:
             os.close(file_fd)
 

@@ -237,6 +237,26 @@ class WorktreeIndex:
         # truncate, chmod and rename) means libgit2 read one version.
         return stat_key(self.worktree / path) == before
 
+    def record(self, path: str, oid: pygit2.Oid, mode: int, st: os.stat_result) -> None:
+        """Stage ``path`` as ``oid`` with the stat data ``st`` of the file
+        holding it, without reading the file: for a file this process has
+        just written from that very blob (a restore).  pygit2's ``IndexEntry``
+        carries no stat data, so the entry is built through pygit2's own cffi
+        binding, as libgit2 fills one from a stat."""
+        centry = ffi.new("git_index_entry *")
+        ffi.buffer(ffi.addressof(centry, "id"))[:] = oid.raw
+        for name, ns in (("ctime", st.st_ctime_ns), ("mtime", st.st_mtime_ns)):
+            stamp = getattr(centry, name)
+            stamp.seconds, stamp.nanoseconds = divmod(ns, 1_000_000_000)
+        # libgit2 keeps 32 bits of each, as git does.
+        centry.dev, centry.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+        centry.uid, centry.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+        centry.file_size = st.st_size & 0xFFFFFFFF
+        centry.mode = int(mode)
+        name_buf = ffi.new("char[]", os.fsencode(path))
+        centry.path = name_buf
+        _check(C.git_index_add(self.index._index, centry))
+
     def _entry(self, path: str) -> pygit2.IndexEntry | None:
         try:
             return self.index[path]

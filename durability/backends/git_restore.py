@@ -147,11 +147,31 @@ def restore_tree(state: WorktreeIndex, target: pygit2.Commit, pre_restore: str |
     would carry out).  ``pre_restore``: the commit under which the modes of
     the files this restore overwrites are kept."""
     plan = select(plan_restore(state, target.tree), paths)
-    apply_plan(state.repo, state.worktree, plan, target=str(target.id), pre_restore=pre_restore,
-               dry_run=dry_run, progress=progress)
+    written = apply_plan(state.repo, state.worktree, plan, target=str(target.id),
+                         pre_restore=pre_restore, dry_run=dry_run, progress=progress)
     if not dry_run:
+        _record_written(state, plan, written)
         _track_ignored(state, plan)
     return plan
+
+
+def _record_written(state: WorktreeIndex, plan: Plan,
+                    written: Mapping[str, os.stat_result]) -> None:
+    """Stage every file the restore wrote from the blob it wrote, with the
+    stat data of the file written, as ``git checkout`` updates its index: the
+    scan that verifies the restore then trusts those entries instead of
+    reading all of them back (at 20,000 files, most of a git restore's cost).
+    A file changed after it was written no longer matches its stat data, so
+    that scan reads it; one changed within the same clock tick as the index
+    is written is read too (the racily-clean rule)."""
+    for _, new in plan.writes:
+        st = written.get(new.path)
+        if st is not None:
+            state.record(new.path, new.oid, new.mode, st)
+    if written:
+        # Written now, the index is newer than the files: libgit2 trusts an
+        # entry only when its file is older than the index file.
+        state.index.write()
 
 
 def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
@@ -176,14 +196,18 @@ def _ignored(repo: pygit2.Repository, path: str) -> bool:
 
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
                pre_restore: str | None, dry_run: bool = False,
-               progress: Progress | None = None) -> None:
+               progress: Progress | None = None) -> dict[str, os.stat_result]:
     """Carry out ``plan`` in ``root``, confined to it; refuse before writing
     anything when a file no checkpoint holds would be lost.  A dry run
-    stops after that check; ``progress`` hears of every path done."""
+    stops after that check; ``progress`` hears of every path done.
+
+    Returns the stat data of every regular file written, read from the
+    descriptor that wrote it (see ``WorktreeIndex.record``)."""
+    written: dict[str, os.stat_result] = {}
     with ConfinedTree(root) as tree:
         _check_conflicts(repo, tree, plan)
         if dry_run:
-            return
+            return written
         if pre_restore is not None:
             saved_modes.save(repo, pre_restore, _modes_replaced(tree, plan))
         wanted = saved_modes.load(repo, target)
@@ -192,8 +216,11 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
             _delete(tree, entry)
             done = _step(progress, done, total)
         for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-            _write(repo, tree, old, new, wanted)
+            st = _write(repo, tree, old, new, wanted)
+            if st is not None:
+                written[new.path] = st
             done = _step(progress, done, total)
+    return written
 
 
 def _step(progress: Progress | None, done: int, total: int) -> int:
@@ -294,9 +321,10 @@ def _delete(tree: ConfinedTree, entry: _Entry) -> None:
 
 
 def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new: _Entry,
-           wanted: Mapping[str, int]) -> None:
+           wanted: Mapping[str, int]) -> os.stat_result | None:
+    """Write ``new``; the stat data of the regular file written, if one was."""
     if new.mode == FileMode.COMMIT:
-        return  # checking out a submodule commit is the submodule's business
+        return None  # checking out a submodule commit is the submodule's business
     st = tree.lstat(new.path)
     if is_dir(st) and not tree.rmdir(new.path):
         # Emptied by the deletes, as _check_conflicts made sure: unless
@@ -304,14 +332,17 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
         raise _conflict(f"{new.path} is a folder that is not empty")
     mode = _kept_mode(wanted.get(new.path), new.mode)
     if old is not None and old.oid == new.oid and st is not None and stat.S_ISREG(st.st_mode):
-        return _chmod(tree, new.path, st, new.mode, mode)
+        _chmod(tree, new.path, st, new.mode, mode)
+        return None
     data = repo[new.oid].peel(pygit2.Blob).data
     if new.mode == FileMode.LINK:
-        return tree.write_link(new.path, data)
+        tree.write_link(new.path, data)
+        return None
     if mode is not None:
         return tree.write_file(new.path, data, mode, exact_mode=True)
     # The mode comes from the umask, as for a file git checks out.
-    tree.write_file(new.path, data, 0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
+    return tree.write_file(new.path, data,
+                           0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
 
 
 def _kept_mode(kept: int | None, mode: int) -> int | None:
