@@ -204,6 +204,8 @@ _EXIT_CODES = {
     "internal-error": 1,
     "invalid-value": 2,
     "not-found": 3,
+    # An optional extra the command needs is not installed (`browse`: tui).
+    "missing-extra": 8,
     # The service and its protocol.
     "service-error": 4,
     "service-running": 4,
