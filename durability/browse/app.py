@@ -36,6 +36,10 @@ _STYLES = {"+": "green", "-": "red", "@": "cyan"}
 class SessionsScreen(Screen[None]):
     """Every session with records; enter opens its timeline."""
 
+    DEFAULT_CSS = """
+    #sessions { height: 1fr; }
+    #note { padding: 0 1; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "app.quit", "Quit")]
 
     def compose(self) -> ComposeResult:
@@ -79,7 +83,7 @@ class TimelineScreen(Screen[None]):
         Binding("r", "restore", "Restore"), Binding("escape", "back", "Sessions"),
         Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
-    #timeline { width: 3fr; }
+    #timeline { width: 3fr; height: 1fr; }
     #diff-scroll { width: 2fr; border-left: solid $accent; }
     #status { height: auto; max-height: 4; }
     """

@@ -10,7 +10,7 @@ from durability.cli import options
 
 
 @click.command()
-@click.argument("run_id", required=False, callback=options.run_id)
+@click.argument("run_id", required=False, metavar="[RUN]", callback=options.run_id)
 def browse(run_id: str | None) -> None:
     """Browse sessions, their checkpoints and diffs; restore one after a confirmation.
 
