@@ -17,11 +17,13 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
+from textual.worker import get_current_worker
 
 from durability.browse import model
 from durability.config import Settings
@@ -124,14 +126,24 @@ class TimelineScreen(Screen[None]):
         if row is None:
             return
         if row.checkpoint is None:
+            self.workers.cancel_group(self, "diff")
             self._show_diff(f"GAP: a capture that could not be taken ({row.cells[-1]}); "
                             "nothing to show or restore.")
             return
+        self._show_diff(f"seq {row.checkpoint.seq}: reading the diff...")
+        self._load_diff(row.checkpoint)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def _load_diff(self, checkpoint: Checkpoint) -> None:
+        """The diff, off the event loop: a checkpoint of thousands of files
+        takes a second, and moving on starts the next one instead
+        (``exclusive``: the one still running is cancelled)."""
         try:
-            text = model.diff_text(self._browse.store, row.checkpoint, env=self._browse.env)
+            text = model.diff_text(self._browse.store, checkpoint, env=self._browse.env)
         except (DurabilityError, EngineError) as exc:
             text = f"durability: {exc.code}: {exc}"
-        self._show_diff(text)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show_diff, text)
 
     def _show_diff(self, text: str) -> None:
         self._browse.diff = text
@@ -252,6 +264,9 @@ class BrowseApp(App[None]):
         self.note = ""
         self.diff = ""
         self.status = ""
+
+    def on_unmount(self) -> None:
+        self.store.close()
 
     def on_mount(self) -> None:
         self.push_screen(SessionsScreen())

@@ -47,8 +47,16 @@ def _drive(app: BrowseApp, scenario: Callable[[Pilot[None]], Awaitable[None]]) -
         async with app.run_test(size=(160, 40)) as pilot:
             await pilot.pause()
             await scenario(pilot)
+            await pilot.app.workers.wait_for_complete()
 
     asyncio.run(run())
+
+
+async def _settled(pilot: Pilot[None]) -> None:
+    """Wait for the diff being read in its thread to reach the pane."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 def _labels(app: BrowseApp) -> list[str]:
@@ -72,7 +80,7 @@ def test_navigate_sessions_timeline_and_diff(session: Path, settings: Settings) 
         sessions = app.screen.query_one("#sessions", DataTable)
         assert sessions.row_count == 1 and str(sessions.get_row_at(0)[0]) == RUN
         await pilot.press("enter")
-        await pilot.pause()
+        await _settled(pilot)
         assert isinstance(app.screen, TimelineScreen)
         table = app.screen.query_one("#timeline", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
@@ -85,7 +93,7 @@ def test_navigate_sessions_timeline_and_diff(session: Path, settings: Settings) 
         await pilot.pause()
         assert app.diff.startswith("GAP: a capture that could not be taken")
         await pilot.press("down")
-        await pilot.pause()
+        await _settled(pilot)
         assert "seq 1 is the first checkpoint" in app.diff
         await pilot.press("escape")
         await pilot.pause()
