@@ -205,3 +205,33 @@ def test_an_unknown_run_is_not_found_before_anything_is_drawn() -> None:
     done = cli("browse", "no-such-run")
     assert done.returncode == 3 and done.stderr.startswith("durability: not-found: ")
     assert done.stdout == ""
+
+
+def test_a_refused_restore_says_why_and_changes_nothing(tmp_path: Path,
+                                                       settings: Settings) -> None:
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    try:
+        (repo / ".gitignore").write_text("")
+        (repo / "secret.env").write_text("recorded\n")
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", "--label", "first")
+        (repo / ".gitignore").write_text("*.env\n")
+        (repo / "secret.env").unlink()
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", "--label", "second")
+        (repo / "secret.env").write_text("unrecorded\n")  # ignored: no checkpoint holds it
+        before = tree_manifest(repo)
+        app = BrowseApp(settings, RUN)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await _go_to(pilot, "first")
+            await pilot.press("r")
+            await pilot.pause()
+            await pilot.press("y")
+            await pilot.pause()
+            assert isinstance(app.screen, TimelineScreen)
+            assert app.status.startswith("durability: restore-conflict: nothing restored: "
+                                         "secret.env: content no checkpoint holds")
+
+        _drive(app, scenario)
+        assert tree_manifest(repo) == before
+    finally:
+        forget(repo)
