@@ -11,10 +11,12 @@ from durability.cli import options
 
 @click.command()
 @click.argument("run_id", required=False, metavar="[RUN]", callback=options.run_id)
-def browse(run_id: str | None) -> None:
+@click.option("--latest", is_flag=True,
+              help="Open the newest session of the worktree here (instead of RUN).")
+def browse(run_id: str | None, latest: bool) -> None:
     """Browse sessions, their checkpoints and diffs; restore one after a confirmation.
 
-    With RUN, open that session's checkpoints.  Keys: up/down move, enter
+    With RUN (or --latest), open that session's checkpoints.  Keys: up/down move, enter
     opens a session, r restores the highlighted checkpoint (asks first; a
     pre-restore checkpoint is taken, so it can be undone), escape goes back,
     q quits.  Needs the tui extra (Textual).
@@ -23,13 +25,16 @@ def browse(run_id: str | None) -> None:
     Examples:
       durability browse
       durability browse 4f1c0d2e-session-id
+      durability browse --latest
     """
     from durability.browse import load_app
 
     app_class = load_app()
     settings = options.settings()
-    if run_id is not None:
-        options.resolve_run(options.store(settings), run_id, False)  # not-found before drawing
+    if run_id is not None or latest:
+        # An unknown RUN, or no session here, is not-found before anything is drawn.
+        with options.store(settings) as store:
+            run_id = options.resolve_run(store, run_id, latest)
     app_class(settings, run_id).run()
 
 

@@ -201,10 +201,15 @@ def test_without_textual_the_command_says_how_to_install_it(tmp_path: Path) -> N
     assert done.stdout == ""
 
 
-def test_an_unknown_run_is_not_found_before_anything_is_drawn() -> None:
+def test_an_unknown_run_is_not_found_before_anything_is_drawn(tmp_path: Path) -> None:
     done = cli("browse", "no-such-run")
     assert done.returncode == 3 and done.stderr.startswith("durability: not-found: ")
     assert done.stdout == ""
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    here = cli("browse", "--latest", cwd=repo)  # no session has touched it
+    assert here.returncode == 3 and here.stderr.startswith("durability: not-found: no session ")
+    both = cli("browse", "r", "--latest")
+    assert both.returncode == 2 and both.stderr.startswith("durability: invalid-value: ")
 
 
 def test_a_refused_restore_says_why_and_changes_nothing(tmp_path: Path,
