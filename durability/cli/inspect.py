@@ -305,6 +305,9 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     from durability.cli.table import timeline_table
     from durability.inspect.timeline import timeline
 
+    given = click.get_current_context().get_parameter_source("limit")
+    if every and given is not click.core.ParameterSource.DEFAULT:
+        raise InvalidInput("give --limit or --all, not both")
     settings = options.settings()
     store = options.store(settings)
     root = resolve_worktree(path or Path.cwd())

@@ -51,6 +51,9 @@ def test_log_shows_the_newest_50_unless_told(tmp_path: Path, settings: Settings)
         as_json = cli("log", str(repo), "--json")
         assert len(json.loads(as_json.stdout)) == LOG_LIMIT and as_json.stderr == ""
         assert len(cli_json("log", str(repo), "--all")) == LOG_LIMIT + 7
+        both = cli("log", str(repo), "--limit", "3", "--all")
+        assert both.returncode == 2 and both.stderr == ("durability: invalid-value: give "
+                                                        "--limit or --all, not both\n")
         # Exactly as many as there are: nothing was left out, no note.
         exact = cli("log", str(repo), "--limit", str(LOG_LIMIT + 7))
         assert exact.stderr == "" and len(exact.stdout.splitlines()) == 1 + LOG_LIMIT + 7
