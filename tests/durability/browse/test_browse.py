@@ -3,11 +3,17 @@
 (taken by the installed command): the sessions list, a session's timeline
 with its gap marked, the diff of the highlighted checkpoint, a restore after
 the confirmation (the tree changes, a pre-restore checkpoint is named as the
-undo) and a cancelled one (nothing changes), and an empty store."""
+undo), a cancelled and a refused one (nothing changes), an empty store; and
+the installed command itself on a real pseudo-terminal."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
+import select
+import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,7 +25,14 @@ from durability.backends.git import forget
 from durability.browse.app import BrowseApp, ConfirmRestore, SessionsScreen, TimelineScreen
 from durability.config import Settings
 from engine import Store
-from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo, tree_manifest
+from tests.helpers import (
+    cli,
+    cli_json,
+    durability_exe,
+    make_git_repo,
+    make_jj_repo,
+    tree_manifest,
+)
 
 RUN = "sess-browse"
 
@@ -192,8 +205,6 @@ def test_without_textual_the_command_says_how_to_install_it(tmp_path: Path) -> N
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "textual.py").write_text("raise ImportError('no textual here')\n")
-    import os
-
     done = cli("browse", env={**os.environ, "PYTHONPATH": str(shadow)})
     assert done.returncode == 8, done.stderr
     assert done.stderr == ("durability: missing-extra: the browser needs Textual (the tui "
@@ -240,3 +251,34 @@ def test_a_refused_restore_says_why_and_changes_nothing(tmp_path: Path,
         assert tree_manifest(repo) == before
     finally:
         forget(repo)
+
+
+def test_the_installed_command_draws_on_a_terminal_and_quits_on_q(session: Path) -> None:
+    """The command as a person runs it: on a real pseudo-terminal, the
+    session's timeline drawn, then `q`."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "30"}
+    proc = subprocess.Popen([durability_exe(), "browse", RUN], stdin=slave, stdout=slave,
+                            stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        quit_sent = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+            if not quit_sent and b"second" in seen:  # the newest checkpoint's label
+                os.write(master, b"q")
+                quit_sent = True
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert quit_sent and b"durability browse" in seen
