@@ -204,6 +204,9 @@ _EXIT_CODES = {
     "internal-error": 1,
     "invalid-value": 2,
     "not-found": 3,
+    # An optional extra the command needs is not installed (`browse`: tui;
+    # `mcp`: mcp).
+    "missing-extra": 8,
     # The service and its protocol.
     "service-error": 4,
     "service-running": 4,
@@ -229,8 +232,6 @@ _EXIT_CODES = {
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
-    # `durability mcp` without the MCP SDK (the `mcp` extra) installed.
-    "mcp-missing": 8,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,

@@ -38,7 +38,7 @@ def mcp_command(allow_approve: bool) -> None:
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise
         raise DurabilityError(f"the MCP server needs the MCP SDK, which is not installed: "
-                              f"{INSTALL}", code="mcp-missing") from None
+                              f"{INSTALL}", code="missing-extra") from None
     serve(Here(settings=options.settings(), cwd=Path.cwd(), allow_approve=allow_approve))
 
 

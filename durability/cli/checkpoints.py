@@ -3,6 +3,7 @@ and ``attempts``."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ import click
 from durability import ids
 from durability.backends.base import MOVING
 from durability.cli import options
-from engine import AttemptKey
+from engine import AttemptKey, Store
 
 if TYPE_CHECKING:
     from durability.capture.restore import Restored
@@ -33,9 +34,15 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
       durability snapshot . --run my-run --node main --label "before refactor"
     """
     from durability.capture.snapshot import snapshot_now
+    from durability.cli.progress import Spinner
 
-    result = snapshot_now(options.settings(), key=AttemptKey(run_id, node_id, iteration, attempt),
-                          path=path or Path.cwd(), label=label, request_id=str(uuid.uuid4()))
+    where = path or Path.cwd()
+    # A first capture of a large tree takes seconds and jj (or libgit2, or
+    # the service) says nothing until it ends: a spinner on a terminal.
+    with Spinner(f"capturing {ids.printable(str(where))}", quiet=as_json):
+        result = snapshot_now(options.settings(),
+                              key=AttemptKey(run_id, node_id, iteration, attempt),
+                              path=where, label=label, request_id=str(uuid.uuid4()))
     if as_json:
         options.emit(result.to_dict())
     else:
@@ -108,8 +115,8 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
 @click.option("--worktree", type=click.Path(path_type=Path),
               help="Restore into this worktree (default: where it was captured).")
 @click.option("--path", "paths", multiple=True, metavar="PATH",
-              help="Restore only this file or folder (relative to the worktree root, or "
-                   "absolute inside it); repeat for more.")
+              help="Restore only this file or folder (relative to the current folder "
+                   "inside the worktree, else to its root); repeat for more.")
 @click.option("--dry-run", is_flag=True,
               help="List what would be written, deleted or left; change nothing.")
 @options.json_option
@@ -140,7 +147,8 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
     which: dict[str, Any] = {
         "run_id": run_id, "node_id": node_id or options.only_node(store, run_id),
         "iteration": iteration, "attempt": attempt, "seq": seq,
-        "worktree": str(worktree) if worktree else None, "paths": paths or None}
+        "worktree": str(worktree) if worktree else None,
+        "paths": _from_here(store, paths, worktree, run_id, node_id, iteration, attempt, seq)}
     if dry_run:
         seen = preview(settings, **which)
         if as_json:
@@ -154,6 +162,27 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
     click.echo(f"restored {ids.printable(done.worktree)}{at} to seq {done.restored.seq} "
                f"({done.restored.commit_id[:12]}): {len(done.changes.write)} written, "
                f"{len(done.changes.delete)} deleted; undo: {_undo_command(done)}")
+
+
+def _from_here(store: Store, paths: tuple[str, ...], worktree: Path | None, run_id: str,
+               node_id: str | None, iteration: int | None, attempt: int | None,
+               seq: int | None) -> list[str] | None:
+    """``--path`` values as the library takes them: a relative one starts at
+    the current folder when that is inside the worktree (as in git, and as
+    ``diff -- PATHS``), else at the worktree's root."""
+    if not paths:
+        return None
+    from durability.backends import resolve_worktree
+    from durability.capture.restore import find_checkpoint
+
+    if worktree is None:
+        target = find_checkpoint(store, run_id=run_id,
+                                 node_id=node_id or options.only_node(store, run_id),
+                                 iteration=iteration, attempt=attempt, seq=seq)
+        worktree = Path(target.worktree)
+    start = options.anchor(resolve_worktree(worktree))
+    # An empty path stays empty, so the library refuses it as unusable.
+    return [os.path.join(start, p) if p else p for p in paths]
 
 
 def _undo_command(done: Restored) -> str:

@@ -127,7 +127,13 @@ def diff(latest: bool, node_id: str | None, iteration: int | None, attempt: int 
     store = options.store(options.settings())
     run_id = options.resolve_run(store, _validated(run_id), latest)
     a = _find(store, run_id, node_id, iteration, attempt, seq)
-    changes, old, new = _changes(store, a, to_seq, to_worktree, _relative(paths, Path(a.worktree)))
+    from durability.cli.progress import Spinner
+
+    # Comparing with the worktree hashes every file of it (libgit2 says
+    # nothing until done): a spinner on a terminal.
+    with Spinner("comparing", quiet=as_json):
+        changes, old, new = _changes(store, a, to_seq, to_worktree,
+                                     _relative(paths, Path(a.worktree)))
     if changes is None:
         click.echo(f"durability: seq {a.seq} is the first checkpoint of {a.worktree}: nothing "
                    "earlier to compare with (try --to or --worktree)", err=True)
@@ -178,8 +184,19 @@ def _changes(store: Store, a: Checkpoint, to_seq: int | None, to_worktree: bool,
 
 
 def _print_changes(changes: Changes, *, stat: bool, name_only: bool, color: str) -> None:
+    from durability.cli.progress import MIN_STEPS, Bar
     from durability.cli.table import changes_table, printable
 
+    patches: Iterable[bytes] = ()
+    with Bar("comparing files") as bar:
+        if stat or name_only:
+            changes.files(progress=bar)
+        else:
+            patches = changes.patches(progress=bar)
+            if bar.enabled and len(changes) >= MIN_STEPS:
+                # Made whole before a line is printed: a bar redrawn between
+                # the lines of a diff on the same terminal would garble both.
+                patches = list(patches)
     if name_only:
         for f in changes.files():
             click.echo(printable(ids.printable(f.path)))
@@ -190,7 +207,7 @@ def _print_changes(changes: Changes, *, stat: bool, name_only: bool, color: str)
             click.echo(f"{t.files} file{'' if t.files == 1 else 's'} changed, "
                        f"+{t.additions} -{t.deletions}")
     else:
-        _write(changes.patches(), _coloured(color))
+        _write(patches, _coloured(color))
 
 
 def _side(c: Checkpoint | None) -> dict[str, object] | None:
@@ -203,8 +220,7 @@ def _side(c: Checkpoint | None) -> dict[str, object] | None:
 def _relative(paths: Sequence[str], root: Path) -> list[str]:
     """PATHS as worktree-relative paths: relative to the current folder when
     it is inside the worktree, else to the worktree's root."""
-    here = Path.cwd()
-    start = here if here == root or root in here.parents else root
+    start = options.anchor(root)
     out = []
     for p in paths:
         full = os.path.normpath(os.path.join(start, p))
@@ -259,27 +275,39 @@ def _paint(patch: bytes) -> bytes:
     return b"".join(out)
 
 
+#: ``log``'s default number of entries: a long-lived worktree has thousands,
+#: each compared with its base.
+LOG_LIMIT = 50
+
+
 @click.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--limit", type=click.IntRange(1), help="Only the newest N entries.")
+@click.option("--limit", type=click.IntRange(1), default=LOG_LIMIT, show_default=True,
+              help="Only the newest N entries.")
+@click.option("--all", "every", is_flag=True, help="Every entry (no limit).")
 @options.json_option
-def log(path: Path | None, limit: int | None, as_json: bool) -> None:
+def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     """The timeline of the worktree at PATH (default: here), newest first.
 
     One line per checkpoint, across sessions and attempts: time, run,
     attempt, seq, source, what it changed (+added -deleted lines, files) and
     label.  Captures that could not be taken are marked GAP where they
-    happened.
+    happened.  The newest 50 entries unless --limit or --all says otherwise.
 
     \b
     Examples:
       durability log
       durability log ../other-worktree --limit 20 --json
+      durability log --all
     """
     from durability.backends import resolve_worktree
+    from durability.cli.progress import Bar
     from durability.cli.table import timeline_table
     from durability.inspect.timeline import timeline
 
+    given = click.get_current_context().get_parameter_source("limit")
+    if every and given is not click.core.ParameterSource.DEFAULT:
+        raise InvalidInput("give --limit or --all, not both")
     settings = options.settings()
     store = options.store(settings)
     root = resolve_worktree(path or Path.cwd())
@@ -287,9 +315,16 @@ def log(path: Path | None, limit: int | None, as_json: bool) -> None:
     from durability.gaps.ingest import ingest_spool
 
     ingest_spool(store, settings.spool_dirs)
-    entries = timeline(store, root, limit=limit)
+    with Bar("reading the timeline", quiet=as_json) as bar:
+        # One more than shown, to know whether older entries were left out.
+        entries = timeline(store, root, limit=None if every else limit + 1, progress=bar)
+    more = not every and len(entries) > limit
+    entries = entries[:limit] if more else entries
     options.listing([e.to_dict() for e in entries], as_json, lambda: timeline_table(entries),
                     f"nothing recorded yet for {root}")
+    if more and not as_json:
+        click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
+                   err=True)
 
 
 COMMANDS = [show, diff, log]

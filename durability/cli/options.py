@@ -17,8 +17,8 @@ from durability.config import Settings
 from durability.errors import InvalidInput
 from engine import NotFound, Store
 
-__all__ = ["attempt_options", "emit", "json_option", "listing", "only_node", "resolve_run",
-           "run_argument", "run_id", "settings", "store"]
+__all__ = ["anchor", "attempt_options", "emit", "json_option", "listing", "only_node",
+           "resolve_run", "run_argument", "run_id", "settings", "store"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,3 +117,11 @@ def only_node(s: Store, run_id: str) -> str:
     if not nodes:
         raise NotFound(f"run {run_id!r} has no checkpoints")
     raise InvalidInput(f"run {run_id!r} has nodes {', '.join(nodes)}: pick one with --node")
+
+
+def anchor(root: Path) -> Path:
+    """Where a command's relative paths inside worktree ``root`` start, as
+    in git: the current folder when it is inside the worktree, else the
+    worktree's root (``diff -- PATHS`` and ``restore --path`` alike)."""
+    here = Path.cwd()
+    return here if here == root or root in here.parents else root

@@ -1,11 +1,16 @@
 """What ``durability restore`` prints: the JSON shapes and the lines of a
-dry run (documented in docs/RESTORE.md; the shapes are tested)."""
+dry run (documented in docs/RESTORE.md; the shapes are tested).
+
+A dry run's order is part of its format, whatever order a backend's plan
+came in: the paths to write, then those to delete, then those left, each
+group by path (``_ordered``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from durability import ids
+from durability.backends import Changes
 from durability.capture.restore import Preview, Restored
 
 __all__ = ["preview_dict", "preview_lines", "restored_dict"]
@@ -25,17 +30,18 @@ def restored_dict(done: Restored) -> dict[str, Any]:
 
 def preview_dict(seen: Preview) -> dict[str, Any]:
     """``restore --dry-run --json``."""
+    changes = _ordered(seen.changes)
     return {"dry_run": True, "worktree": seen.worktree,
             "target": {"seq": seen.target.seq, "commit_id": seen.target.commit_id},
             "paths": list(seen.paths) if seen.paths is not None else None,
-            "write": [{"path": p, "how": how} for p, how in seen.changes.write],
-            "delete": list(seen.changes.delete),
-            "left": [{"path": p, "why": why} for p, why in seen.changes.left]}
+            "write": [{"path": p, "how": how} for p, how in changes.write],
+            "delete": list(changes.delete),
+            "left": [{"path": p, "why": why} for p, why in changes.left]}
 
 
 def preview_lines(seen: Preview) -> list[str]:
     """``restore --dry-run``: a heading, one line per path, a count."""
-    changes = seen.changes
+    changes = _ordered(seen.changes)
     at = f" at {', '.join(map(ids.printable, seen.paths))}" if seen.paths else ""
     lines = [f"dry run, nothing changed: restoring {ids.printable(seen.worktree)}{at} to seq "
              f"{seen.target.seq} ({seen.target.commit_id[:12]}) would"]
@@ -49,3 +55,10 @@ def preview_lines(seen: Preview) -> list[str]:
 
 def _line(action: str, path: str) -> str:
     return f"  {action:<{_COLUMN}} {ids.printable(path)}"
+
+
+def _ordered(changes: Changes) -> Changes:
+    """Each group by path (Python's order of the names: by code point, which
+    for UTF-8 names is their byte order)."""
+    return Changes(write=tuple(sorted(changes.write)), delete=tuple(sorted(changes.delete)),
+                   left=tuple(sorted(changes.left)))

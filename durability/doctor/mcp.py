@@ -85,7 +85,7 @@ def run_mcp_server(name: str, argv: list[str], where: Path, cwd: Path,
     first = err.decode("utf-8", "replace").strip().splitlines()[:1]
     why = first[0][:200] if first else "no answer" if answer is None else "not our server"
     step = ("install the MCP extra: pip install 'worktree-durability[mcp]'"
-            if "mcp-missing" in why else again)
+            if "missing-extra" in why else again)
     return Check(name, FAIL, f"{where}: {argv[0]} does not answer as the durability MCP "
                  f"server ({why})", step)
 

@@ -18,6 +18,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import DeltaStatus, DiffFind
 
+from durability.backends import Progress
 from durability.errors import GitFailed
 
 __all__ = ["Changes", "FileChange", "Totals", "between_trees"]
@@ -83,10 +84,20 @@ class Changes:
                       if d.status in _STATUS and _wanted(d, paths)]
         self._files: list[FileChange] | None = None
 
-    def files(self) -> list[FileChange]:
-        """Every changed path, in git's order (by path)."""
+    def __len__(self) -> int:
+        """How many paths changed (known before any patch is made)."""
+        return len(self._kept)
+
+    def files(self, progress: Progress | None = None) -> list[FileChange]:
+        """Every changed path, in git's order (by path); ``progress`` hears
+        of each file counted."""
         if self._files is None:
-            self._files = [_file_change(self._patch(i)) for i in self._kept]
+            files = []
+            for done, i in enumerate(self._kept, 1):
+                files.append(_file_change(self._patch(i)))
+                if progress is not None:
+                    progress(done, len(self._kept))
+            self._files = files
         return self._files
 
     def totals(self) -> Totals:
@@ -94,10 +105,12 @@ class Changes:
         return Totals(len(files), sum(f.additions for f in files),
                       sum(f.deletions for f in files))
 
-    def patches(self) -> Iterator[bytes]:
-        """git's unified diff of each changed path."""
-        for i in self._kept:
+    def patches(self, progress: Progress | None = None) -> Iterator[bytes]:
+        """git's unified diff of each changed path; ``progress`` hears of each."""
+        for done, i in enumerate(self._kept, 1):
             yield self._patch(i).data
+            if progress is not None:
+                progress(done, len(self._kept))
 
     def _patch(self, index: int) -> pygit2.Patch:
         try:

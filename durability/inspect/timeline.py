@@ -22,14 +22,15 @@ from typing import Any
 
 import pygit2
 
+from durability.backends import Progress
 from durability.errors import DurabilityError
 from durability.inspect.compare import in_repository
 from durability.inspect.diff import Changes, Totals
 from durability.inspect.repository import open_checkpoints
 from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
 
-__all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict", "describe",
-           "timeline", "timeline_order"]
+__all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict",
+           "describe", "run_timeline", "timeline", "timeline_order"]
 
 _KEYS = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "change_id",
          "operation_id", "worktree", "source", "tool_use_id", "label", "request_id",
@@ -132,20 +133,54 @@ class Entry:
 
 
 def timeline(store: Store, worktree: Path, *, limit: int | None = None,
-             env: Mapping[str, str] = os.environ) -> list[Entry]:
+             env: Mapping[str, str] = os.environ,
+             progress: Progress | None = None) -> list[Entry]:
     """The checkpoints and gaps of ``worktree``, newest first (at most
-    ``limit`` entries)."""
+    ``limit`` entries); ``progress`` hears of each checkpoint compared."""
     rows = store.worktree_checkpoints(str(worktree))
-    entries = [Entry(g.ts_ms, gap=g) for g in store.worktree_gaps(str(worktree))]
+    entries = _newest_first(rows, store.worktree_gaps(str(worktree)), limit)
+    return _with_all_totals(store, entries, env, progress)
+
+
+def run_timeline(store: Store, run_id: str, *, limit: int | None = None,
+                 env: Mapping[str, str] = os.environ,
+                 progress: Progress | None = None) -> list[Entry]:
+    """The checkpoints and gaps of one run (session), newest first, each
+    checkpoint against its base in its worktree (which may be another run's
+    checkpoint: the rule is the same as ``timeline``'s)."""
+    entries = _newest_first(store.checkpoints(run_id), store.gaps(run_id), limit)
+    return _with_all_totals(store, entries, env, progress)
+
+
+def _newest_first(rows: Sequence[Checkpoint], gaps: Sequence[Gap],
+                  limit: int | None) -> list[Entry]:
+    entries = [Entry(g.ts_ms, gap=g) for g in gaps]
     entries += [Entry(c.created_at_ms, checkpoint=c) for c in rows]
     # Gaps before checkpoints of the same millisecond: the gap was filed first.
     entries.sort(key=lambda e: (e.time_ms, e.gap is None,
                                 timeline_order(e.checkpoint) if e.checkpoint else ()),
                  reverse=True)
-    entries = entries[:limit] if limit is not None else entries
-    repo = _open(worktree, env) if rows else None
-    found = bases(rows)
-    return [_with_totals(e, found, repo) for e in entries]
+    return entries[:limit] if limit is not None else entries
+
+
+def _with_all_totals(store: Store, entries: Sequence[Entry], env: Mapping[str, str],
+                     progress: Progress | None) -> list[Entry]:
+    """``entries`` with each checkpoint's base and totals; one repository
+    and one pass over the rows per worktree."""
+    found: dict[tuple[Any, ...], Checkpoint | None] = {}
+    repos: dict[str, pygit2.Repository | None] = {}
+    for wt in sorted({e.checkpoint.worktree for e in entries if e.checkpoint is not None}):
+        found.update(bases(store.worktree_checkpoints(wt)))
+        repos[wt] = _open(Path(wt), env)
+    out, total, done = [], sum(e.checkpoint is not None for e in entries), 0
+    for e in entries:
+        if e.checkpoint is not None:
+            e = _with_totals(e, found, repos[e.checkpoint.worktree])
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        out.append(e)
+    return out
 
 
 def _open(worktree: Path, env: Mapping[str, str]) -> pygit2.Repository | None:

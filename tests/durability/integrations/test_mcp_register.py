@@ -125,7 +125,7 @@ def test_doctor_says_how_to_install_a_missing_sdk(repo: Path, tmp_path: Path) ->
     (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"durability": {
         "command": str(wrapper), "args": ["mcp"]}}}))
     check = _checks(repo)["mcp project"]
-    assert check["status"] == "fail" and "mcp-missing" in check["detail"]
+    assert check["status"] == "fail" and "missing-extra" in check["detail"]
     assert "worktree-durability[mcp]" in check["next_step"]
 
 

@@ -205,4 +205,4 @@ def test_without_the_sdk_one_line_with_a_code_says_how_to_install(tmp_path: Path
     done = cli("mcp", env={**os.environ, "PYTHONPATH": str(tmp_path)}, input="")
     assert done.returncode == 8 and done.stdout == ""
     [line] = done.stderr.splitlines()
-    assert line.startswith("durability: mcp-missing: ") and "[mcp]" in line
+    assert line.startswith("durability: missing-extra: ") and "[mcp]" in line

@@ -1,0 +1,274 @@
+"""The Textual application behind ``durability browse``.
+
+Two screens and a dialog: the sessions (every run id with records, newest
+first), one session's timeline (checkpoints newest first with what each
+changed, gaps marked where they happened) beside the diff of the highlighted
+checkpoint, and a confirmation before a restore.  A restore is
+``capture.restore.restore``, exactly as the command runs it: a pre-restore
+checkpoint is taken first, and the browser then names it as the undo.
+
+Keys are listed in docs/INSPECTING.md and in the footer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Static
+from textual.worker import get_current_worker
+
+from durability.browse import model
+from durability.config import Settings
+from durability.errors import DurabilityError
+from engine import Checkpoint, EngineError, Store
+
+__all__ = ["BrowseApp", "ConfirmRestore", "SessionsScreen", "TimelineScreen"]
+
+_STYLES = {"+": "green", "-": "red", "@": "cyan"}
+
+
+class SessionsScreen(Screen[None]):
+    """Every session with records; enter opens its timeline."""
+
+    DEFAULT_CSS = """
+    #sessions { height: 1fr; }
+    #note { padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "app.quit", "Quit")]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="note")
+        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        app = self._browse
+        rows = model.session_rows(app.store)
+        table = self.query_one("#sessions", DataTable)
+        table.clear(columns=True)
+        table.add_columns(*model.SESSION_COLUMNS)
+        for run_id, cells in rows:
+            table.add_row(*cells, key=run_id)
+        note = ("Enter: a session's checkpoints.  q: quit." if rows else
+                "No sessions recorded yet: a session appears here once a hook, a watch or "
+                "`durability snapshot` has taken a checkpoint (or filed a gap).")
+        self.query_one("#note", Static).update(note)
+        app.note = note
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.push_screen(TimelineScreen(event.row_key.value))
+
+    @property
+    def _browse(self) -> BrowseApp:
+        assert isinstance(self.app, BrowseApp)
+        return self.app
+
+
+class TimelineScreen(Screen[None]):
+    """One session's checkpoints and gaps, and the diff of the highlighted one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "restore", "Restore"), Binding("escape", "back", "Sessions"),
+        Binding("q", "app.quit", "Quit")]
+    DEFAULT_CSS = """
+    #timeline { width: 3fr; height: 1fr; }
+    #diff-scroll { width: 2fr; border-left: solid $accent; }
+    #status { height: auto; max-height: 4; }
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.rows: dict[str, model.Row] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            yield DataTable(id="timeline", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="diff-scroll"):
+                yield Static("", id="diff")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"session {self.run_id}"
+        self.reload()
+
+    def reload(self) -> None:
+        rows = model.timeline_rows(self._browse.store, self.run_id, self._browse.env)
+        self.rows = {r.key: r for r in rows}
+        table = self.query_one("#timeline", DataTable)
+        table.clear(columns=True)
+        table.add_columns(*model.TIMELINE_COLUMNS)
+        for r in rows:
+            cells = [Text(c, style="bold yellow") if r.gap_reason else Text(c) for c in r.cells]
+            table.add_row(*cells, key=r.key)
+        if not rows:
+            self._show_diff(f"session {self.run_id} has no checkpoints or gaps")
+        table.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = self.rows.get(event.row_key.value or "")
+        if row is None:
+            return
+        if row.checkpoint is None:
+            self.workers.cancel_group(self, "diff")
+            self._show_diff(f"GAP: a capture that could not be taken ({row.cells[-1]}); "
+                            "nothing to show or restore.")
+            return
+        self._show_diff(f"seq {row.checkpoint.seq}: reading the diff...")
+        self._load_diff(row.checkpoint)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def _load_diff(self, checkpoint: Checkpoint) -> None:
+        """The diff, off the event loop: a checkpoint of thousands of files
+        takes a second, and moving on starts the next one instead
+        (``exclusive``: the one still running is cancelled)."""
+        try:
+            text = model.diff_text(self._browse.store, checkpoint, env=self._browse.env)
+        except (DurabilityError, EngineError) as exc:
+            text = f"durability: {exc.code}: {exc}"
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show_diff, text)
+
+    def _show_diff(self, text: str) -> None:
+        self._browse.diff = text
+        shown = Text()
+        for line in text.splitlines():
+            style = _STYLES.get(line[:1], "") if not line.startswith(("+++", "---")) else "bold"
+            shown.append(line + "\n", style=style)
+        self.query_one("#diff", Static).update(shown)
+
+    def _status(self, text: str) -> None:
+        self._browse.status = text
+        self.query_one("#status", Static).update(Text(text))
+
+    def selected(self) -> model.Row | None:
+        table = self.query_one("#timeline", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.rows.get(key or "")
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+        screen = self.app.screen
+        if isinstance(screen, SessionsScreen):
+            screen.reload()
+
+    def action_restore(self) -> None:
+        row = self.selected()
+        if row is None:
+            return
+        if row.checkpoint is None:
+            self._status("a gap is not a checkpoint: nothing to restore")
+            return
+        target = row.checkpoint
+        self.app.push_screen(ConfirmRestore(target),
+                             lambda yes: self._restore(target) if yes else self._cancelled())
+
+    def _cancelled(self) -> None:
+        self._status("restore cancelled: nothing changed")
+
+    def _restore(self, target: Checkpoint) -> None:
+        from durability.capture.restore import restore
+
+        try:
+            done = restore(self._browse.settings, run_id=target.run_id, node_id=target.node_id,
+                           iteration=target.iteration, attempt=target.attempt, seq=target.seq,
+                           env=self._browse.env)
+        except (DurabilityError, EngineError) as exc:
+            self._status(f"durability: {exc.code}: {exc}")
+            return
+        self.reload()
+        self._status(
+            f"restored {done.worktree} to seq {target.seq}: {len(done.changes.write)} written, "
+            f"{len(done.changes.delete)} deleted.  Undo: restore seq {done.pre_restore_seq} "
+            f"(the tree as it was just before), or run: durability restore "
+            f"{target.run_id} --node {target.node_id} --iteration {target.iteration} "
+            f"--attempt {target.attempt} --seq {done.pre_restore_seq}")
+
+    @property
+    def _browse(self) -> BrowseApp:
+        assert isinstance(self.app, BrowseApp)
+        return self.app
+
+
+class ConfirmRestore(ModalScreen[bool]):
+    """Restore or not: y / enter on Restore, n / escape / Cancel."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Restore"), Binding("n", "answer(False)", "Cancel"),
+        Binding("escape", "answer(False)", "Cancel")]
+    DEFAULT_CSS = """
+    ConfirmRestore { align: center middle; }
+    #dialog { width: 80; height: auto; border: thick $error; padding: 1 2; background: $surface; }
+    #buttons { height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, target: Checkpoint) -> None:
+        super().__init__()
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        t = self.target
+        with Vertical(id="dialog"):
+            yield Static(Text(
+                f"Restore {t.worktree} to seq {t.seq} ({t.commit_id[:12]}"
+                f"{', ' + (t.label or '') if t.label else ''})?\n\n"
+                "Every file the checkpoints record becomes as it was then; ignored files "
+                "are left alone.  A pre-restore checkpoint of the tree as it is now is "
+                "taken first: to undo, restore that one (its seq is shown after)."),
+                id="question")
+            with Horizontal(id="buttons"):
+                yield Button("Restore (y)", id="yes", variant="error")
+                yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # the safe answer is the default
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class BrowseApp(App[None]):
+    """Sessions, then one session's checkpoints and their diffs; restore."""
+
+    TITLE = "durability browse"
+
+    def __init__(self, settings: Settings, run_id: str | None = None, *,
+                 env: Mapping[str, str] = os.environ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.run_id = run_id
+        self.env = env
+        self.store = Store(settings.db_path)
+        #: What the panes show now, as plain text (for tests and scripts).
+        self.note = ""
+        self.diff = ""
+        self.status = ""
+
+    def on_unmount(self) -> None:
+        self.store.close()
+
+    def on_mount(self) -> None:
+        self.push_screen(SessionsScreen())
+        if self.run_id is not None:
+            self.push_screen(TimelineScreen(self.run_id))

@@ -1,0 +1,115 @@
+"""What the browser shows, read without Textual: the sessions, one session's
+timeline (checkpoints with what each changed, gaps where they happened), and
+the text of a checkpoint's diff.
+
+Everything comes from ``inspect`` (the same bases and totals as ``log`` and
+``show``) and the store; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from durability import ids
+from durability.inspect.timeline import Entry, describe, run_timeline
+from engine import Checkpoint, Session, Store
+
+__all__ = ["DIFF_LINES", "Row", "diff_text", "session_rows", "timeline_rows"]
+
+#: Lines of a diff the pane shows; the rest is named, with the command
+#: that prints it whole.
+DIFF_LINES = 4000
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a session's timeline: a checkpoint or a gap."""
+
+    key: str  # unique within the table
+    cells: tuple[str, ...]
+    checkpoint: Checkpoint | None = None
+    gap_reason: str | None = None
+
+
+#: The timeline table's columns.
+TIMELINE_COLUMNS = ("SEQ", "TIME", "NODE/IT/ATT", "SOURCE", "CHANGES", "LABEL")
+#: The sessions table's columns.
+SESSION_COLUMNS = ("RUN", "LAST", "CHECKPOINTS", "GAPS", "WORKTREE")
+
+
+def session_rows(store: Store) -> list[tuple[str, tuple[str, ...]]]:
+    """Every session, newest first: (run id, cells)."""
+    return [(s.run_id, _session_cells(s)) for s in store.sessions()]
+
+
+def _session_cells(s: Session) -> tuple[str, ...]:
+    return (_text(s.run_id), _when(s.last_ms), str(s.checkpoints), str(s.gaps),
+            _text(s.worktree or "-"))
+
+
+def timeline_rows(store: Store, run_id: str, env: Mapping[str, str] = os.environ
+                  ) -> list[Row]:
+    """The checkpoints and gaps of ``run_id``, newest first."""
+    return [_row(i, e) for i, e in enumerate(run_timeline(store, run_id, env=env))]
+
+
+def _row(index: int, e: Entry) -> Row:
+    if e.gap is not None:
+        g = e.gap
+        where = f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-"
+        label = f"{g.reason}: {g.detail}" if g.detail else g.reason
+        return Row(f"gap-{index}", ("GAP", _when(g.ts_ms), where, g.source or "-",
+                                    "not captured", _text(label)), gap_reason=g.reason)
+    c = e.checkpoint
+    assert c is not None
+    changes = ("-" if e.base is None else "?" if e.totals is None
+               else f"+{e.totals.additions} -{e.totals.deletions} {e.totals.files} "
+                    f"file{'' if e.totals.files == 1 else 's'}")
+    who = c.agent_type or c.agent_id
+    label = (f"[{who}] " if who else "") + (c.label or "")
+    return Row(f"cp-{index}", (str(c.seq), _when(c.created_at_ms),
+                               f"{c.node_id}/{c.iteration}/{c.attempt}", c.source, changes,
+                               _text(label)), checkpoint=c)
+
+
+def diff_text(store: Store, checkpoint: Checkpoint, *, lines: int = DIFF_LINES,
+              env: Mapping[str, str] = os.environ) -> str:
+    """What ``checkpoint`` changed against its base, as ``durability diff``
+    prints it (uncoloured; control characters escaped)."""
+    shown = describe(store, checkpoint, env=env)
+    c = checkpoint
+    if shown.changes is None or shown.base is None:
+        return (f"seq {c.seq} is the first checkpoint of {_text(c.worktree)}: nothing "
+                "earlier to compare with.")
+    t = shown.changes.totals()
+    base = shown.base
+    against = (f"seq {base.seq}" if base.key == c.key else
+               f"seq {base.seq} of run {base.run_id} ({base.node_id}/{base.iteration}/"
+               f"{base.attempt})")
+    head = [f"seq {c.seq}: +{t.additions} -{t.deletions}, {t.files} "
+            f"file{'' if t.files == 1 else 's'} against {_text(against)}", ""]
+    body: list[str] = []
+    for patch in shown.changes.patches():
+        body += [_text(line.expandtabs(4)) for line in
+                 patch.decode("utf-8", "surrogateescape").splitlines()]
+        if len(body) > lines:
+            break
+    if len(body) > lines:
+        body = [*body[:lines], f"... cut at {lines} lines: durability diff "
+                f"{_text(c.run_id)} --node {_text(c.node_id)} --iteration {c.iteration} "
+                f"--attempt {c.attempt} --seq {c.seq} prints it whole"]
+    if not body:
+        body = ["(no file changed)"]
+    return "\n".join(head + body)
+
+
+def _text(value: str) -> str:
+    return ids.printable(value)
+
+
+def _when(ms: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
