@@ -77,11 +77,13 @@ def _runs(settings: Settings) -> Runs:
 
 def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConfig:
     from durability.integrations.engine_bridge import DurabilityOps
+    from durability.integrations.isolation import DurabilityIsolation
 
     logging.basicConfig(level=logging.WARNING, format="durability: %(message)s")
+    ops, isolation = DurabilityOps(settings), DurabilityIsolation(settings)
     if stale_after_ms is None:
-        return EngineConfig(ops=DurabilityOps(settings))
-    return EngineConfig(ops=DurabilityOps(settings), stale_after_ms=stale_after_ms)
+        return EngineConfig(ops=ops, isolation=isolation)
+    return EngineConfig(ops=ops, stale_after_ms=stale_after_ms, isolation=isolation)
 
 
 def _report(outcome: RunOutcome, as_json: bool) -> None:
