@@ -25,7 +25,7 @@ from engine.runs import RunRow, Runs
 from engine.workflow import validate_id
 from engine.worktree import NullWorktreeOps, WorktreeOps
 
-__all__ = ["EngineConfig", "new_run_id", "resume_run", "start_run"]
+__all__ = ["EngineConfig", "drive", "new_run_id", "resume_run", "start_run"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +122,9 @@ def _drive(runs: Runs, loaded: Loaded, claim: Claim, config: EngineConfig) -> Ru
                     limits=Limits.from_json(row.limits_json), ops=config.ops,
                     heartbeat_s=config.heartbeat_s, isolation=isolation)
     return runner.drive()
+
+
+def drive(runs: Runs, loaded: Loaded, claim: Claim, config: EngineConfig) -> RunOutcome:
+    """Drive a claimed, running run of ``loaded`` (for entry points beside
+    start and resume, such as ``engine.fork``)."""
+    return _drive(runs, loaded, claim, config)

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from engine.fork import forked_from
 from engine.runs import Runs
 
 __all__ = ["run_status"]
@@ -33,7 +34,9 @@ def run_status(runs: Runs, run_id: str) -> dict[str, Any]:
                           "latest_checkpoint": latest.get((a.node_id, a.iteration, a.attempt))}
                          for a in mine],
         })
-    return {**row.to_dict(), "usage": asdict(runs.usage(run_id)), "tasks": tasks}
+    fork = forked_from(runs, run_id)
+    return {**row.to_dict(), "usage": asdict(runs.usage(run_id)), "tasks": tasks,
+            "forked_from": fork.to_dict() if fork else None}
 
 
 def _attempt(data: dict[str, Any]) -> dict[str, Any]:

@@ -327,6 +327,10 @@ def run_status_command(run_id: str, as_json: bool) -> None:
         click.echo(json.dumps(status, indent=2))
         return
     click.echo(f"run {status['run_id']}: {status['state']}  owner {status['owner'] or '-'}")
+    if status.get("forked_from"):
+        f = status["forked_from"]
+        click.echo(f"  forked from {f['parent_run_id']} at {f['node_id']} it {f['iteration']} "
+                   f"att {f['attempt']} seq {f['seq']} ({f['copied']} outputs copied)")
     for task in status["tasks"]:
         click.echo(f"  {task['id']:<24} {task['state']}")
         for a in task["attempts"]:
