@@ -210,3 +210,29 @@ def test_parallel_writers_of_one_shared_worktree_are_refused_at_load(tmp_path: P
         ok = isokit.write(tmp_path / f"b{len(extra)}{len(two)}", body.format(extra=extra, two=two))
         done = cli("run", str(ok))
         assert done.returncode == 0, (extra, two, done.stderr)
+
+
+def test_worktree_modes_default_from_the_workflow_and_are_checked() -> None:
+    from engine.errors import WorkflowInvalid
+    from engine.workflow import Workflow
+
+    wf = Workflow("modes", max_parallel=2, worktree="isolated")
+    wf.task("a")(lambda ctx: 1)
+    wf.task("b", worktree="read")(lambda ctx: 2)
+    wf.task("c", deps=["a", "b"], worktree="shared")(lambda ctx: 3)
+    wf.validate()
+    assert [(t["id"], t["worktree"]) for t in wf.plan()] == [
+        ("a", "isolated"), ("b", "read"), ("c", "shared")]
+    with pytest.raises(WorkflowInvalid, match="worktree must be one of shared, isolated, read"):
+        wf.task("d", worktree="private")(lambda ctx: 4)
+    with pytest.raises(WorkflowInvalid, match="worktree must be one of"):
+        Workflow("bad", worktree="nowhere")
+    # A chain of shared writers never runs two at once: accepted.
+    chain = Workflow("chain", max_parallel=4)
+    chain.task("x")(lambda ctx: 1)
+    chain.task("y", deps=["x"])(lambda ctx: 2)
+    chain.task("z", deps=["y"])(lambda ctx: 3)
+    chain.validate()
+    chain.task("w", deps=["x"])(lambda ctx: 4)  # beside y and z
+    with pytest.raises(WorkflowInvalid, match="'y' and 'w' both write"):
+        chain.validate()
