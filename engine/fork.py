@@ -24,6 +24,7 @@ from engine.fence import Claim, Owner
 from engine.loader import load_workflow
 from engine.metadata import compute
 from engine.models import AttemptKey, Checkpoint
+from engine.resume import check_claimable
 from engine.runner import RunOutcome
 from engine.runs import Runs
 from engine.workflow import validate_id
@@ -66,6 +67,9 @@ def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, res
     """Fork ``run_id`` at a checkpoint of ``node_id`` into a new run and drive it."""
     new_id = validate_id(new_id or new_run_id(), "run id")
     parent = runs.get_run(run_id)
+    # The fork restores the parent's worktree: never under a live owner's tasks.
+    check_claimable(parent, now=config.clock(), stale_after_ms=config.stale_after_ms,
+                    force=False)
     if _exists(runs, new_id):
         raise InvalidValue(f"run {new_id!r} already exists: fork into a new run id")
     point = find_point(runs, run_id, node_id, iteration, seq)

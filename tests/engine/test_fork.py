@@ -85,3 +85,30 @@ def test_fork_validates_ids_and_names_what_is_missing(tmp_path: Path) -> None:
     taken = cli("fork", "orig", "--node", "t3", "--run-id", "orig")
     assert taken.returncode == 2 and "already exists" in taken.stderr
     assert cli("fork", "ghost", "--node", "t3").returncode == 3
+
+
+def test_fork_of_a_run_whose_owner_is_alive_is_refused(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.helpers import durability_exe, wait_for
+
+    folder = tmp_path / "wf"
+    workflow = isokit.write(folder, CHAIN.replace(
+        'checkpoint(ctx, f"{node} wrote")',
+        'checkpoint(ctx, f"{node} wrote")\n'
+        '        while node == "t2" and not (HERE / "go").exists():\n'
+        '            time.sleep(0.02)'))
+    repo = isokit.make_repo(tmp_path / "repo", "jj")
+    proc = subprocess.Popen([durability_exe(), "run", str(workflow), "--run-id", "live",
+                             "--worktree", str(repo)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (repo / "t2.txt").exists(), timeout=60)
+        refused = cli("fork", "live", "--node", "t1", "--run-id", "copy")
+        assert refused.returncode == 10, refused.stderr
+        assert refused.stderr.startswith("durability: RUN_OWNER_ALIVE: ")
+        assert (repo / "t2.txt").exists(), "nothing was restored under the live run"
+    finally:
+        (folder / "go").touch()
+        assert proc.wait(60) == 0
+    assert cli("run-status", "copy").returncode == 3
