@@ -63,9 +63,10 @@ class TaskWorktree:
 
 
 class IsolationOps(Protocol):
-    def create(self, run_id: str, node_id: str, iteration: int, shared: str) -> Made:
+    def create(self, run_id: str, node_id: str, iteration: int, shared: str,
+               base: str | None = None) -> Made:
         """Make an isolated worktree holding the shared worktree's tree as it
-        is now."""
+        is now, or the tree of ``base`` (a commit made by an earlier create)."""
         ...
 
     def usable(self, row: TaskWorktree) -> bool:
@@ -100,10 +101,16 @@ class Isolation:
             if row.state != "active":
                 self._set_state(row, "active")
             return row.path
-        if row is not None:
-            log.warning("run %s: the isolated worktree %s of %s is gone; making a new one",
+        base = None
+        if row is not None and row.state != "removed":
+            # Made again from the same base: the attempt's checkpoints (which
+            # a restore puts back) and the merge both start from that tree.
+            # A newer base would have the restore undo, and the merge then
+            # delete, whatever other tasks merged meanwhile.
+            log.warning("run %s: the isolated worktree %s of %s is gone; making it again",
                         self.claim.run_id, row.path, node_id)
-        made = self.ops.create(self.claim.run_id, node_id, iteration, shared)
+            base = row.base_commit
+        made = self.ops.create(self.claim.run_id, node_id, iteration, shared, base)
         now = self.runs._clock()
         with self.runs.fenced(self.claim) as conn:
             conn.execute(

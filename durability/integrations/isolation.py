@@ -69,15 +69,17 @@ class DurabilityIsolation:
 
     # -- making -------------------------------------------------------------
 
-    def create(self, run_id: str, node_id: str, iteration: int, shared: str) -> Made:
+    def create(self, run_id: str, node_id: str, iteration: int, shared: str,
+               base: str | None = None) -> Made:
         root = Path(shared)
         name = worktree_name(run_id, node_id, iteration)
         # Resolved: captures key a worktree by its real path.
         path = ensure_private_dir(self.settings.state_dir / "worktrees").resolve() / name
         capturer = self._capturer()
-        with self._locked(capturer, root):
-            backend = capturer.backend(root)
-            base = backend.snapshot(root).commit_id
+        backend = capturer.backend(root)
+        if base is None:
+            with self._locked(capturer, root):
+                base = backend.snapshot(root).commit_id
         self._clear(backend.name, root, path, name)  # what a crash mid-create left
         if backend.name == "jj":
             self._jj(root, "--config", "git.colocate=false", "workspace", "add", "--name", name,

@@ -5,6 +5,7 @@ one shared worktree.  Real jj, real git, the installed CLI."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -145,9 +146,14 @@ def fast(ctx):
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("backend", "lost"), [("jj", False), ("git", False), ("jj", True),
+                                             ("git", True)],
+                         ids=["jj", "git", "jj-deleted", "git-deleted"])
 def test_kill_9_mid_task_then_resume_reuses_the_isolated_worktree(
-        tmp_path: Path, backend: str) -> None:
+        tmp_path: Path, backend: str, lost: bool) -> None:
+    """Killed mid-task, the task goes on in its worktree; deleted meanwhile
+    (``lost``), the worktree is made again from the same base, so nothing
+    another task merged since is undone."""
     folder = tmp_path / "wf"
     isokit.write(folder, KILLED)
     repo = isokit.make_repo(tmp_path / "repo", backend)
@@ -168,6 +174,8 @@ def test_kill_9_mid_task_then_resume_reuses_the_isolated_worktree(
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == -9, err
     assert (repo / "fast.txt").exists() and not (repo / "slow.txt").exists()
+    if lost:
+        shutil.rmtree(next(ln["worktree"] for ln in isokit.side(folder) if "worktree" in ln))
 
     done = cli("resume", "k1")
     assert done.returncode == 0, done.stderr
