@@ -113,8 +113,10 @@ class Isolation:
         made = self.ops.create(self.claim.run_id, node_id, iteration, shared, base)
         now = self.runs._clock()
         with self.runs.fenced(self.claim) as conn:
+            conn.execute("DELETE FROM task_worktrees WHERE run_id=? AND node_id=? AND "
+                         "iteration=?", (self.claim.run_id, node_id, iteration))
             conn.execute(
-                f"INSERT OR REPLACE INTO task_worktrees ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO task_worktrees ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (self.claim.run_id, node_id, iteration, made.path, made.kind, shared,
                  made.base_commit, made.name, "active", now, now))
         return made.path

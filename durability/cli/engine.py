@@ -333,6 +333,9 @@ def run_status_command(run_id: str, as_json: bool) -> None:
                    f"att {f['attempt']} seq {f['seq']} ({f['copied']} outputs copied)")
     for task in status["tasks"]:
         click.echo(f"  {task['id']:<24} {task['state']}")
+        for w in task.get("worktrees", []):
+            click.echo(f"    it {w['iteration']} isolated {w['kind']} worktree {w['state']}: "
+                       f"{w['path']}")
         for a in task["attempts"]:
             cp = a["latest_checkpoint"]
             where = f"seq {cp['seq']} {cp['commit_id'][:12]}" if cp else "no checkpoint"

@@ -101,6 +101,11 @@ def test_a_conflicting_merge_fails_with_worktree_conflict_and_keeps_both_sides(
     status = cli_json("run-status", "c1")
     assert status["state"] == "failed" and status["error"]["code"] == "WORKTREE_CONFLICT"
     loser = status["error"]["node_id"]
+    shown = {t["id"]: t["worktrees"] for t in status["tasks"]}
+    assert [w["state"] for w in shown[loser]] == ["conflict"]
+    assert shown["check"] == []
+    assert f"isolated {backend} worktree conflict: {shown[loser][0]['path']}" in \
+        cli("run-status", "c1").stdout
     winner = "right" if loser == "left" else "left"
     # The first merge landed; the conflicting one wrote nothing into the shared tree.
     assert (repo / "README.md").read_text() == f"from {winner}\n"
