@@ -77,6 +77,14 @@ def test_parallel_isolated_tasks_both_land_in_the_shared_worktree(
         ("left", backend, "removed"), ("right", backend, "removed")]
     assert not any(Path(r.path).exists() for r in rows), "merged worktrees are cleaned up"
     assert sources[-2:] == ["merge", "merged"]
+    # A removed worktree's checkpoints stay restorable, into another worktree.
+    with _runs(tmp_path) as runs:
+        task_tree = next(c for c in runs.checkpoints("p1", "left") if c.source == "merge")
+    back = cli("restore", "p1", "--node", "left", "--attempt", "1", "--seq",
+               str(task_tree.seq), "--worktree", str(repo))
+    assert back.returncode == 0, back.stderr
+    assert sorted(p.name for p in repo.iterdir() if p.is_file() and p.name != ".git") == [
+        "README.md", "left.txt", "notes.txt"]
     if backend == "jj":
         heads = subprocess.run([isokit_jj(), "-R", str(repo), "--ignore-working-copy",
                                 "workspace", "list"], capture_output=True, text=True)
@@ -249,3 +257,33 @@ def test_worktree_modes_default_from_the_workflow_and_are_checked() -> None:
     chain.task("w", deps=["x"])(lambda ctx: 4)  # beside y and z
     with pytest.raises(WorkflowInvalid, match="'y' and 'w' both write"):
         chain.validate()
+
+
+LOOP = """
+workflow = Workflow("loop", worktree="isolated")
+
+
+@workflow.task(until=lambda out: out["n"] >= 3)
+def grow(ctx):
+    path = Path(ctx.worktree, "grow.txt")
+    log(node="grow", iteration=ctx.iteration, worktree=ctx.worktree)
+    text = path.read_text() if path.exists() else ""
+    path.write_text(text + f"iteration {ctx.iteration}\\n")
+    return {"n": ctx.iteration + 1}
+"""
+
+
+def test_each_iteration_of_an_isolated_loop_gets_its_own_worktree(tmp_path: Path) -> None:
+    folder = tmp_path / "wf"
+    isokit.write(folder, LOOP)
+    repo = isokit.make_repo(tmp_path / "repo", "jj")
+    done = cli("run", str(folder / "wf.py"), "--run-id", "l1", "--worktree", str(repo))
+    assert done.returncode == 0, done.stderr
+    # Each iteration started from the shared tree with the ones before merged in.
+    assert (repo / "grow.txt").read_text() == "iteration 0\niteration 1\niteration 2\n"
+    used = [ln["worktree"] for ln in isokit.side(folder)]
+    assert len(set(used)) == 3 and str(repo) not in used
+    with _runs(tmp_path) as runs:
+        rows = task_worktrees(runs, "l1")
+    assert [(r.iteration, r.state) for r in rows] == [(0, "removed"), (1, "removed"),
+                                                      (2, "removed")]
