@@ -11,9 +11,10 @@ same isolated worktree, put back to its last checkpoint.  Had both edited
 the same lines of one file differently, the second merge would fail the run
 with ``WORKTREE_CONFLICT`` (exit 16), keeping both trees as checkpoints.
 
-Then try ``durability fork RUN --node report`` after editing ``report``: a
-new run from report's checkpoint that copies the three earlier outputs and
-runs only the edited task.
+To try an edit of ``report`` from where it began, ``durability checkpoints RUN
+--node report`` lists its checkpoints, and ``durability fork RUN --node report
+--seq S`` starts a new run from one: the three earlier outputs are copied and
+only the edited task runs.
 """
 
 from __future__ import annotations
