@@ -154,25 +154,32 @@ class Workflow:
         return task.worktree or self.worktree
 
     def _check_shared_writers(self) -> None:
-        """Refuse two writers of the shared worktree that may run at once.
+        """Refuse a writer of the shared worktree that may run beside another
+        writer of it.
 
         A resume restores the interrupted task's worktree: on a shared tree
-        that rolls back whatever a parallel task wrote meanwhile.  Two shared
-        writers can run at once when ``max_parallel > 1`` and neither depends
-        (directly or not) on the other.
+        that rolls back whatever a parallel task wrote meanwhile, and an
+        isolated task writes the shared tree too when it merges back.  Two
+        tasks can run at once when ``max_parallel > 1`` and neither depends
+        (directly or not) on the other; two isolated tasks may (their merges
+        take turns).
         """
         if self.max_parallel < 2 or self.shared_worktree_ok:
             return
-        writers = [t.id for t in self.order() if self.mode(t) == "shared"]
+        writers = [t.id for t in self.order() if self.mode(t) != "read"]
         for i, first in enumerate(writers):
             for second in writers[i + 1:]:
-                if first not in self.ancestors(second) and second not in self.ancestors(first):
+                modes = {self.mode(self.tasks[first]), self.mode(self.tasks[second])}
+                if "shared" in modes and self._may_overlap(first, second):
                     raise WorkflowInvalid(
                         f"tasks {first!r} and {second!r} both write the shared worktree and "
-                        f"may run at once (max_parallel={self.max_parallel}): give them "
-                        "worktree='isolated' (or 'read' if they do not write), or pass "
-                        "Workflow(..., shared_worktree_ok=True) to accept that a resume may "
-                        "undo one's work")
+                        f"may run at once (max_parallel={self.max_parallel}): give "
+                        "the shared one worktree='isolated' (or 'read' if it does not "
+                        "write), order them with deps, or pass Workflow(..., "
+                        "shared_worktree_ok=True) to accept that a resume may undo one's work")
+
+    def _may_overlap(self, first: str, second: str) -> bool:
+        return first not in self.ancestors(second) and second not in self.ancestors(first)
 
     def ancestors(self, task_id: str) -> set[str]:
         """Every task ``task_id`` depends on, directly or not."""

@@ -226,12 +226,18 @@ def test_parallel_writers_of_one_shared_worktree_are_refused_at_load(tmp_path: P
     assert done.returncode == 13, done.stderr
     assert done.stderr.startswith("durability: WORKFLOW_INVALID: ")
     assert "'one' and 'two' both write the shared worktree" in done.stderr
+    from engine.errors import WorkflowInvalid
     from engine.loader import load_workflow
 
     for extra, two in ((", shared_worktree_ok=True", ""), ("", "worktree='read'"),
-                       ("", "worktree='isolated'"), ("", "deps=['one']")):
+                       (", worktree='isolated'", ""), ("", "deps=['one']")):
         ok = isokit.write(tmp_path / f"b{len(extra)}{len(two)}", body.format(extra=extra, two=two))
         assert load_workflow(ok).workflow.max_parallel == 2, (extra, two)
+    # An isolated task writes the shared tree when it merges back: not beside
+    # a shared writer.
+    mixed = isokit.write(tmp_path / "c", body.format(extra="", two="worktree='isolated'"))
+    with pytest.raises(WorkflowInvalid, match="'one' and 'two' both write"):
+        load_workflow(mixed)
 
 
 def test_worktree_modes_default_from_the_workflow_and_are_checked() -> None:
@@ -255,9 +261,14 @@ def test_worktree_modes_default_from_the_workflow_and_are_checked() -> None:
     chain.task("y", deps=["x"])(lambda ctx: 2)
     chain.task("z", deps=["y"])(lambda ctx: 3)
     chain.validate()
-    chain.task("w", deps=["x"])(lambda ctx: 4)  # beside y and z
+    chain.task("w", deps=["x"], worktree="isolated")(lambda ctx: 4)  # beside y and z
     with pytest.raises(WorkflowInvalid, match="'y' and 'w' both write"):
-        chain.validate()
+        chain.validate()  # w writes the shared tree when it merges back
+    both = Workflow("both", max_parallel=2, worktree="isolated")
+    both.task("p")(lambda ctx: 1)
+    both.task("q")(lambda ctx: 2)
+    both.task("r", worktree="read")(lambda ctx: 3)
+    both.validate()  # isolated beside isolated, read beside anything
 
 
 LOOP = """

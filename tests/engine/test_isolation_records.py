@@ -25,7 +25,7 @@ def a(ctx):
         raise RuntimeError("first try fails")
     return {"a": 1}
 
-@workflow.task(worktree="shared")
+@workflow.task(worktree="read")
 def b(ctx):
     wfkit.CALLS.append((ctx.node_id, ctx.worktree, ctx.attempt))
     return {"b": 2}
