@@ -241,6 +241,8 @@ _EXIT_CODES = {
     "BUDGET_TURNS_EXCEEDED": 15,
     "BUDGET_TOKENS_EXCEEDED": 15,
     "BUDGET_COST_EXCEEDED": 15,
+    # An isolated task's tree did not merge into the shared worktree.
+    "WORKTREE_CONFLICT": 16,
     # Lost a race for a run: contention, not failure (EX_TEMPFAIL, said quietly).
     "RUN_RESUME_CLAIM_FAILED": 75,
     "RUN_RESUME_CLAIM_LOST": 75,

@@ -14,6 +14,8 @@ Hierarchy::
     ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
     │                           loaded or declares a bad graph
     ├── RunNotActive            "RUN_NOT_ACTIVE": pause/cancel of a run that is over
+    ├── WorktreeConflict        "WORKTREE_CONFLICT": an isolated task's tree does
+    │                           not merge into the shared worktree
     ├── ResumeRefused           a resume that must not go ahead
     │   ├── RunOwnerAlive       "RUN_OWNER_ALIVE": the owner's process is alive
     │   ├── RunStillRunning     "RUN_STILL_RUNNING": its heartbeat is fresh
@@ -54,6 +56,7 @@ __all__ = [
     "TaskSignal",
     "TaskStopped",
     "WorkflowInvalid",
+    "WorktreeConflict",
 ]
 
 
@@ -96,6 +99,13 @@ class WorkflowInvalid(EngineError):
 
 class RunNotActive(EngineError):
     code = "RUN_NOT_ACTIVE"
+
+
+class WorktreeConflict(EngineError):
+    """An isolated task's tree and the shared worktree changed the same
+    paths differently since the task began: nothing was merged."""
+
+    code = "WORKTREE_CONFLICT"
 
 
 class ResumeRefused(EngineError):

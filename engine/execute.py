@@ -16,6 +16,7 @@ from engine.budget import Limits
 from engine.clock import Clock, system_clock
 from engine.errors import ClaimLost, EngineError, ResumeMetadataMismatch, WorkflowInvalid
 from engine.fence import Claim, Owner
+from engine.isolation import Isolation, IsolationOps
 from engine.loader import Loaded, load_workflow
 from engine.metadata import Metadata, compute, verify
 from engine.resume import DEFAULT_STALE_AFTER_MS, claim_run
@@ -24,7 +25,7 @@ from engine.runs import RunRow, Runs
 from engine.workflow import validate_id
 from engine.worktree import NullWorktreeOps, WorktreeOps
 
-__all__ = ["EngineConfig", "new_run_id", "resume_run", "start_run"]
+__all__ = ["EngineConfig", "drive", "new_run_id", "resume_run", "start_run"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class EngineConfig:
     #: How often the owner's heartbeat is refreshed.
     heartbeat_s: float = 1.0
     stale_after_ms: int = DEFAULT_STALE_AFTER_MS
+    #: Makes, merges and removes isolated tasks' worktrees (None: such tasks
+    #: work in the run's worktree).
+    isolation: IsolationOps | None = None
 
 
 def new_run_id() -> str:
@@ -113,7 +117,14 @@ def _prepare(row: RunRow, accept: bool) -> tuple[Metadata, Loaded]:
 
 def _drive(runs: Runs, loaded: Loaded, claim: Claim, config: EngineConfig) -> RunOutcome:
     row = runs.get_run(claim.run_id)
+    isolation = None if config.isolation is None else Isolation(runs, claim, config.isolation)
     runner = Runner(runs, loaded.workflow, claim, worktree=row.worktree,
                     limits=Limits.from_json(row.limits_json), ops=config.ops,
-                    heartbeat_s=config.heartbeat_s)
+                    heartbeat_s=config.heartbeat_s, isolation=isolation)
     return runner.drive()
+
+
+def drive(runs: Runs, loaded: Loaded, claim: Claim, config: EngineConfig) -> RunOutcome:
+    """Drive a claimed, running run of ``loaded`` (for entry points beside
+    start and resume, such as ``engine.fork``)."""
+    return _drive(runs, loaded, claim, config)

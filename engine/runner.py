@@ -22,9 +22,10 @@ from pydantic import BaseModel, ValidationError
 from engine import budget
 from engine.budget import Limits
 from engine.context import TaskContext
-from engine.errors import BudgetExceeded, ClaimLost, QuotaExhausted, TaskStopped
+from engine.errors import BudgetExceeded, ClaimLost, QuotaExhausted, TaskStopped, WorktreeConflict
 from engine.fence import Claim
 from engine.heartbeat import Heartbeat
+from engine.isolation import Isolation
 from engine.models import AttemptKey
 from engine.plan import Step, assess
 from engine.runs import Runs
@@ -74,7 +75,7 @@ _RANK = {"lost": 4, "failed": 3, "cancelled": 2, "waiting-quota": 1, "paused": 1
 class Runner:
     def __init__(self, runs: Runs, workflow: Workflow, claim: Claim, *, worktree: str | None,
                  limits: Limits, ops: WorktreeOps, heartbeat_s: float = 1.0,
-                 poll_s: float = 0.05) -> None:
+                 poll_s: float = 0.05, isolation: Isolation | None = None) -> None:
         self.runs = runs
         self.workflow = workflow
         self.claim = claim
@@ -83,6 +84,8 @@ class Runner:
         self.ops = ops
         self.heartbeat_s = heartbeat_s
         self.poll_s = poll_s
+        #: Isolated tasks' worktrees (None: every task works in ``worktree``).
+        self.isolation = isolation
         self._flights: dict[Future[Any], _Flight] = {}
         self._halt: _Halt | None = None
 
@@ -96,6 +99,8 @@ class Runner:
         with Heartbeat(self.runs, self.claim, interval_s=self.heartbeat_s) as beat, \
                 ThreadPoolExecutor(self.workflow.max_parallel,
                                    thread_name_prefix=f"task-{self.run_id}") as pool:
+            if self.isolation is not None:
+                self.isolation.sweep(set(self.runs.run_state(self.run_id).outputs))
             while True:
                 self._notice(beat)
                 # With every slot taken nothing can start: skip the database
@@ -173,8 +178,9 @@ class Runner:
         task = self.workflow.tasks[step.node_id]
         try:
             budget.check(self.limits, self.runs.usage(self.run_id))
-            self._restore(step)
-            key = self.runs.begin_attempt(self.claim, task.id, step.iteration, self.worktree)
+            worktree = self._worktree_for(task, step)
+            self._restore(step, worktree)
+            key = self.runs.begin_attempt(self.claim, task.id, step.iteration, worktree)
         except BudgetExceeded as exc:
             return self._halt_with(_Halt("failed", error=_error(exc, task.id)))
         except ClaimLost:
@@ -182,8 +188,8 @@ class Runner:
         except Exception as exc:  # a restore that failed: never re-run on a doubtful tree
             return self._halt_with(_Halt("failed", error=_error(exc, task.id, "RESTORE_FAILED")))
         ctx = TaskContext(
-            key.run_id, key.node_id, key.iteration, key.attempt, self.worktree,
-            env=self.ops.attempt_env(key, self.worktree),
+            key.run_id, key.node_id, key.iteration, key.attempt, worktree,
+            env=self.ops.attempt_env(key, worktree),
             inputs={d: steps[d].output for d in task.deps}, previous=step.previous,
             _report=self._report)
         log.info("run %s: starting %s iteration %d attempt %d", self.run_id, task.id,
@@ -191,15 +197,22 @@ class Runner:
         future = pool.submit(contextvars.copy_context().run, self._execute, task, ctx)
         self._flights[future] = _Flight(task, key, ctx)
 
-    def _restore(self, step: Step) -> None:
-        if step.restore_from is None or self.worktree is None:
+    def _worktree_for(self, task: Task, step: Step) -> str | None:
+        """The run's worktree, or the task's isolated one (made on first use)."""
+        if (self.worktree is None or self.isolation is None
+                or self.workflow.mode(task) != "isolated"):
+            return self.worktree
+        return self.isolation.worktree_for(task.id, step.iteration, self.worktree)
+
+    def _restore(self, step: Step, worktree: str | None) -> None:
+        if step.restore_from is None or worktree is None:
             return
         prev = AttemptKey(self.run_id, step.node_id, step.iteration, step.restore_from)
-        done = self.ops.restore_attempt(prev, self.worktree)
+        done = self.ops.restore_attempt(prev, worktree)
         log.info("run %s: %s", self.run_id, done or f"attempt {prev} had no checkpoint")
 
     def _execute(self, task: Task, ctx: TaskContext) -> Any:
-        with self.ops.attempt_context(ctx.key, self.worktree):
+        with self.ops.attempt_context(ctx.key, ctx.worktree):
             return task.fn(ctx)
 
     def _report(self, turns: int, tokens: int, cost: float) -> None:
@@ -239,8 +252,32 @@ class Runner:
         except (ValidationError, TypeError, ValueError) as exc:
             error = _error(exc, flight.task.id, "OUTPUT_INVALID")
             return self.runs.end_attempt(self.claim, flight.key, "failed", error)
+        isolated = self._isolated(flight)
+        if isolated is not None:
+            try:
+                log.info("run %s: %s", self.run_id,
+                         isolated.merge_back(flight.task.id, flight.key.iteration, flight.key))
+            except ClaimLost:
+                raise
+            except Exception as exc:
+                # Running again cannot resolve a conflict (or a merge that
+                # failed): fail the run now, its retries would only fail the
+                # same way, and keep both sides for a person to look at.
+                code = "WORKTREE_CONFLICT" if isinstance(exc, WorktreeConflict) else \
+                    "WORKTREE_MERGE_FAILED"
+                error = _error(exc, flight.task.id, code)
+                self.runs.end_attempt(self.claim, flight.key, "failed", error)
+                return self._halt_with(_Halt("failed", error=error))
         self.runs.complete_attempt(self.claim, flight.key, output_json)
+        if isolated is not None:
+            isolated.remove(flight.task.id, flight.key.iteration)
         return None
+
+    def _isolated(self, flight: _Flight) -> Isolation | None:
+        """The isolation to merge ``flight`` back through, if it worked apart."""
+        if self.isolation is None or flight.ctx.worktree in (None, self.worktree):
+            return None
+        return self.isolation
 
     def _park(self, halt: _Halt) -> RunOutcome:
         if halt.state == "lost":

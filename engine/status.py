@@ -1,5 +1,6 @@
-"""What ``run-status`` shows: the run, its tasks with their attempts (each
-with its ``jj_pointer`` and latest checkpoint) and their outputs."""
+"""What ``run-status`` shows: the run (and where it was forked from), its
+tasks with their attempts (each with its ``jj_pointer`` and latest
+checkpoint), their isolated worktrees and their outputs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from engine.fork import forked_from
+from engine.isolation import task_worktrees
 from engine.runs import Runs
 
 __all__ = ["run_status"]
@@ -21,6 +24,7 @@ def run_status(runs: Runs, run_id: str) -> dict[str, Any]:
             "seq": cp.seq, "commit_id": cp.commit_id, "source": cp.source, "label": cp.label}
     outputs = runs.outputs(run_id)
     attempts = runs.attempts(run_id)
+    isolated = task_worktrees(runs, run_id)
     tasks = []
     for spec in json.loads(row.plan_json or "[]"):
         mine = [a for a in attempts if a.node_id == spec["id"]]
@@ -29,11 +33,15 @@ def run_status(runs: Runs, run_id: str) -> dict[str, Any]:
             "state": _task_state(spec["id"], mine, outputs),
             "outputs": [{"iteration": o["iteration"], "attempt": o["attempt"],
                          "output": o["output"]} for o in outputs if o["node_id"] == spec["id"]],
+            "worktrees": [{"iteration": w.iteration, "path": w.path, "kind": w.kind,
+                           "state": w.state} for w in isolated if w.node_id == spec["id"]],
             "attempts": [{**_attempt(a.to_dict()),
                           "latest_checkpoint": latest.get((a.node_id, a.iteration, a.attempt))}
                          for a in mine],
         })
-    return {**row.to_dict(), "usage": asdict(runs.usage(run_id)), "tasks": tasks}
+    fork = forked_from(runs, run_id)
+    return {**row.to_dict(), "usage": asdict(runs.usage(run_id)), "tasks": tasks,
+            "forked_from": fork.to_dict() if fork else None}
 
 
 def _attempt(data: dict[str, Any]) -> dict[str, Any]:

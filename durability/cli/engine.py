@@ -77,11 +77,13 @@ def _runs(settings: Settings) -> Runs:
 
 def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConfig:
     from durability.integrations.engine_bridge import DurabilityOps
+    from durability.integrations.isolation import DurabilityIsolation
 
     logging.basicConfig(level=logging.WARNING, format="durability: %(message)s")
+    ops, isolation = DurabilityOps(settings), DurabilityIsolation(settings)
     if stale_after_ms is None:
-        return EngineConfig(ops=DurabilityOps(settings))
-    return EngineConfig(ops=DurabilityOps(settings), stale_after_ms=stale_after_ms)
+        return EngineConfig(ops=ops, isolation=isolation)
+    return EngineConfig(ops=ops, stale_after_ms=stale_after_ms, isolation=isolation)
 
 
 def _report(outcome: RunOutcome, as_json: bool) -> None:
@@ -325,8 +327,15 @@ def run_status_command(run_id: str, as_json: bool) -> None:
         click.echo(json.dumps(status, indent=2))
         return
     click.echo(f"run {status['run_id']}: {status['state']}  owner {status['owner'] or '-'}")
+    if status.get("forked_from"):
+        f = status["forked_from"]
+        click.echo(f"  forked from {f['parent_run_id']} at {f['node_id']} it {f['iteration']} "
+                   f"att {f['attempt']} seq {f['seq']} ({f['copied']} outputs copied)")
     for task in status["tasks"]:
         click.echo(f"  {task['id']:<24} {task['state']}")
+        for w in task.get("worktrees", []):
+            click.echo(f"    it {w['iteration']} isolated {w['kind']} worktree {w['state']}: "
+                       f"{w['path']}")
         for a in task["attempts"]:
             cp = a["latest_checkpoint"]
             where = f"seq {cp['seq']} {cp['commit_id'][:12]}" if cp else "no checkpoint"

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from durability import ids
-from durability.cli import agent, browse, checkpoints, engine, inspect, service, watch
+from durability.cli import agent, browse, checkpoints, engine, fork, inspect, service, watch
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
@@ -55,7 +55,7 @@ def cli() -> None:
     """Durable agent worktrees: every tool call a restorable jj checkpoint."""
 
 
-for _family in (service, checkpoints, inspect, browse, watch, engine, agent):
+for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

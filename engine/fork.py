@@ -1,0 +1,126 @@
+"""Forking a run from one of its checkpoints (``durability fork``).
+
+A fork is a new run that starts where an old one stood at a checkpoint of
+task ``node`` (Smithers' "fork from a frame"): the tasks the old run had
+completed by then are completed in the new one too (their outputs copied,
+not re-run), the worktree is restored to that checkpoint's tree, and the
+rest runs under the workflow file as it is *now*, so an edited workflow
+tries a fix from a known point.  The checkpoint's task itself runs again,
+from that tree.  The new run records where it came from (``run_forks``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.budget import Limits
+from engine.errors import InvalidValue, NotFound, WorkflowInvalid
+from engine.execute import EngineConfig, drive, new_run_id
+from engine.fence import Claim, Owner
+from engine.loader import load_workflow
+from engine.metadata import compute
+from engine.models import AttemptKey, Checkpoint
+from engine.resume import check_claimable
+from engine.runner import RunOutcome
+from engine.runs import Runs
+from engine.workflow import validate_id
+
+__all__ = ["ForkPoint", "Restore", "find_point", "fork_run", "forked_from"]
+
+#: Puts a worktree back to a checkpoint's tree; a one-line description.
+Restore = Callable[[Checkpoint, str], str]
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a run was forked from."""
+
+    parent_run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    seq: int
+    commit_id: str
+    #: How many task outputs were copied from the parent.
+    copied: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_point(runs: Runs, run_id: str, node_id: str, iteration: int | None = None,
+               seq: int | None = None) -> Checkpoint:
+    """The checkpoint named: of ``node_id``'s newest attempt (in
+    ``iteration``, default the newest with checkpoints), ``seq`` or its last."""
+    runs.get_run(run_id)  # NotFound for a run the engine never ran
+    key: AttemptKey = runs.latest_attempt(run_id, node_id, iteration)
+    return runs.checkpoint(key, seq)
+
+
+def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, restore: Restore,
+             iteration: int | None = None, seq: int | None = None,
+             new_id: str | None = None, owner: Owner | None = None) -> RunOutcome:
+    """Fork ``run_id`` at a checkpoint of ``node_id`` into a new run and drive it."""
+    new_id = validate_id(new_id or new_run_id(), "run id")
+    parent = runs.get_run(run_id)
+    # The fork restores the parent's worktree: never under a live owner's tasks.
+    check_claimable(parent, now=config.clock(), stale_after_ms=config.stale_after_ms,
+                    force=False)
+    if _exists(runs, new_id):
+        raise InvalidValue(f"run {new_id!r} already exists: fork into a new run id")
+    point = find_point(runs, run_id, node_id, iteration, seq)
+    if not parent.workflow_path or not parent.repo_root:
+        raise WorkflowInvalid(f"run {run_id} has no workflow on record")
+    loaded = load_workflow(Path(parent.workflow_path))  # the code as it is now
+    meta = compute(loaded.path, loaded.imported)
+    # Checked and restored before anything is recorded: a fork that cannot
+    # start from its tree leaves no half-made run behind.
+    if parent.worktree is not None:
+        restore(point, parent.worktree)
+    claim = runs.create_run(
+        new_id, owner=owner or Owner.this_process(), workflow_path=meta.workflow_path,
+        repo_root=meta.repo_root, worktree=parent.worktree, metadata_json=meta.to_json(),
+        plan_json=json.dumps(loaded.workflow.plan()),
+        limits_json=parent.limits_json or Limits().to_json())
+    _record(runs, claim, point, set(loaded.workflow.tasks))
+    runs.start_running(claim)
+    return drive(runs, loaded, claim, config)
+
+
+def _exists(runs: Runs, run_id: str) -> bool:
+    try:
+        runs.get_run(run_id)
+    except NotFound:
+        return False
+    return True
+
+
+def _record(runs: Runs, claim: Claim, point: Checkpoint, tasks: set[str]) -> None:
+    """Copy the outputs recorded before the checkpoint (never the forked
+    task's own from its iteration on) and record the fork, in one write."""
+    with runs.fenced(claim) as conn:
+        rows = conn.execute(
+            "SELECT node_id, iteration, attempt, output_json, created_at_ms FROM task_outputs "
+            "WHERE run_id=? AND created_at_ms<=? ORDER BY node_id, iteration",
+            (point.run_id, point.created_at_ms)).fetchall()
+        kept = [r for r in rows if r[0] in tasks
+                and not (r[0] == point.node_id and r[1] >= point.iteration)]
+        conn.executemany(
+            "INSERT INTO task_outputs (run_id, node_id, iteration, attempt, output_json, "
+            "created_at_ms) VALUES (?,?,?,?,?,?)", [(claim.run_id, *r) for r in kept])
+        conn.execute(
+            "INSERT INTO run_forks (run_id, parent_run_id, node_id, iteration, attempt, seq, "
+            "commit_id, copied, created_at_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+            (claim.run_id, point.run_id, point.node_id, point.iteration, point.attempt,
+             point.seq, point.commit_id, len(kept), runs._clock()))
+
+
+def forked_from(runs: Runs, run_id: str) -> ForkPoint | None:
+    """Where ``run_id`` was forked from (None: it was started, not forked)."""
+    rows = runs._read("SELECT parent_run_id, node_id, iteration, attempt, seq, commit_id, "
+                      "copied FROM run_forks WHERE run_id=?", (run_id,))
+    return ForkPoint(*rows[0]) if rows else None
