@@ -293,7 +293,8 @@ class Service:
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
                     "requests": self.requests, "expired": self.coalescer.expired,
-                    "pushes": self.replicator.pushes if self.replicator else 0}
+                    "pushes": self.replicator.pushes if self.replicator else 0,
+                    "pushed": self.replicator.pushed if self.replicator else 0}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
