@@ -14,6 +14,8 @@ captured is filed once as a ``replication-failed`` gap and kept trying.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,8 +39,13 @@ __all__ = ["GAP_REASON", "Replicator", "pin_ref"]
 log = logging.getLogger("durability.replicate")
 
 GAP_REASON = "replication-failed"
-#: How long a poke waits for the rest of a burst before pushing.
-BATCH_S = 0.05
+#: A burst of captures is pushed once it pauses this long...
+QUIET_S = 0.2
+#: ...or this long after its first checkpoint, if it goes on.
+MAX_DEFER_S = 2.0
+#: The replicator's niceness (Linux: per thread, and inherited by the git it
+#: starts), so that pushing never takes the CPU from a capture.
+NICENESS = 10
 #: How often the thread looks for work nobody poked it about (checkpoints
 #: taken in-process while the service ran, retries that came due).
 POLL_S = 2.0
@@ -88,9 +95,10 @@ class Replicator:
         self._wake.set()
 
     def _loop(self) -> None:
+        _lower_priority()
         while not self._stop.is_set():
-            if self._wake.wait(self._idle_s()) and not self._stop.is_set():
-                self._stop.wait(BATCH_S)  # let the rest of a burst be recorded
+            if self._wake.wait(self._idle_s()):
+                self._gather()
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -98,6 +106,17 @@ class Replicator:
                 self.run_once()
             except Exception:  # the thread must outlive a bug; the outbox keeps the work
                 log.exception("replication pass failed")
+
+    def _gather(self) -> None:
+        """Wait out a burst: until no checkpoint came for ``QUIET_S``, at most
+        ``MAX_DEFER_S``.  Pushing in the middle of one would compete with its
+        captures for the CPU and the store, and push it piecemeal."""
+        first = time.monotonic()
+        self._wake.clear()
+        while not self._stop.is_set() and time.monotonic() - first < MAX_DEFER_S:
+            if not self._wake.wait(QUIET_S):
+                return
+            self._wake.clear()
 
     def _idle_s(self) -> float:
         if not self._backoff:
@@ -180,3 +199,15 @@ class Replicator:
                 self._remotes.mark(late, FAILED, error[:500])
             except EngineError as exc:
                 log.warning("cannot record failed replication: %s", exc)
+
+
+def _lower_priority() -> None:
+    """Make the calling thread (and what it starts) nicer, on Linux only:
+    elsewhere the call would lower the whole service, captures included."""
+    if sys.platform != "linux":
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
+    except OSError:
+        pass  # not allowed: replicate at the same priority
