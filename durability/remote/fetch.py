@@ -68,8 +68,9 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
     remote = remotes.get(str(root), name)
     repo = open_checkpoints(root, env)
     mirror = f"refs/durability/remotes/{name}/"
-    transport.fetch(repo.path, remote.url, [f"+{manifest.REMOTE_REF}:{mirror}manifest"], env=env)
-    entries = [e for e in manifest.read(repo, mirror + "manifest")
+    transport.fetch(repo.path, remote.url, [f"+{manifest.PREFIX}*:{mirror}manifests/*"],
+                    env=env)
+    entries = [e for e in manifest.read_all(repo, f"{mirror}manifests/")
                if e.checkpoint.run_id == run_id and _sound(e)]
     if not entries:
         raise NotFound(f"remote {name!r} lists no checkpoints of run {run_id!r}")
@@ -78,7 +79,8 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
                     for e in entries})
     transport.fetch(repo.path, remote.url, specs, env=env)
     _seed(repo, mirror, entries)
-    _seed_ref(repo, manifest.local_ref(str(root), name), mirror + "manifest")
+    own = manifest.local_ref(str(root), name)  # the same name when A's path was the same
+    _seed_ref(repo, own, f"{mirror}manifests/{own[len(manifest.PREFIX):]}")
     rows = [replace(e.checkpoint, worktree=str(root)) for e in entries]
     missing = [c for c in rows if c.commit_id not in repo]
     if missing:

@@ -1,15 +1,16 @@
 """The manifest: which checkpoints a remote holds, readable on a machine
 that has none of the store.
 
-A commit chain under a local ref per worktree and remote
-(``refs/durability/manifests/<hash>``), pushed to the remote as
-``refs/durability/manifest``.  Its tree holds one small JSON blob per
+A commit chain per worktree and remote, under the same name locally and on
+the remote: ``refs/durability/manifests/<hash of worktree and remote name>``
+(one per worktree, so the worktrees of a project can share a remote without
+overwriting each other's list).  Its tree holds one small JSON blob per
 checkpoint, named by a hash of the checkpoint's place (run, node, iteration,
 attempt, seq): the store row as captured, plus ``ref``, the ref that pins its
 commit on the remote.  Each push adds the batch's entries on top of the last
-commit, so the remote's ref only ever moves forward and one fetch of it lists
-every checkpoint pushed there.  Only checkpoints of the worktree the remote
-was named for are listed in it.
+commit, so the remote's ref only ever moves forward, and a fetch of
+``refs/durability/manifests/*`` lists every checkpoint pushed there.  Only
+checkpoints of the worktree the remote was named for are listed in it.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ import pygit2
 
 from engine import Checkpoint
 
-__all__ = ["REMOTE_REF", "Entry", "add", "local_ref", "read"]
+__all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all"]
 
-#: The manifest's name on the remote.
-REMOTE_REF = "refs/durability/manifest"
-_LOCAL_PREFIX = "refs/durability/manifests/"
+#: Where the manifests are, locally and on the remote.
+PREFIX = "refs/durability/manifests/"
 _NAME = "worktree-durability"
 _EMAIL = "durability@localhost"
 _VERSION = 1
@@ -44,7 +44,7 @@ class Entry:
 def local_ref(worktree: str, remote: str) -> str:
     """The local manifest of ``worktree``'s checkpoints on ``remote``."""
     basis = f"{worktree}\0{remote}".encode("utf-8", "surrogateescape")
-    return _LOCAL_PREFIX + hashlib.sha256(basis).hexdigest()[:40]
+    return PREFIX + hashlib.sha256(basis).hexdigest()[:40]
 
 
 def _entry_name(c: Checkpoint) -> str:
@@ -87,6 +87,17 @@ def read(repo: pygit2.Repository, ref: str) -> list[Entry]:
             continue
     return sorted(found, key=lambda e: (e.checkpoint.node_id, e.checkpoint.iteration,
                                         e.checkpoint.attempt, e.checkpoint.seq))
+
+
+def read_all(repo: pygit2.Repository, prefix: str) -> list[Entry]:
+    """The entries of every manifest under ``prefix``, each place once."""
+    found: dict[tuple[str, str, int, int, int], Entry] = {}
+    for ref in sorted(r for r in repo.references if r.startswith(prefix)):
+        for e in read(repo, ref):
+            c = e.checkpoint
+            found.setdefault((c.run_id, c.node_id, c.iteration, c.attempt, c.seq), e)
+    return sorted(found.values(), key=lambda e: (e.checkpoint.node_id, e.checkpoint.iteration,
+                                                 e.checkpoint.attempt, e.checkpoint.seq))
 
 
 def _tip(repo: pygit2.Repository, ref: str) -> pygit2.Commit | None:

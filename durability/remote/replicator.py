@@ -175,7 +175,7 @@ class Replicator:
                                   code="remote-failed")
         mref = manifest.local_ref(worktree, remote.name)
         manifest.add(repo, mref, entries)
-        specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{manifest.REMOTE_REF}"]
+        specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
         self.pushes += 1
         self.pushed += len(items)

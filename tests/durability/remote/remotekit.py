@@ -44,13 +44,15 @@ def remote_refs(remote: Path) -> dict[str, str]:
 
 
 def manifest_commits(remote: Path) -> set[str]:
-    """The commits the remote's manifest lists."""
-    refs = remote_refs(remote)
-    if "refs/durability/manifest" not in refs:
-        return set()
-    names = git(remote, "ls-tree", "--name-only", "refs/durability/manifest").stdout.split()
-    return {json.loads(git(remote, "cat-file", "blob",
-                           f"refs/durability/manifest:{n}").stdout)["commit_id"] for n in names}
+    """The commits the remote's manifests list."""
+    found = set()
+    for ref in remote_refs(remote):
+        if not ref.startswith("refs/durability/manifests/"):
+            continue
+        for name in git(remote, "ls-tree", "--name-only", ref).stdout.split():
+            found.add(json.loads(git(remote, "cat-file", "blob", f"{ref}:{name}").stdout)
+                      ["commit_id"])
+    return found
 
 
 def capture(worktree: Path, label: str, key: AttemptKey = KEY) -> str:

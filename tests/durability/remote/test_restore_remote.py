@@ -16,7 +16,7 @@ import pytest
 from durability.config import Settings
 from durability.remote.replicator import Replicator
 from engine import Store
-from tests.durability.remote.remotekit import KEY, add_remote, bare_remote, capture
+from tests.durability.remote.remotekit import KEY, add_remote, bare_remote, capture, remote_refs
 from tests.helpers import cli, git, make_git_repo, make_jj_repo, tree_manifest
 
 
@@ -124,8 +124,9 @@ def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> Non
     capture(repo, "one")
     _push_all()
     # Rewrite the remote's manifest: the one entry now names refs/heads/main.
-    name = git(remote, "ls-tree", "--name-only", "refs/durability/manifest").stdout.split()[0]
-    entry = json.loads(git(remote, "cat-file", "blob", f"refs/durability/manifest:{name}").stdout)
+    [ref] = [r for r in remote_refs(remote) if r.startswith("refs/durability/manifests/")]
+    name = git(remote, "ls-tree", "--name-only", ref).stdout.split()[0]
+    entry = json.loads(git(remote, "cat-file", "blob", f"{ref}:{name}").stdout)
     entry["ref"] = "refs/heads/main"
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(entry))
@@ -133,7 +134,7 @@ def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> Non
     tree_id = subprocess.run(["git", "-C", str(remote), "mktree"], input=f"100644 blob {blob}\t"
                              f"{name}\n", capture_output=True, text=True, check=True).stdout.strip()
     commit = git(remote, "commit-tree", tree_id, "-m", "forged").stdout.strip()
-    git(remote, "update-ref", "refs/durability/manifest", commit)
+    git(remote, "update-ref", ref, commit)
     there = tmp_path / "b"
     there.mkdir()
     b_env = _machine_b(tmp_path)
@@ -141,3 +142,27 @@ def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> Non
     done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
                env=b_env)
     assert done.returncode == 3 and "lists no checkpoints" in done.stderr
+
+
+def test_two_worktrees_share_a_remote_without_overwriting_each_other(tmp_path: Path) -> None:
+    """Each worktree pushes its own manifest: the second push is not refused
+    as a non-fast-forward of the first's, and both runs can be restored."""
+    from engine import AttemptKey
+
+    remote = bare_remote(tmp_path / "backup.git")
+    made = {}
+    for run, name in (("run-one", "one"), ("run-two", "two")):
+        repo = make_git_repo(tmp_path / name)
+        add_remote(repo, "backup", remote.as_uri())
+        (repo / "which.txt").write_text(f"{name}\n")
+        made[run] = capture(repo, name, key=AttemptKey(run, "agent", 0, 1))
+        _push_all()
+    b_env = _machine_b(tmp_path)
+    for run in made:
+        there = tmp_path / f"b-{run}"
+        there.mkdir()
+        add_remote(there, "backup", remote.as_uri(), env=b_env)
+        out = json.loads(cli("restore", run, "--from-remote", "backup", "--worktree",
+                             str(there), "--json", env=b_env).stdout)
+        assert out["restored"]["commit_id"] == made[run]
+        assert (there / "which.txt").read_text() == f"{run.split('-')[1]}\n"
