@@ -61,6 +61,9 @@ def test_a_backlog_is_pushed_in_one_push_when_the_service_starts(tmp_path: Path)
         assert svc.stop() == 0
     assert len(pushes(remote)) == 1
     assert manifest_commits(remote) == set(commits)
+    shown = json.loads(cli("show", "run-r", "--json").stdout)
+    assert (shown["seq"], shown["replicated"]) == (5, {"backup": "pushed"})
+    assert "replicated: backup pushed" in cli("show", "run-r", "--seq", "2").stdout
 
 
 def test_the_outbox_survives_kill_9_and_nothing_is_pushed_twice(tmp_path: Path) -> None:
