@@ -51,6 +51,8 @@ NICENESS = 10
 POLL_S = 2.0
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 30.0
+#: How long a stopping service waits for a push under way.
+STOP_WAIT_S = 10.0
 #: The most checkpoints one push carries (one git command line).
 MAX_BATCH = 500
 _JJ_PREFIX = "refs/durability/jj/"
@@ -85,10 +87,12 @@ class Replicator:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop after the push under way, if any, waiting up to ``STOP_WAIT_S``
+        for it: a push cut short is pushed again by the next service."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(transport.TIMEOUT_S + 5)
+            self._thread.join(STOP_WAIT_S)
 
     def poke(self) -> None:
         """New checkpoints are recorded: push them soon (never waits)."""

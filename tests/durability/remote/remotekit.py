@@ -65,9 +65,22 @@ def capture(worktree: Path, label: str, key: AttemptKey = KEY) -> str:
 
 
 def states(run_id: str = KEY.run_id, **kw: Any) -> list[dict[str, str]]:
+    """Each checkpoint's ``replicated`` object, as ``snapshots --json`` shows it."""
     done = cli("snapshots", run_id, "--json", **kw)
     assert done.returncode == 0, done.stderr
     return [row["replicated"] for row in json.loads(done.stdout)]
+
+
+def quick_states(run_id: str = KEY.run_id) -> list[dict[str, str]]:
+    """``states`` read in this process (for polling: no command started)."""
+    from engine import Store
+    from engine.remotes import Remotes
+
+    path = Settings.from_env().db_path
+    with Store(path) as store:
+        rows = store.checkpoints(run_id)
+    found = Remotes(path).states(rows)
+    return [found.get(c.request_id, {}) for c in rows]
 
 
 def add_remote(worktree: Path, name: str, url: str, **kw: Any) -> None:
