@@ -158,3 +158,45 @@ def test_nothing_is_pushed_without_a_named_remote_not_even_to_origin(tmp_path: P
         assert svc.stop() == 0
     assert pushes(origin) == [] and remote_refs(origin) == {}
     assert states() == [{}]
+
+
+def test_a_push_that_hangs_never_holds_a_capture(tmp_path: Path) -> None:
+    """The remote takes a push and then waits (its pre-receive hook holds on
+    a gate file): captures go on being answered meanwhile, and what they
+    recorded goes in the push after the gate opens."""
+    import threading
+
+    from tests.helpers import write_script
+
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    gate = tmp_path / "gate"
+    gate.touch()
+    write_script(remote / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ncat > /dev/null\nwhile [ -e {gate} ]; do sleep 0.05; done\n")
+    add_remote(repo, "backup", remote.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        capture(repo, "its push hangs")
+        wait_for(lambda: _push_started(remote), timeout=20)
+        later: list[str] = []
+        worker = threading.Thread(target=lambda: later.extend(
+            capture(repo, f"while it hangs {i}") for i in range(3)))
+        worker.start()
+        worker.join(60)
+        held = worker.is_alive()
+        gate.unlink()  # whatever happened, let the push finish
+        worker.join(60)
+        assert not held, "a capture waited for the hanging push"
+        assert quick_states()[1:] == [{"backup": "pending"}] * 3
+        wait_for(_all_pushed, timeout=30)
+    finally:
+        gate.unlink(missing_ok=True)
+        assert svc.stop() == 0
+    assert manifest_commits(remote) >= set(later)
+
+
+def _push_started(remote: Path) -> bool:
+    """Whether a push is inside the remote: its objects are in git's
+    quarantine folder while the pre-receive hook runs."""
+    return any((remote / "objects").glob("*incoming-*"))
