@@ -67,3 +67,27 @@ def test_urls_git_pushes_to_are_taken(url: str, stored: str) -> None:
 def test_bad_names_are_refused(name: str) -> None:
     with pytest.raises(ValueError):
         ids.remote_name(name)
+
+
+def test_doctor_reports_the_remotes_of_the_worktree(tmp_path: Path) -> None:
+    from durability.config import Settings
+    from durability.doctor.checks import run_checks
+    from engine.remotes import FAILED, Remotes
+    from tests.durability.remote.remotekit import capture
+
+    repo = make_git_repo(tmp_path / "repo")
+    settings = Settings.from_env()
+    assert "remotes" not in {c.name for c in run_checks(settings, {}, repo)}
+    cli("remote", "add", "backup", "file:///nowhere.git", cwd=repo)
+    capture(repo, "one")
+    [found] = [c for c in run_checks(settings, {"PATH": "/usr/bin:/bin"}, repo)
+               if c.name == "remotes"]
+    assert found.status == "ok" and "1 checkpoint(s) waiting" in found.detail
+    remotes = Remotes(settings.db_path)
+    remotes.mark(remotes.pending(), FAILED, "unreachable")
+    [found] = [c for c in run_checks(settings, {"PATH": "/usr/bin:/bin"}, repo)
+               if c.name == "remotes"]
+    assert found.status == "warn" and "replication-failed" in found.detail
+    [found] = [c for c in run_checks(settings, {"PATH": str(tmp_path / "empty")}, repo)
+               if c.name == "remotes"]
+    assert found.status == "fail" and "git is not on PATH" in found.detail
