@@ -78,6 +78,8 @@ class Replicator:
         #: (worktree, remote) -> (monotonic time of the next try, last delay)
         self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
         self._errors: dict[tuple[str, str], str] = {}
+        #: (worktree, remote) pairs whose remote manifest was compared since start.
+        self._compared: set[tuple[str, str]] = set()
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
@@ -169,6 +171,12 @@ class Replicator:
     def _push(self, items: list[Pending]) -> None:
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         repo = open_checkpoints(Path(worktree), self._env)
+        there = self._already_there(repo, items)
+        if there:
+            self._remotes.mark(there, PUSHED)
+            items = [p for p in items if p not in there]
+            if not items:
+                return
         entries = [manifest.Entry(p.checkpoint, pin_ref(repo, p.checkpoint)) for p in items]
         refs = {e.ref for e in entries}
         refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
@@ -183,6 +191,31 @@ class Replicator:
         transport.push(repo.path, remote.url, specs, env=self._env)
         self.pushes += 1
         self.pushed += len(items)
+
+    def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
+        """Items a push before a crash carried but did not get recorded.
+
+        Once per worktree and remote in a service's life: when the remote's
+        manifest is at the local manifest's tip, every checkpoint that
+        manifest lists is there (pins and manifest go in one atomic push), so
+        it is recorded, not pushed again.  A failed push leaves the local tip
+        ahead of the remote's, and nothing is taken for pushed.
+        """
+        worktree, remote = items[0].checkpoint.worktree, items[0].remote
+        if (worktree, remote.name) in self._compared:
+            return []
+        mref = manifest.local_ref(worktree, remote.name)
+        tip = repo.references.get(mref)
+        if tip is None:
+            self._compared.add((worktree, remote.name))
+            return []
+        on_remote = transport.ls_remote(repo.path, remote.url, [mref], env=self._env)
+        self._compared.add((worktree, remote.name))
+        if on_remote.get(mref) != str(tip.target):
+            return []
+        listed = {(e.checkpoint.request_id, e.checkpoint.commit_id)
+                  for e in manifest.read(repo, mref)}
+        return [p for p in items if (p.checkpoint.request_id, p.checkpoint.commit_id) in listed]
 
     def _file_overdue(self, items: list[Pending], error: str) -> None:
         """File one replication-failed gap per checkpoint past the bound."""

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from durability import proc
 from durability.errors import DurabilityError
 
-__all__ = ["RemoteFailed", "fetch", "push"]
+__all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
 
 #: Ceiling on one push or fetch.
 TIMEOUT_S = 120.0
@@ -71,3 +71,16 @@ def fetch(git_dir: str, url: str, refspecs: Sequence[str], *,
     """Fetch ``refspecs`` (``+src:dst``) from ``url`` into ``git_dir``."""
     _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", url,
                    *refspecs], env, timeout)
+
+
+def ls_remote(git_dir: str, url: str, refs: Sequence[str], *,
+              env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S
+              ) -> dict[str, str]:
+    """``{ref: commit}`` of ``refs`` on ``url`` (those it has)."""
+    out = _git(git_dir, ["ls-remote", "--refs", "--", url, *refs], env, timeout)
+    found = {}
+    for line in out.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref:
+            found[ref] = sha
+    return found

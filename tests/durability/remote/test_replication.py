@@ -200,3 +200,31 @@ def _push_started(remote: Path) -> bool:
     """Whether a push is inside the remote: its objects are in git's
     quarantine folder while the pre-receive hook runs."""
     return any((remote / "objects").glob("*incoming-*"))
+
+
+def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Path) -> None:
+    """A service killed between git's answer and the store's record: the next
+    one finds the remote's manifest at the local tip and records the
+    checkpoints as pushed without pushing them again."""
+    import sqlite3
+
+    from durability.config import Settings
+    from durability.remote.replicator import Replicator
+    from engine import Store
+
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "one")
+    capture(repo, "two")
+    settings = Settings.from_env()
+    with Store(settings.db_path) as store:
+        first = Replicator(settings, lambda: store, os.environ)
+        assert (first.run_once(), first.pushes) == (2, 1)
+        with sqlite3.connect(settings.db_path) as db:  # the record the kill lost
+            db.execute("DELETE FROM replication")
+        assert quick_states() == [{"backup": "pending"}] * 2
+        second = Replicator(settings, lambda: store, os.environ)
+        assert (second.run_once(), second.pushes) == (2, 0)
+    assert quick_states() == [{"backup": "pushed"}] * 2
+    assert len(pushes(remote)) == 1
