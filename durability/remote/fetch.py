@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pygit2
@@ -41,11 +41,14 @@ _GIT_PIN = re.compile(re.escape(GIT_PIN_PREFIX) + r"[0-9a-f]{40}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
+@dataclass(frozen=True)
 class Fetched:
-    def __init__(self, worktree: Path, checkpoints: list[Checkpoint], added: int) -> None:
-        self.worktree = worktree
-        self.checkpoints = checkpoints
-        self.added = added
+    """The worktree fetched into, the run's checkpoints, and how many of
+    them the local store did not have."""
+
+    worktree: Path
+    checkpoints: list[Checkpoint]
+    added: int
 
 
 def prepare_folder(folder: Path) -> Path:

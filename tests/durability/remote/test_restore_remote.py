@@ -49,8 +49,13 @@ def _history(repo: Path) -> list[tuple[str, dict[str, tuple[str, bool, bytes]]]]
     return seen
 
 
-@pytest.mark.parametrize("backend", ["git", "jj"])
-@pytest.mark.parametrize("target", ["fresh-clone", "empty-folder"])
+@pytest.mark.parametrize(("backend", "target"), [
+    ("git", "fresh-clone"), ("git", "empty-folder"), ("jj", "fresh-clone"),
+    ("jj", "empty-folder"),
+    # A jj repository of its own on B (not colocated: the pins land in the
+    # git store behind jj).
+    ("jj", "jj-repo"),
+])
 def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
                                                 target: str) -> None:
     repo = (make_git_repo(tmp_path / "a") if backend == "git"
@@ -64,6 +69,8 @@ def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
     there = tmp_path / "b"
     if target == "fresh-clone":
         git(tmp_path, "clone", "-q", str(repo), str(there))
+    elif target == "jj-repo":
+        make_jj_repo(there, colocate=False)
     else:
         there.mkdir()
     add_remote(there, "backup", remote.as_uri(), env=b_env)
