@@ -91,3 +91,11 @@ def test_doctor_reports_the_remotes_of_the_worktree(tmp_path: Path) -> None:
     [found] = [c for c in run_checks(settings, {"PATH": str(tmp_path / "empty")}, repo)
                if c.name == "remotes"]
     assert found.status == "fail" and "git is not on PATH" in found.detail
+
+
+def test_from_remote_needs_the_run_id(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    done = cli("restore", "--latest", "--from-remote", "backup", cwd=repo)
+    assert done.returncode == 2 and "needs the RUN id" in done.stderr
+    listed = cli("remote", "list", "--all", cwd=repo)
+    assert listed.returncode == 0 and listed.stderr == "no remotes\n"
