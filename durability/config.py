@@ -37,6 +37,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_ITERATION": "the iteration a hook records under",
     "DURABILITY_ATTEMPT": "the attempt a hook records under",
     "DURABILITY_WORKTREE": "the worktree a hook captures",
+    "DURABILITY_REPLICATION_BOUND_MS": "a checkpoint not on its remote after this long is a "
+                                       "replication-failed gap",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB
@@ -66,6 +68,9 @@ class Settings:
     service_answer_ms: int = 3_000
     #: jj's ``snapshot.max-new-file-size`` for our captures, in bytes.
     max_new_file_size: int = DEFAULT_MAX_NEW_FILE_SIZE
+    #: A checkpoint not on a remote this long after its capture is a
+    #: replication-failed gap (``durability.remote.replicator``).
+    replication_bound_ms: int = 300_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -84,6 +89,7 @@ class Settings:
             service_answer_ms=int(_number(env, "DURABILITY_SERVICE_ANSWER_MS")),
             max_new_file_size=_size(env, "DURABILITY_MAX_NEW_FILE_SIZE",
                                     DEFAULT_MAX_NEW_FILE_SIZE),
+            replication_bound_ms=int(_number(env, "DURABILITY_REPLICATION_BOUND_MS")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -100,6 +106,7 @@ class Settings:
             "DURABILITY_SERVICE_CONNECT_MS": str(self.service_connect_ms),
             "DURABILITY_SERVICE_ANSWER_MS": str(self.service_answer_ms),
             "DURABILITY_MAX_NEW_FILE_SIZE": str(self.max_new_file_size),
+            "DURABILITY_REPLICATION_BOUND_MS": str(self.replication_bound_ms),
         }
 
     @property

@@ -30,6 +30,9 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # How long the hook waits for the service's answer before capturing
     # in-process; never more than half of what is left of the hook budget.
     "DURABILITY_SERVICE_ANSWER_MS": (3_000, False),
+    # A checkpoint not on a remote of its worktree this long after its
+    # capture is filed as a replication-failed gap (docs/REMOTE.md).
+    "DURABILITY_REPLICATION_BOUND_MS": (300_000, False),
 }
 #: A day: anything longer is a typo (and overflows some timers).
 MAX_MS = 86_400_000

@@ -86,6 +86,9 @@ GAP_REASONS = frozenset({
     # A capture left a path out (its checkpoint, if any, holds the rest):
     # the path cannot be read, or jj refused a new file over its size limit.
     "unreadable-path", "file-too-large",
+    # A checkpoint was not on a remote of its worktree within
+    # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
+    "replication-failed",
 })
 
 
@@ -232,6 +235,9 @@ _EXIT_CODES = {
     "store-unavailable": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
+    # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).
+    "remote-failed": 9,
+    "replication-failed": 8,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,

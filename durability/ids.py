@@ -26,6 +26,8 @@ __all__ = [
     "is_path",
     "is_valid_id",
     "printable",
+    "remote_name",
+    "remote_url",
     "safe_filename",
     "sha256_hex",
     "validate_count",
@@ -214,3 +216,49 @@ def find_root_str(
         if parent == candidate:
             return None
         candidate = parent
+
+
+# A remote's name: a letter or digit, then letters, digits and . _ - (a git
+# remote's usual names; never a path, never an option).
+_REMOTE_REST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+#: The URL schemes a remote may use: git runs no command for these (``ext::``
+#: and other ``<helper>::`` transports are refused) and sends nothing in the
+#: clear (no http://, no git://).
+REMOTE_SCHEMES = ("file://", "ssh://", "https://")
+
+
+def remote_name(value: str) -> str:
+    """``value`` if it is a usable remote name, else ``ValueError``."""
+    if not (0 < len(value) <= 64 and value[0].isascii() and value[0].isalnum()
+            and all(c in _REMOTE_REST for c in value)):
+        raise ValueError(f"invalid remote name {value[:80]!r}: use 1-64 letters, digits and "
+                         "_ . -, starting with a letter or digit")
+    return value
+
+
+def remote_url(value: str, cwd: str) -> str:
+    """``value`` as a remote URL git can push to, else ``ValueError``:
+    ``file://``, ``ssh://`` or ``https://`` URLs, ``user@host:path`` (ssh), or
+    a local path (made absolute against ``cwd`` and stored as ``file://``)."""
+    bad = next((c for c in value if ord(c) < 0x21 or c == "\x7f"), None)
+    if not value or bad is not None or value.startswith("-") or len(value) > 2000:
+        raise ValueError(f"invalid remote URL {value[:80]!r}: empty, too long, or holding "
+                         "spaces, control characters or a leading '-'")
+    if "::" in value.split("/", 1)[0]:
+        raise ValueError(f"invalid remote URL {value[:80]!r}: <transport>:: URLs run "
+                         "programs and are refused")
+    if "://" in value:
+        if not value.startswith(REMOTE_SCHEMES) or value.endswith("://"):
+            raise ValueError(f"invalid remote URL {value[:80]!r}: use file://, ssh:// or "
+                             "https://")
+        authority = value.split("://", 1)[1].split("/", 1)[0]
+        if ":" in authority.rpartition("@")[0]:
+            raise ValueError("invalid remote URL: a password in the URL would be stored in "
+                             "the state database; use git's credential helper instead")
+        return value
+    head = value.split("/", 1)[0]
+    if ":" in head and not value.startswith((".", "/")):
+        return value  # scp-like ssh: [user@]host:path
+    from pathlib import Path
+
+    return Path(os.path.abspath(os.path.join(cwd, value))).as_uri()

@@ -17,6 +17,7 @@ from engine import AttemptKey, Store
 
 if TYPE_CHECKING:
     from durability.capture.restore import Restored
+    from durability.config import Settings
 
 
 @click.command()
@@ -103,8 +104,12 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
             "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
             "agent_type")
     from durability.cli.table import checkpoints_table
+    from engine.remotes import Remotes
 
-    options.listing([{k: getattr(r, k) for k in keys} for r in rows], as_json,
+    # {remote: pushed | pending | failed}; {} when the worktree has no remote.
+    states = Remotes(store.path).states(rows) if as_json else {}
+    options.listing([{**{k: getattr(r, k) for k in keys},
+                      "replicated": states.get(r.request_id, {})} for r in rows], as_json,
              lambda: checkpoints_table(rows), f"no checkpoints for run {run_id}")
 
 
@@ -119,10 +124,14 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
                    "inside the worktree, else to its root); repeat for more.")
 @click.option("--dry-run", is_flag=True,
               help="List what would be written, deleted or left; change nothing.")
+@click.option("--from-remote", "from_remote", metavar="NAME",
+              help="Fetch RUN's checkpoints from remote NAME first (another machine: a "
+                   "fresh clone or an empty folder; see `durability remote`).")
 @options.json_option
 def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: int | None,
             attempt: int | None, seq: int | None, worktree: Path | None,
-            paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+            paths: tuple[str, ...], dry_run: bool, from_remote: str | None,
+            as_json: bool) -> None:
     """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first).
 
     --node may be left out when the run has one node (a hook session's is
@@ -135,6 +144,7 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
       durability restore RUN --node agent --seq 3
       durability restore --latest --seq 3 --dry-run
       durability restore --latest --seq 3 --path src/app.py --path docs
+      durability restore RUN --from-remote backup --worktree ./empty-folder
     """
     from durability.capture.restore import preview
     from durability.capture.restore import restore as do_restore
@@ -143,6 +153,8 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
 
     settings = options.settings()
     store = options.store(settings)
+    if from_remote is not None:
+        worktree = _fetch_from_remote(settings, from_remote, run_id, latest, worktree)
     run_id = options.resolve_run(store, run_id, latest)
     which: dict[str, Any] = {
         "run_id": run_id, "node_id": node_id or options.only_node(store, run_id),
@@ -183,6 +195,23 @@ def _from_here(store: Store, paths: tuple[str, ...], worktree: Path | None, run_
     start = options.anchor(resolve_worktree(worktree))
     # An empty path stays empty, so the library refuses it as unusable.
     return [os.path.join(start, p) if p else p for p in paths]
+
+
+def _fetch_from_remote(settings: Settings, name: str, run_id: str | None, latest: bool,
+                       worktree: Path | None) -> Path:
+    """Fetch the run's checkpoints from remote ``name`` into the worktree
+    (default: here) and record them; the worktree the restore then uses."""
+    from durability.errors import InvalidInput
+    from durability.remote.fetch import fetch_run
+
+    if run_id is None or latest:
+        raise InvalidInput("--from-remote needs the RUN id (this machine's record does "
+                           "not know the remote's runs)")
+    try:
+        name = ids.remote_name(name)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    return fetch_run(settings, name=name, run_id=run_id, folder=worktree or Path.cwd()).worktree
 
 
 def _undo_command(done: Restored) -> str:

@@ -56,12 +56,17 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     store = options.store(options.settings())
     run_id = options.resolve_run(store, run_id, latest)
     shown = describe(store, _find(store, run_id, node_id, iteration, attempt, seq))
+    from engine.remotes import Remotes
+
+    # {remote: pushed | pending | failed} (docs/REMOTE.md); {} without a remote.
+    replicated = Remotes(store.path).states([shown.checkpoint]).get(
+        shown.checkpoint.request_id, {})
     if as_json:
-        return options.emit(shown.to_dict())
-    click.echo(_show_text(shown))
+        return options.emit({**shown.to_dict(), "replicated": replicated})
+    click.echo(_show_text(shown, replicated))
 
 
-def _show_text(shown: Shown) -> str:
+def _show_text(shown: Shown, replicated: dict[str, str]) -> str:
     from durability.cli.table import changes_table, printable, totals_text, when
 
     c, base = shown.checkpoint, shown.base
@@ -72,6 +77,8 @@ def _show_text(shown: Shown) -> str:
     fields += [(k, v) for k, v in (("harness", c.harness), ("agent id", c.agent_id),
                                    ("agent type", c.agent_type)) if v]
     fields.append(("worktree", c.worktree))
+    if replicated:
+        fields.append(("replicated", ", ".join(f"{k} {v}" for k, v in sorted(replicated.items()))))
     if base is None or shown.changes is None:
         fields.append(("changes", "none listed: the first checkpoint of this worktree"))
     else:

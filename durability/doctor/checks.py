@@ -31,8 +31,10 @@ __all__ = ["run_checks"]
 def run_checks(settings: Settings, env: Mapping[str, str],
                project_dir: Path | None = None) -> list[Check]:
     where = Path(project_dir or Path.cwd()).absolute()
+    remotes = _remotes(settings, where, env)
     return [_backend(where, env), _state(settings), _spool(settings), _socket(settings),
-            *hook_checks(where, env), *mcp_checks(where, env)]
+            *([remotes] if remotes is not None else []), *hook_checks(where, env),
+            *mcp_checks(where, env)]
 
 
 def _backend(where: Path, env: Mapping[str, str]) -> Check:
@@ -133,3 +135,33 @@ def _socket(settings: Settings) -> Check:
     ok = bool(answer.get("ok"))
     return Check("service", OK if ok else FAIL, f"pid {answer.get('pid')} on {path} ({mode})",
                  "" if ok else "restart the service: `durability serve --detach`")
+
+
+def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check | None:
+    """The remotes of this worktree, if it has any (docs/REMOTE.md): git
+    must be there to push, and no checkpoint should be failing to get there."""
+    import shutil
+
+    from durability.backends import resolve_worktree
+    from engine.remotes import FAILED, Remotes
+
+    try:
+        root = str(resolve_worktree(where))
+        remotes = Remotes(settings.db_path)
+        named = remotes.all(root)
+        if not named:
+            return None
+        pending = [p for p in remotes.pending() if p.checkpoint.worktree == root]
+    except (DurabilityError, EngineError):
+        return None  # no worktree, or no store: the checks above say so
+    names = ", ".join(r.name for r in named)
+    if shutil.which("git", path=env.get("PATH")) is None:
+        return Check("remotes", FAIL, f"{names}: git is not on PATH, nothing can be pushed",
+                     "install git")
+    failed = sum(p.state == FAILED for p in pending)
+    if failed:
+        return Check("remotes", WARN, f"{names}: {failed} checkpoint(s) not pushed within the "
+                     "bound (replication-failed gaps)", "check the URL and your access: "
+                     "`durability remote list`, then `git ls-remote URL`")
+    return Check("remotes", OK, f"{names}: {len(pending)} checkpoint(s) waiting to be pushed"
+                 if pending else f"{names}: every checkpoint pushed")

@@ -29,7 +29,9 @@ Response::
      "error": {"code": "jj-failed", "message": "..."}, "gap_recorded": true}
 
 ``ping`` answers ``{"v": 1, "ok": true, "pid": ..., "version": ...,
-"captures": ...}``.
+"captures": ..., "pushes": ..., "pushed": ...}`` (``pushes``: git pushes of
+checkpoints to remotes since the service started; ``pushed``: the
+checkpoints they carried, docs/REMOTE.md).
 
 ``watch`` (``run_id``, ``node_id``, ``iteration``, ``attempt``, ``worktree``,
 ``settle_ms``, ``max_delay_ms``, ``poll``) answers ``{"ok": true, "watch":

@@ -40,6 +40,7 @@ from durability.errors import (
 from durability.gaps.ingest import ingest_spool
 from durability.hook import autostart
 from durability.paths import ensure_private_dir
+from durability.remote.replicator import Replicator
 from durability.service import protocol, watch_ops
 from durability.watch.manager import WatchManager
 from engine import AttemptKey, EngineError, Store
@@ -84,6 +85,7 @@ class Service:
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
+        self.replicator: Replicator | None = None
         self.requests = 0
 
     # -- lifecycle ---------------------------------------------------------
@@ -116,6 +118,9 @@ class Service:
             raise
         self._spawn(self._accept_loop, "accept")
         self._spawn(self._ingest_loop, "ingest")
+        # Pushes checkpoints to their worktrees' remotes; a capture only pokes it.
+        self.replicator = Replicator(self.settings, self._get_store, self.env)
+        self.replicator.start()
         autostart.started(self.settings.state_dir)
         # After the accept loop: a ping is answered while watches resume.
         self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)
@@ -160,6 +165,8 @@ class Service:
             self.coalescer.close()
         for thread in conns:
             thread.join(5)
+        if self.replicator is not None:
+            self.replicator.stop()
         self._release()
 
     def _release(self) -> None:
@@ -285,7 +292,9 @@ class Service:
             assert self.coalescer is not None
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
-                    "requests": self.requests, "expired": self.coalescer.expired}
+                    "requests": self.requests, "expired": self.coalescer.expired,
+                    "pushes": self.replicator.pushes if self.replicator else 0,
+                    "pushed": self.replicator.pushed if self.replicator else 0}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
@@ -334,7 +343,10 @@ class Service:
     def _run_batch(self, requests: list[CaptureRequest]) -> list[Outcome]:
         assert self.capturer is not None
         lock_timeout = self.settings.jj_timeout_s + 30
-        return self.capturer.capture(requests, lock_timeout_s=lock_timeout)
+        outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout)
+        if self.replicator is not None and any(o.ok and not o.deduped for o in outcomes):
+            self.replicator.poke()
+        return outcomes
 
 
 def _request(req: protocol.CaptureReq) -> CaptureRequest:

@@ -1,0 +1,116 @@
+"""What ``restore --from-remote`` fetches before it restores (docs/REMOTE.md).
+
+On a machine whose store knows nothing of the run (a fresh clone of the
+project, or an empty folder): fetch the remote's manifest, pick the run's
+entries, fetch the refs that pin their commits, and record them in the local
+store as checkpoints of this worktree (their seq as captured).  The restore
+itself is then an ordinary local restore: the same confined writer, the same
+guard, the same verification.
+
+Fetched refs never replace local ones: a jj pin is named by its commit (the
+same on both sides); an attempt's git pin and the manifest land under
+``refs/durability/remotes/<name>/`` and only seed the local ref when there is
+none yet, so later captures of that attempt continue the remote's chain and
+their pushes fast-forward.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pygit2
+
+from durability import ids
+from durability.backends import resolve_worktree
+from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
+from durability.config import Settings
+from durability.errors import InvalidInput
+from durability.inspect.repository import open_checkpoints
+from durability.remote import manifest, transport
+from engine import Checkpoint, NotFound
+from engine.remotes import Remotes
+
+__all__ = ["Fetched", "fetch_run", "prepare_folder"]
+
+_JJ_PIN = re.compile(r"refs/durability/jj/[0-9a-f]{40}")
+_GIT_PIN = re.compile(re.escape(GIT_PIN_PREFIX) + r"[0-9a-f]{40}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The worktree fetched into, the run's checkpoints, and how many of
+    them the local store did not have."""
+
+    worktree: Path
+    checkpoints: list[Checkpoint]
+    added: int
+
+
+def prepare_folder(folder: Path) -> Path:
+    """The worktree root at ``folder``; an empty folder becomes a git
+    repository first (a restore captures and verifies through a backend)."""
+    folder = Path(os.path.abspath(folder))
+    if not folder.is_dir():
+        raise InvalidInput(f"{folder} is not a folder")
+    if not ids.is_jj_root(folder) and not ids.is_git_root(folder) and not any(folder.iterdir()):
+        pygit2.init_repository(str(folder))
+    return resolve_worktree(folder)
+
+
+def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
+              env: Mapping[str, str] = os.environ) -> Fetched:
+    """Fetch run ``run_id``'s checkpoints from remote ``name`` into the
+    worktree at ``folder`` and record them in the local store."""
+    root = prepare_folder(folder)
+    remotes = Remotes(settings.db_path)
+    remote = remotes.get(str(root), name)
+    repo = open_checkpoints(root, env)
+    mirror = f"refs/durability/remotes/{name}/"
+    transport.fetch(repo.path, remote.url, [f"+{manifest.PREFIX}*:{mirror}manifests/*"],
+                    env=env)
+    entries = [e for e in manifest.read_all(repo, f"{mirror}manifests/")
+               if e.checkpoint.run_id == run_id and _sound(e)]
+    if not entries:
+        raise NotFound(f"remote {name!r} lists no checkpoints of run {run_id!r}")
+    specs = sorted({f"+{e.ref}:{e.ref}" if e.ref.startswith("refs/durability/jj/")
+                    else f"+{e.ref}:{mirror}git/{e.ref[len(GIT_PIN_PREFIX):]}"
+                    for e in entries})
+    transport.fetch(repo.path, remote.url, specs, env=env)
+    _seed(repo, mirror, entries)
+    own = manifest.local_ref(str(root), name)  # the same name when A's path was the same
+    _seed_ref(repo, own, f"{mirror}manifests/{own[len(manifest.PREFIX):]}")
+    rows = [replace(e.checkpoint, worktree=str(root)) for e in entries]
+    missing = [c for c in rows if c.commit_id not in repo]
+    if missing:
+        raise transport.RemoteFailed(f"remote {name!r} did not hand over commit "
+                                     f"{missing[0].commit_id[:12]} (seq {missing[0].seq})")
+    added = remotes.import_checkpoints(rows, pushed_to=name)
+    return Fetched(root, rows, added)
+
+
+def _sound(entry: manifest.Entry) -> bool:
+    """An entry a restore can use: ids that are ids, a commit that is a
+    commit, a pin under our own refs (a remote is data from outside)."""
+    c = entry.checkpoint
+    return (ids.is_valid_id(c.run_id) and ids.is_valid_id(c.node_id)
+            and isinstance(c.seq, int) and isinstance(c.iteration, int)
+            and isinstance(c.attempt, int) and isinstance(c.commit_id, str)
+            and bool(_COMMIT.fullmatch(c.commit_id))
+            and bool(_JJ_PIN.fullmatch(entry.ref) or _GIT_PIN.fullmatch(entry.ref)))
+
+
+def _seed(repo: pygit2.Repository, mirror: str, entries: list[manifest.Entry]) -> None:
+    for ref in {e.ref for e in entries if e.ref.startswith(GIT_PIN_PREFIX)}:
+        _seed_ref(repo, ref, f"{mirror}git/{ref[len(GIT_PIN_PREFIX):]}")
+
+
+def _seed_ref(repo: pygit2.Repository, local: str, fetched: str) -> None:
+    """Point ``local`` where ``fetched`` points, unless ``local`` exists."""
+    if local in repo.references or fetched not in repo.references:
+        return
+    repo.references.create(local, repo.references[fetched].target)

@@ -1,0 +1,250 @@
+"""The service's replicator: pushes every new checkpoint to the remotes of
+its worktree, in the background (docs/REMOTE.md).
+
+A capture never waits for it: the outbox is the store itself (a checkpoint
+with a remote and no ``pushed`` row, ``engine.remotes``), and the service
+only pokes this thread after a batch is recorded.  The thread lets a burst
+gather for a moment, then pushes everything pending of one worktree to one
+remote in one ``git push`` (the pins, then the manifest that lists them),
+and records them ``pushed`` once git has said so.  A failed push is retried
+with a doubling delay; a checkpoint still unpushed ``bound_ms`` after it was
+captured is filed once as a ``replication-failed`` gap and kept trying.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pygit2
+
+from durability.backends.git_commit import key_ref
+from durability.backends.modes import PREFIX as MODES_PREFIX
+from durability.config import Settings
+from durability.errors import DurabilityError
+from durability.gaps import spool
+from durability.gaps.ingest import write_gap
+from durability.inspect.repository import open_checkpoints
+from durability.remote import manifest, transport
+from engine import Checkpoint, EngineError, Store, now_ms
+from engine.remotes import FAILED, PUSHED, Pending, Remotes
+
+__all__ = ["GAP_REASON", "Replicator", "pin_ref"]
+
+log = logging.getLogger("durability.replicate")
+
+GAP_REASON = "replication-failed"
+#: A burst of captures is pushed once it pauses this long...
+QUIET_S = 0.2
+#: ...or this long after its first checkpoint, if it goes on.
+MAX_DEFER_S = 2.0
+#: The replicator's niceness (Linux: per thread, and inherited by the git it
+#: starts), so that pushing never takes the CPU from a capture.
+NICENESS = 10
+#: How often the thread looks for work nobody poked it about (checkpoints
+#: taken in-process while the service ran, retries that came due).
+POLL_S = 2.0
+BACKOFF_MIN_S = 0.5
+BACKOFF_MAX_S = 30.0
+#: How long a stopping service waits for a push under way.
+STOP_WAIT_S = 10.0
+#: The most checkpoints one push carries (one git command line).
+MAX_BATCH = 500
+_JJ_PREFIX = "refs/durability/jj/"
+
+
+def pin_ref(repo: pygit2.Repository, c: Checkpoint) -> str:
+    """The ref that keeps ``c``'s commit: its own pin (jj), else the pin of
+    its attempt, whose chain of parents holds it (git)."""
+    own = _JJ_PREFIX + c.commit_id
+    return own if own in repo.references else key_ref(c.key)
+
+
+class Replicator:
+    def __init__(self, settings: Settings, store: Callable[[], Store],
+                 env: Mapping[str, str]) -> None:
+        self.settings = settings
+        self._store = store
+        self._env = env
+        self._remotes = Remotes(settings.db_path)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: (worktree, remote) -> (monotonic time of the next try, last delay)
+        self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
+        self._errors: dict[tuple[str, str], str] = {}
+        #: (worktree, remote) pairs whose remote manifest was compared since start.
+        self._compared: set[tuple[str, str]] = set()
+        #: git pushes that succeeded, and checkpoints they carried.
+        self.pushes = 0
+        self.pushed = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="replicate", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the push under way, if any, waiting up to ``STOP_WAIT_S``
+        for it: a push cut short is pushed again by the next service."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(STOP_WAIT_S)
+
+    def poke(self) -> None:
+        """New checkpoints are recorded: push them soon (never waits)."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        _lower_priority()
+        while not self._stop.is_set():
+            if self._wake.wait(self._idle_s()):
+                self._gather()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.run_once()
+            except Exception:  # the thread must outlive a bug; the outbox keeps the work
+                log.exception("replication pass failed")
+
+    def _gather(self) -> None:
+        """Wait out a burst: until no checkpoint came for ``QUIET_S``, at most
+        ``MAX_DEFER_S``.  Pushing in the middle of one would compete with its
+        captures for the CPU and the store, and push it piecemeal."""
+        first = time.monotonic()
+        self._wake.clear()
+        while not self._stop.is_set() and time.monotonic() - first < MAX_DEFER_S:
+            if not self._wake.wait(QUIET_S):
+                return
+            self._wake.clear()
+
+    def _idle_s(self) -> float:
+        if not self._backoff:
+            return POLL_S
+        soonest = min(at for at, _ in self._backoff.values())
+        return min(POLL_S, max(soonest - time.monotonic(), 0.01))
+
+    def run_once(self) -> int:
+        """Push what is due; returns how many checkpoints were pushed."""
+        try:
+            pending = self._remotes.pending()
+        except EngineError as exc:
+            log.warning("cannot read the replication outbox: %s", exc)
+            return 0
+        groups: dict[tuple[str, str], list[Pending]] = {}
+        for item in pending:
+            groups.setdefault((item.checkpoint.worktree, item.remote.name), []).append(item)
+        done = 0
+        for key, items in groups.items():
+            done += self._replicate(key, items)
+        for key in set(self._backoff) - set(groups):  # nothing left to retry there
+            self._backoff.pop(key, None)
+            self._errors.pop(key, None)
+        return done
+
+    def _replicate(self, key: tuple[str, str], items: list[Pending]) -> int:
+        at, delay = self._backoff.get(key, (0.0, 0.0))
+        if time.monotonic() >= at:
+            try:
+                for start in range(0, len(items), MAX_BATCH):
+                    batch = items[start:start + MAX_BATCH]
+                    self._push(batch)
+                    self._remotes.mark(batch, PUSHED)
+                self._backoff.pop(key, None)
+                self._errors.pop(key, None)
+                return len(items)
+            except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
+                delay = min(max(delay * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                self._backoff[key] = (time.monotonic() + delay, delay)
+                self._errors[key] = str(exc)
+                log.warning("replication of %s to %s failed (next try in %gs): %s",
+                            key[0], key[1], delay, exc)
+        self._file_overdue(items, self._errors.get(key, "not pushed yet"))
+        return 0
+
+    def _push(self, items: list[Pending]) -> None:
+        worktree, remote = items[0].checkpoint.worktree, items[0].remote
+        repo = open_checkpoints(Path(worktree), self._env)
+        there = self._already_there(repo, items)
+        if there:
+            self._remotes.mark(there, PUSHED)
+            items = [p for p in items if p not in there]
+            if not items:
+                return
+        entries = [manifest.Entry(p.checkpoint, pin_ref(repo, p.checkpoint)) for p in items]
+        refs = {e.ref for e in entries}
+        refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
+                 if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
+        missing = sorted(r for r in refs if r not in repo.references)
+        if missing:
+            raise DurabilityError(f"{len(missing)} checkpoint pin(s) missing, e.g. {missing[0]}",
+                                  code="remote-failed")
+        mref = manifest.local_ref(worktree, remote.name)
+        manifest.add(repo, mref, entries)
+        specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
+        transport.push(repo.path, remote.url, specs, env=self._env)
+        self.pushes += 1
+        self.pushed += len(items)
+
+    def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
+        """Items a push before a crash carried but did not get recorded.
+
+        Once per worktree and remote in a service's life: when the remote's
+        manifest is at the local manifest's tip, every checkpoint that
+        manifest lists is there (pins and manifest go in one atomic push), so
+        it is recorded, not pushed again.  A failed push leaves the local tip
+        ahead of the remote's, and nothing is taken for pushed.
+        """
+        worktree, remote = items[0].checkpoint.worktree, items[0].remote
+        if (worktree, remote.name) in self._compared:
+            return []
+        mref = manifest.local_ref(worktree, remote.name)
+        tip = repo.references.get(mref)
+        if tip is None:
+            self._compared.add((worktree, remote.name))
+            return []
+        on_remote = transport.ls_remote(repo.path, remote.url, [mref], env=self._env)
+        self._compared.add((worktree, remote.name))
+        if on_remote.get(mref) != str(tip.target):
+            return []
+        listed = {(e.checkpoint.request_id, e.checkpoint.commit_id)
+                  for e in manifest.read(repo, mref)}
+        return [p for p in items if (p.checkpoint.request_id, p.checkpoint.commit_id) in listed]
+
+    def _file_overdue(self, items: list[Pending], error: str) -> None:
+        """File one replication-failed gap per checkpoint past the bound."""
+        now = now_ms()
+        bound = self.settings.replication_bound_ms
+        late = [p for p in items if p.state != FAILED and now - p.since_ms >= bound]
+        for p in late:
+            c = p.checkpoint
+            write_gap(self.settings, spool.gap_record(
+                run_id=c.run_id, request_id=f"{GAP_REASON}-{p.remote.name}-{c.request_id}",
+                reason=GAP_REASON, node_id=c.node_id, iteration=c.iteration,
+                attempt=c.attempt, worktree=c.worktree, source=c.source,
+                tool_use_id=c.tool_use_id,
+                detail=(f"seq {c.seq} ({c.commit_id[:12]}) not on remote {p.remote.name} "
+                        f"after {bound / 1000:g}s: {error}")), self._store)
+        if late:
+            try:
+                self._remotes.mark(late, FAILED, error[:500])
+            except EngineError as exc:
+                log.warning("cannot record failed replication: %s", exc)
+
+
+def _lower_priority() -> None:
+    """Make the calling thread (and what it starts) nicer, on Linux only:
+    elsewhere the call would lower the whole service, captures included."""
+    if sys.platform != "linux":
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
+    except OSError:
+        pass  # not allowed: replicate at the same priority

@@ -1,0 +1,86 @@
+"""``git push`` and ``git fetch`` of checkpoint refs, through ``proc`` (an
+argument list, never a shell).
+
+git, not pygit2, moves the objects: it speaks ssh and https with the user's
+own keys and credential helpers, which libgit2 would need callbacks for.  The
+URL is always the one stored for the remote, never a remote of the user's git
+configuration, so nothing goes to ``origin`` unless the user named it.  No
+hook of the user's repository runs (``core.hooksPath`` is emptied, and
+``--no-verify``), git never prompts (``GIT_TERMINAL_PROMPT=0``), and only the
+file, ssh and https transports are allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+
+from durability import proc
+from durability.errors import DurabilityError
+
+__all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
+
+#: Ceiling on one push or fetch.
+TIMEOUT_S = 120.0
+
+
+class RemoteFailed(DurabilityError):
+    """A push to, or fetch from, a remote failed (unreachable, refused)."""
+
+    code = "remote-failed"
+
+
+def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
+    git = shutil.which("git", path=env.get("PATH"))
+    if git is None:
+        raise RemoteFailed("git not found on PATH: replication needs git")
+    child = {k: v for k, v in env.items() if not k.startswith("GIT_")}
+    child.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL="file:ssh:https",
+                 LC_ALL="C", GIT_DIR=git_dir)
+    argv = [git, "-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass=",
+            *args]
+    try:
+        done = proc.run(argv, timeout=timeout, env=child)
+    except proc.TimedOut as exc:
+        raise RemoteFailed(f"git {args[0]} ran past {timeout:g}s") from exc
+    except OSError as exc:
+        raise RemoteFailed(f"git {args[0]} did not run: {exc}") from exc
+    if done.returncode != 0:
+        last = [ln for ln in done.stderr.splitlines() if ln.strip()][-3:]
+        raise RemoteFailed(f"git {args[0]} failed: {' | '.join(last) or done.returncode}")
+    return done.stdout
+
+
+def push(git_dir: str, url: str, refspecs: Sequence[str], *,
+         env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S) -> None:
+    """Push ``refspecs`` (``src:dst``, never forced) from ``git_dir`` to ``url``.
+
+    Not forced: a ref the remote holds at a commit that is not an ancestor
+    (another machine's checkpoints of the same attempt) is refused, never
+    overwritten.  ``--atomic``: all of a batch lands, or none of it does, so
+    the state recorded afterwards is exact.
+    """
+    if refspecs:
+        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet", "--",
+                       url, *refspecs], env, timeout)
+
+
+def fetch(git_dir: str, url: str, refspecs: Sequence[str], *,
+          env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S) -> None:
+    """Fetch ``refspecs`` (``+src:dst``) from ``url`` into ``git_dir``."""
+    _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", url,
+                   *refspecs], env, timeout)
+
+
+def ls_remote(git_dir: str, url: str, refs: Sequence[str], *,
+              env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S
+              ) -> dict[str, str]:
+    """``{ref: commit}`` of ``refs`` on ``url`` (those it has)."""
+    out = _git(git_dir, ["ls-remote", "--refs", "--", url, *refs], env, timeout)
+    found = {}
+    for line in out.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref:
+            found[ref] = sha
+    return found

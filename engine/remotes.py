@@ -1,0 +1,263 @@
+"""Remotes and replication state: the rows behind ``durability remote`` and
+the service's replicator (docs/REMOTE.md).
+
+A remote is named per worktree (``remotes``).  The outbox is a query, not a
+table a capture writes: every checkpoint of a worktree that has a remote and
+no ``pushed`` row in ``replication`` for it is pending.  So a capture pays
+nothing for replication, a restarted service finds exactly what is left, and a
+checkpoint taken in-process while no service ran is replicated too.
+
+Like ``watches``, each call opens its own connection (the replicator asks a
+few times a second at most).  The SQL is portable (no ``INSERT OR``, no
+SQLite-only functions) for the PostgreSQL store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.db import connect, migrate, write_transaction
+from engine.errors import InvalidValue, NotFound, StoreUnavailable
+from engine.models import Checkpoint
+from engine.store import now_ms
+from engine.text import row_from_db, to_db
+
+__all__ = ["FAILED", "PENDING", "PUSHED", "Pending", "Remote", "Remotes"]
+
+PUSHED = "pushed"
+FAILED = "failed"
+#: Not a row: a checkpoint with a remote and no ``pushed`` row.
+PENDING = "pending"
+
+_CP_COLS = (
+    "c.run_id, c.node_id, c.iteration, c.attempt, c.seq, c.commit_id, c.change_id, "
+    "c.operation_id, c.worktree, c.source, c.tool_use_id, c.label, c.request_id, "
+    "c.created_at_ms, c.harness, c.agent_id, c.agent_type"
+)
+# Checkpoints of worktrees with a remote, not yet on that remote.
+_PENDING_SQL = f"""
+SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
+       (SELECT p.state FROM replication p
+         WHERE p.request_id = c.request_id AND p.remote = r.name)
+  FROM remotes r JOIN workspace_checkpoints c ON c.worktree = r.worktree
+ WHERE NOT EXISTS (SELECT 1 FROM replication p WHERE p.request_id = c.request_id
+                      AND p.remote = r.name AND p.state = 'pushed')
+ ORDER BY c.worktree, r.name, c.created_at_ms, c.seq
+"""
+
+
+@dataclass(frozen=True)
+class Remote:
+    worktree: str
+    name: str
+    url: str
+    created_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "url": self.url, "worktree": self.worktree,
+                "created_at_ms": self.created_at_ms}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One checkpoint not yet on one remote."""
+
+    checkpoint: Checkpoint
+    remote: Remote
+    #: ``failed`` when its replication-failed gap is already filed, else None.
+    state: str | None
+
+    @property
+    def since_ms(self) -> int:
+        """When it became due: its capture, or the remote's creation if later
+        (adding a remote replicates the worktree's earlier checkpoints too)."""
+        return max(self.checkpoint.created_at_ms, self.remote.created_at_ms)
+
+
+class Remotes:
+    """The ``remotes`` and ``replication`` tables of the state database at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with self._open() as conn:
+            migrate(conn)
+
+    @contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        conn = connect(self.path)
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot use the remotes of the state database: {exc}"
+                                   ) from exc
+        finally:
+            conn.close()
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._open() as conn:
+            return [row_from_db(r) for r in conn.execute(sql, params).fetchall()]
+
+    # -- the remotes -------------------------------------------------------
+
+    def add(self, worktree: str, name: str, url: str) -> Remote:
+        """Name a remote for ``worktree``; a name already used is ``InvalidValue``."""
+        remote = Remote(worktree, name, url, now_ms())
+        with self._open() as conn, write_transaction(conn):
+            if conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=?",
+                            (to_db(worktree), name)).fetchone():
+                raise InvalidValue(f"remote {name!r} already exists for {worktree}; "
+                                   "remove it first")
+            conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
+                         "VALUES (?,?,?,?)", (to_db(worktree), name, url, remote.created_at_ms))
+        return remote
+
+    def remove(self, worktree: str, name: str) -> Remote:
+        """Forget a remote and what was pushed to it (a remote added again
+        under that name may be another repository: everything is due again)."""
+        with self._open() as conn, write_transaction(conn):
+            found = conn.execute("SELECT worktree, name, url, created_at_ms FROM remotes "
+                                 "WHERE worktree=? AND name=?", (to_db(worktree), name)
+                                 ).fetchone()
+            if found is None:
+                raise NotFound(f"no remote {name!r} for {worktree}")
+            conn.execute("DELETE FROM remotes WHERE worktree=? AND name=?",
+                         (to_db(worktree), name))
+            conn.execute("DELETE FROM replication WHERE worktree=? AND remote=?",
+                         (to_db(worktree), name))
+        return _remote(row_from_db(found))
+
+    def all(self, worktree: str | None = None) -> list[Remote]:
+        """The remotes of ``worktree`` (of every worktree when None)."""
+        sql = "SELECT worktree, name, url, created_at_ms FROM remotes"
+        params: tuple[Any, ...] = ()
+        if worktree is not None:
+            sql += " WHERE worktree=?"
+            params = (to_db(worktree),)
+        return [_remote(r) for r in self._read(sql + " ORDER BY worktree, name", params)]
+
+    def get(self, worktree: str, name: str) -> Remote:
+        for remote in self.all(worktree):
+            if remote.name == name:
+                return remote
+        raise NotFound(f"no remote {name!r} for {worktree} (see `durability remote list`)")
+
+    # -- replication -------------------------------------------------------
+
+    def pending(self) -> list[Pending]:
+        """Every checkpoint not yet on a remote of its worktree, oldest first
+        per worktree and remote (the outbox)."""
+        return [Pending(Checkpoint(*r[:17]),
+                        Remote(str(r[8]), str(r[17]), str(r[18]), int(r[19])), r[20])
+                for r in self._read(_PENDING_SQL)]
+
+    def unreplicated(self, worktree: str | None = None) -> list[Checkpoint]:
+        """Checkpoints some configured remote does not hold yet: what a
+        garbage collector must keep (their refs are still to be pushed)."""
+        seen: dict[str, Checkpoint] = {}
+        for item in self.pending():
+            if worktree is None or item.checkpoint.worktree == worktree:
+                seen.setdefault(item.checkpoint.request_id, item.checkpoint)
+        return list(seen.values())
+
+    def mark(self, items: Iterable[Pending], state: str, error: str | None = None) -> None:
+        """Record ``state`` for each item, over any earlier row."""
+        now = now_ms()
+        with self._open() as conn, write_transaction(conn):
+            for item in items:
+                key = (to_db(item.checkpoint.request_id), item.remote.name)
+                conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?", key)
+                conn.execute(
+                    "INSERT INTO replication (request_id, worktree, remote, state, "
+                    "updated_at_ms, error) VALUES (?,?,?,?,?,?)",
+                    (key[0], to_db(item.checkpoint.worktree), item.remote.name, state, now,
+                     error))
+
+    def states(self, checkpoints: Iterable[Checkpoint]) -> dict[str, dict[str, str]]:
+        """``{request id: {remote: pushed | pending | failed}}`` for each
+        checkpoint whose worktree has a remote (missing: it has none)."""
+        wanted = list(checkpoints)
+        by_tree: dict[str, list[str]] = {}
+        for remote in self.all():
+            by_tree.setdefault(remote.worktree, []).append(remote.name)
+        done: dict[tuple[str, str], str] = {}
+        for worktree in {c.worktree for c in wanted if c.worktree in by_tree}:
+            for req, name, state in self._read(
+                    "SELECT request_id, remote, state FROM replication WHERE worktree=?",
+                    (to_db(worktree),)):
+                done[(str(req), str(name))] = str(state)
+        return {c.request_id: {n: done.get((c.request_id, n), PENDING)
+                               for n in by_tree[c.worktree]}
+                for c in wanted if c.worktree in by_tree}
+
+    # -- checkpoints from a remote -----------------------------------------
+
+    def import_checkpoints(self, rows: Iterable[Checkpoint], *,
+                           pushed_to: str | None = None) -> int:
+        """Record checkpoints read from a remote's manifest (their seq as
+        captured), with the runs and attempts they belong to; rows already
+        on record are left alone.  A row whose place (attempt and seq) holds
+        another commit is ``InvalidValue``: this store already has a
+        different history for that attempt.  ``pushed_to`` names the remote
+        they came from: they are on it already, so nothing pushes them back.
+        Returns how many were new."""
+        added = 0
+        now = now_ms()
+        with self._open() as conn, write_transaction(conn):
+            for c in rows:
+                key = (c.run_id, c.node_id, c.iteration, c.attempt)
+                there = conn.execute(
+                    "SELECT commit_id FROM workspace_checkpoints WHERE run_id=? AND node_id=? "
+                    "AND iteration=? AND attempt=? AND seq=?", (*key, c.seq)).fetchone()
+                if there is not None:
+                    if there[0] != c.commit_id:
+                        raise InvalidValue(
+                            f"run {c.run_id!r} node {c.node_id!r} seq {c.seq} is commit "
+                            f"{str(there[0])[:12]} here and {c.commit_id[:12]} on the remote")
+                    continue
+                added += self._import_one(conn, c, now)
+                if pushed_to is not None:
+                    conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
+                                 (to_db(c.request_id), pushed_to))
+                    conn.execute("INSERT INTO replication (request_id, worktree, remote, "
+                                 "state, updated_at_ms) VALUES (?,?,?,?,?)",
+                                 (to_db(c.request_id), to_db(c.worktree), pushed_to, PUSHED,
+                                  now))
+        return added
+
+    def _import_one(self, conn: sqlite3.Connection, c: Checkpoint, now: int) -> int:
+        if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=?",
+                        (to_db(c.request_id),)).fetchone():
+            return 0
+        key = (c.run_id, c.node_id, c.iteration, c.attempt)
+        if not conn.execute("SELECT 1 FROM runs WHERE run_id=?", (c.run_id,)).fetchone():
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?)",
+                         (c.run_id, now))
+        if not conn.execute("SELECT 1 FROM attempts WHERE run_id=? AND node_id=? AND "
+                            "iteration=? AND attempt=?", key).fetchone():
+            conn.execute("INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
+                         "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?)",
+                         (*key, now, to_db(c.worktree)))
+        conn.execute(
+            "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, seq, "
+            "commit_id, change_id, operation_id, worktree, source, tool_use_id, label, "
+            "request_id, created_at_ms, harness, agent_id, agent_type) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*key, c.seq, c.commit_id, c.change_id, c.operation_id, to_db(c.worktree),
+             c.source, to_db(c.tool_use_id), to_db(c.label), to_db(c.request_id),
+             c.created_at_ms, c.harness, to_db(c.agent_id), to_db(c.agent_type)))
+        # The attempt's pointer names its newest checkpoint, whichever arrived last.
+        conn.execute(
+            "UPDATE attempts SET jj_pointer=(SELECT commit_id FROM workspace_checkpoints w "
+            "WHERE w.run_id=? AND w.node_id=? AND w.iteration=? AND w.attempt=? "
+            "ORDER BY seq DESC LIMIT 1) WHERE run_id=? AND node_id=? AND iteration=? "
+            "AND attempt=?", (*key, *key))
+        return 1
+
+
+def _remote(r: tuple[Any, ...]) -> Remote:
+    return Remote(str(r[0]), str(r[1]), str(r[2]), int(r[3]))

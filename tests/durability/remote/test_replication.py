@@ -1,0 +1,230 @@
+"""The service replicates checkpoints to the remotes of their worktree, in the
+background, through a durable outbox (docs/REMOTE.md): real git repositories,
+bare file:// remotes that log every push they take, the installed service."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from tests.durability.remote.remotekit import (
+    add_remote,
+    bare_remote,
+    capture,
+    cli,
+    manifest_commits,
+    pushes,
+    quick_states,
+    remote_refs,
+    states,
+)
+from tests.helpers import git, make_git_repo, make_jj_repo, ping, start_service, wait_for
+
+
+def _all_pushed(remote_name: str = "backup") -> bool:
+    return all(s.get(remote_name) == "pushed" for s in quick_states())
+
+
+def test_a_burst_of_checkpoints_reaches_the_remote_each_ref_update_once(
+        tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        commits = [capture(repo, f"call {i}") for i in range(12)]
+        wait_for(lambda: manifest_commits(remote) == set(commits), timeout=30)
+        wait_for(_all_pushed, timeout=10)
+    finally:
+        assert svc.stop() == 0
+    taken = pushes(remote)
+    assert 1 <= len(taken) <= len(commits)
+    updates = [line for push in taken for line in push]
+    assert len(updates) == len(set(updates))  # no ref moved to the same commit twice
+    # The attempt's git pin on the remote is the newest checkpoint: its chain
+    # of parents carries every earlier one.
+    pins = {r: c for r, c in remote_refs(remote).items() if r.startswith("refs/durability/git/")}
+    assert list(pins.values()) == [commits[-1]]
+
+
+def test_a_backlog_is_pushed_in_one_push_when_the_service_starts(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    commits = [capture(repo, f"call {i}") for i in range(5)]  # no service: in-process
+    assert states() == [{"backup": "pending"}] * 5
+    svc = start_service(tmp_path)
+    try:
+        wait_for(_all_pushed, timeout=30)
+    finally:
+        assert svc.stop() == 0
+    assert len(pushes(remote)) == 1
+    assert manifest_commits(remote) == set(commits)
+    shown = json.loads(cli("show", "run-r", "--json").stdout)
+    assert (shown["seq"], shown["replicated"]) == (5, {"backup": "pushed"})
+    assert "replicated: backup pushed" in cli("show", "run-r", "--seq", "2").stdout
+
+
+def test_the_outbox_survives_kill_9_and_nothing_is_pushed_twice(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    away = tmp_path / "away.git"
+    add_remote(repo, "backup", remote.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        first = capture(repo, "pushed before the crash")
+        wait_for(_all_pushed, timeout=30)
+        os.rename(remote, away)  # unreachable: the next checkpoints stay in the outbox
+        later = [capture(repo, f"call {i}") for i in range(3)]
+        time.sleep(0.5)  # the replicator tries and fails at least once
+        assert quick_states()[1:] == [{"backup": "pending"}] * 3
+    finally:
+        svc.kill()  # SIGKILL: nothing is flushed, nothing is said
+    os.rename(away, remote)
+    assert len(pushes(remote)) == 1
+    svc = start_service(tmp_path)
+    try:
+        wait_for(_all_pushed, timeout=30)
+        assert len(pushes(remote)) == 2  # the three in one push
+        assert manifest_commits(remote) == {first, *later}
+        answer = ping(svc.socket_path)
+        assert answer is not None and (answer["pushes"], answer["pushed"]) == (1, 3)
+    finally:
+        svc.kill()
+    svc = start_service(tmp_path)  # a restart with nothing pending pushes nothing
+    try:
+        time.sleep(2.5)  # longer than the replicator's idle poll
+        answer = ping(svc.socket_path)
+        assert answer is not None and answer["pushes"] == 0
+    finally:
+        assert svc.stop() == 0
+    assert len(pushes(remote)) == 2
+
+
+def test_an_unreachable_remote_is_a_replication_failed_gap_after_the_bound(
+        tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    remote = tmp_path / "not-yet.git"
+    add_remote(repo, "backup", remote.as_uri())
+    env = {**os.environ, "DURABILITY_REPLICATION_BOUND_MS": "400"}
+    svc = start_service(tmp_path, env=env)
+    try:
+        capture(repo, "never pushed in time")
+        wait_for(lambda: quick_states() == [{"backup": "failed"}], timeout=20)
+        assert states() == [{"backup": "failed"}]
+        gaps = cli("gaps", "run-r", "--json")
+        rows = [g for g in json.loads(gaps.stdout)
+                if g["reason"] == "replication-failed"]
+        assert len(rows) == 1 and "backup" in rows[0]["detail"]
+        bare_remote(remote)  # reachable now: the retries get it there
+        wait_for(lambda: quick_states() == [{"backup": "pushed"}], timeout=40)
+    finally:
+        assert svc.stop() == 0
+    # One gap per checkpoint, however many retries failed before.
+    again = json.loads(cli("gaps", "run-r", "--json").stdout)
+    assert [g["reason"] for g in again] == ["replication-failed"]
+
+
+def test_jj_checkpoints_are_pinned_and_pushed_one_ref_each(tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "jrepo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        commits = [capture(repo, f"call {i}") for i in range(3)]
+        wait_for(_all_pushed, timeout=30)
+    finally:
+        assert svc.stop() == 0
+    refs = remote_refs(remote)
+    assert {f"refs/durability/jj/{c}" for c in commits} <= set(refs)
+    assert manifest_commits(remote) == set(commits)
+    # Only the checkpoint refs and the manifest: no branch, no jj bookkeeping.
+    assert all(r.startswith("refs/durability/") for r in refs)
+
+
+def test_nothing_is_pushed_without_a_named_remote_not_even_to_origin(tmp_path: Path) -> None:
+    origin = bare_remote(tmp_path / "origin.git")
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", origin.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        capture(repo, "a checkpoint of a clone")
+        time.sleep(1.0)  # the replicator is poked after a capture and waits 0.2 s
+        answer = ping(svc.socket_path)
+        assert answer is not None and answer["pushes"] == 0
+    finally:
+        assert svc.stop() == 0
+    assert pushes(origin) == [] and remote_refs(origin) == {}
+    assert states() == [{}]
+
+
+def test_a_push_that_hangs_never_holds_a_capture(tmp_path: Path) -> None:
+    """The remote takes a push and then waits (its pre-receive hook holds on
+    a gate file): captures go on being answered meanwhile, and what they
+    recorded goes in the push after the gate opens."""
+    import threading
+
+    from tests.helpers import write_script
+
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    gate = tmp_path / "gate"
+    gate.touch()
+    write_script(remote / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ncat > /dev/null\nwhile [ -e {gate} ]; do sleep 0.05; done\n")
+    add_remote(repo, "backup", remote.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        capture(repo, "its push hangs")
+        wait_for(lambda: _push_started(remote), timeout=20)
+        later: list[str] = []
+        worker = threading.Thread(target=lambda: later.extend(
+            capture(repo, f"while it hangs {i}") for i in range(3)))
+        worker.start()
+        worker.join(60)
+        held = worker.is_alive()
+        gate.unlink()  # whatever happened, let the push finish
+        worker.join(60)
+        assert not held, "a capture waited for the hanging push"
+        assert quick_states()[1:] == [{"backup": "pending"}] * 3
+        wait_for(_all_pushed, timeout=30)
+    finally:
+        gate.unlink(missing_ok=True)
+        assert svc.stop() == 0
+    assert manifest_commits(remote) >= set(later)
+
+
+def _push_started(remote: Path) -> bool:
+    """Whether a push is inside the remote: its objects are in git's
+    quarantine folder while the pre-receive hook runs."""
+    return any((remote / "objects").glob("*incoming-*"))
+
+
+def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Path) -> None:
+    """A service killed between git's answer and the store's record: the next
+    one finds the remote's manifest at the local tip and records the
+    checkpoints as pushed without pushing them again."""
+    import sqlite3
+
+    from durability.config import Settings
+    from durability.remote.replicator import Replicator
+    from engine import Store
+
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "one")
+    capture(repo, "two")
+    settings = Settings.from_env()
+    with Store(settings.db_path) as store:
+        first = Replicator(settings, lambda: store, os.environ)
+        assert (first.run_once(), first.pushes) == (2, 1)
+        with sqlite3.connect(settings.db_path) as db:  # the record the kill lost
+            db.execute("DELETE FROM replication")
+        assert quick_states() == [{"backup": "pending"}] * 2
+        second = Replicator(settings, lambda: store, os.environ)
+        assert (second.run_once(), second.pushes) == (2, 0)
+    assert quick_states() == [{"backup": "pushed"}] * 2
+    assert len(pushes(remote)) == 1
