@@ -2,7 +2,8 @@
 
 This module is the top of the house: it builds the group, registers every
 command family (``checkpoints``, ``inspect``, ``browse``, ``service``, ``watch``,
-``engine``, ``fork``, ``agent``, ``remote``), and is imported by none of them.  Every failure is one line on stderr,
+``engine``, ``fork``, ``agent``, ``remote``), and is imported by none of them.
+Every failure is one line on stderr,
 ``durability: <code>: <message>``, and the exit status comes from
 ``errors.exit_code``.
 """

@@ -111,7 +111,7 @@ def test_an_unreachable_remote_is_remote_failed_exit_8(tmp_path: Path) -> None:
     there.mkdir()
     add_remote(there, "backup", (tmp_path / "missing.git").as_uri())
     done = cli("restore", "run-r", "--from-remote", "backup", "--worktree", str(there))
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == 9, done.stderr
     assert done.stderr.startswith("durability: remote-failed: ")
     assert done.stderr.count("\n") == 1
 
