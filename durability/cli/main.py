@@ -15,8 +15,7 @@ from typing import Any
 import click
 
 from durability import ids
-from durability.cli import (agent, browse, checkpoints, engine, fork, inspect, remote,
-                            service, watch)
+from durability.cli import agent, browse, checkpoints, engine, fork, inspect, remote, service, watch
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
