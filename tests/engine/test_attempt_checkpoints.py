@@ -140,3 +140,67 @@ def test_clean_goes_back_to_the_first_attempts_start_unless_that_drops_another_t
     assert "fast" in target.reason
     assert restore_target([], node_id="j", iteration=0, worktree="/w",
                           on_resume="continue") is None
+
+
+GATED = """\
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from engine.workflow import Workflow
+
+GATE = Path(__file__).with_name("gate")
+workflow = Workflow("served")
+
+
+@workflow.task()
+def works(ctx):
+    Path(ctx.worktree, "before.txt").write_text("1\\n")
+    Path(__file__).with_name("waiting").write_text("yes\\n")
+    deadline = time.monotonic() + 60
+    while not GATE.exists():
+        assert time.monotonic() < deadline, "the test never opened the gate"
+        time.sleep(0.02)
+    Path(ctx.worktree, "after.txt").write_text("2\\n")
+    return {}
+"""
+
+
+def test_with_a_service_up_the_service_watches_the_attempt(
+        tmp_path: Path, repo: Path, settings: Settings) -> None:
+    import subprocess
+
+    from durability import client
+    from tests.helpers import durability_exe, start_service, wait_for
+
+    service = start_service(tmp_path)
+    folder = tmp_path / "wf"
+    folder.mkdir()
+    (folder / "wf.py").write_text(GATED)
+    run = subprocess.Popen([durability_exe(), "run", str(folder / "wf.py"), "--run-id", "sv",
+                            "--worktree", str(repo)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (folder / "waiting").exists() or run.poll() is not None, timeout=60)
+        during = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+        (folder / "gate").write_text("open\n")
+        _out, err = run.communicate(timeout=120)
+        after = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate(timeout=30)
+        service.stop()
+    assert run.returncode == 0, err
+    assert [(w["run_id"], w["node_id"], w["attempt"], w["worktree"]) for w in
+            during["watches"]] == [("sv", "works", 1, str(repo))]
+    assert after["watches"] == []  # the attempt's end ended the watch
+    with Runs(settings.db_path) as runs:
+        own = runs.checkpoints("sv", "works")
+        attempt = runs.attempts("sv")[0]
+    assert (own[0].source, own[0].label) == ("attempt", "attempt start")
+    assert attempt.jj_pointer == own[-1].commit_id
+    shown = cli("diff", "sv", "--node", "works", "--seq", "1", "--to", str(own[-1].seq),
+                "--name-only").stdout
+    assert "after.txt" in shown and "before.txt" in shown, shown
