@@ -204,3 +204,55 @@ def test_with_a_service_up_the_service_watches_the_attempt(
     shown = cli("diff", "sv", "--node", "works", "--seq", "1", "--to", str(own[-1].seq),
                 "--name-only").stdout
     assert "after.txt" in shown and "before.txt" in shown, shown
+
+
+KILLED = """\
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from engine.workflow import Workflow
+
+workflow = Workflow("killed")
+
+
+@workflow.task(on_resume="clean")
+def dies_once(ctx):
+    Path(ctx.worktree, f"a{ctx.attempt}.txt").write_text("x\\n")
+    if ctx.attempt == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {}
+"""
+
+
+def test_a_watch_the_service_kept_for_a_killed_attempt_ends_before_the_restore(
+        tmp_path: Path, repo: Path, settings: Settings) -> None:
+    from durability import client
+    from tests.helpers import start_service
+
+    service = start_service(tmp_path)
+    try:
+        folder = tmp_path / "wf"
+        folder.mkdir()
+        (folder / "wf.py").write_text(KILLED)
+        killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
+        assert killed.returncode == -9, killed.stderr
+        left = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+        assert [(w["run_id"], w["attempt"]) for w in left["watches"]] == [("kw", 1)]
+        done = cli("resume", "kw")
+        assert done.returncode == 0, done.stderr
+        after = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+    finally:
+        service.stop()
+    assert after["watches"] == []
+    with Runs(settings.db_path) as runs:
+        events = runs.events("kw")
+    restore = next(e.id for e in events if e.kind == "restore")
+    dead = [e for e in events if e.kind == "checkpoint" and e.attempt == 1]
+    # The service kept watching the dead attempt; that watch ended before the
+    # restore (clean: a1.txt goes), so nothing was recorded in the dead
+    # attempt's name after it, such as a capture of the restored tree.
+    assert dead and all(e.id < restore for e in dead), (restore, dead)
+    assert not (repo / "a1.txt").exists() and (repo / "a2.txt").exists()
