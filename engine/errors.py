@@ -110,6 +110,9 @@ class WorktreeConflict(EngineError):
 
 class ResumeRefused(EngineError):
     code = "RESUME_REFUSED"
+    #: set by ``resume --quiet`` (and under ``supervise``): exit with the
+    #: status, print nothing
+    quiet = False
 
 
 class RunOwnerAlive(ResumeRefused):

@@ -8,13 +8,21 @@ claims the run and drives it from wherever the database says it stopped.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.budget import Limits
 from engine.clock import Clock, system_clock
-from engine.errors import ClaimLost, EngineError, ResumeMetadataMismatch, WorkflowInvalid
+from engine.errors import (
+    ClaimLost,
+    EngineError,
+    InvalidValue,
+    NotFound,
+    ResumeMetadataMismatch,
+    WorkflowInvalid,
+)
 from engine.fence import Claim, Owner
 from engine.isolation import Isolation, IsolationOps
 from engine.loader import Loaded, load_workflow
@@ -49,17 +57,48 @@ def new_run_id() -> str:
 def start_run(runs: Runs, workflow_path: Path, *, config: EngineConfig,
               run_id: str | None = None, worktree: str | None = None,
               limits: Limits | None = None, owner: Owner | None = None) -> RunOutcome:
-    """Start a new run of the workflow at ``workflow_path`` and drive it."""
+    """Start a new run of the workflow at ``workflow_path`` and drive it.
+
+    A run id already used by a run of the same workflow file is a no-op
+    that reports the existing run (``RunOutcome.existing``): a second start
+    of the same run is contention, not failure.  Another workflow's run id
+    is ``InvalidValue``.
+    """
     run_id = validate_id(run_id or new_run_id(), "run id")
+    existing = _existing(runs, run_id, workflow_path)
+    if existing is not None:
+        return existing
     loaded = load_workflow(workflow_path)
     meta = compute(loaded.path, loaded.imported)
     merged = loaded.workflow.limits.merged(limits or Limits())
-    claim = runs.create_run(
-        run_id, owner=owner or Owner.this_process(), workflow_path=meta.workflow_path,
-        repo_root=meta.repo_root, worktree=worktree, metadata_json=meta.to_json(),
-        plan_json=json.dumps(loaded.workflow.plan()), limits_json=merged.to_json())
+    try:
+        claim = runs.create_run(
+            run_id, owner=owner or Owner.this_process(), workflow_path=meta.workflow_path,
+            repo_root=meta.repo_root, worktree=worktree, metadata_json=meta.to_json(),
+            plan_json=json.dumps(loaded.workflow.plan()), limits_json=merged.to_json())
+    except InvalidValue:  # created by a racing start since we looked
+        existing = _existing(runs, run_id, workflow_path)
+        if existing is None:
+            raise
+        return existing
     runs.start_running(claim)
     return _drive(runs, loaded, claim, config)
+
+
+def _existing(runs: Runs, run_id: str, workflow_path: Path) -> RunOutcome | None:
+    """The outcome naming an engine run ``run_id`` of the same workflow
+    file; None when there is no such run; ``InvalidValue`` for another
+    workflow's run."""
+    try:
+        row = runs.get_run(run_id)
+    except NotFound:
+        return None
+    if row.workflow_path != os.path.abspath(workflow_path):
+        raise InvalidValue(f"run {run_id!r} already exists for {row.workflow_path}: "
+                           "pick another run id")
+    error = json.loads(row.error_json) if row.error_json else None
+    return RunOutcome(run_id, row.state or "running", error, row.waiting_on, row.wake_at_ms,
+                      existing=True)
 
 
 def resume_run(runs: Runs, run_id: str, *, config: EngineConfig, owner: Owner | None = None,

@@ -10,6 +10,8 @@ from typing import Any
 
 from engine.budget import Usage
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
+from engine.events import Event, append, append_for
+from engine.events import read as read_events
 from engine.fence import Claim, FencedStore
 from engine.models import AttemptKey
 
@@ -52,16 +54,20 @@ class TaskRecords(FencedStore):
                 "INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
                 "started_at_ms, heartbeat_at_ms, worktree) VALUES (?,?,?,?,'running',?,?,?)",
                 (*_key(key), now, now, worktree))
+            append_for(conn, key, "attempt-started", now)
         return key
 
     def end_attempt(self, claim: Claim, key: AttemptKey, state: str,
                     error: dict[str, Any] | None = None) -> None:
         """Close an attempt that did not produce an output."""
+        now = self._clock()
         with self.fenced(claim) as conn:
             conn.execute(
                 "UPDATE attempts SET state=?, finished_at_ms=?, error_json=? WHERE run_id=? "
                 "AND node_id=? AND iteration=? AND attempt=?",
-                (state, self._clock(), json.dumps(error) if error else None, *_key(key)))
+                (state, now, json.dumps(error) if error else None, *_key(key)))
+            append_for(conn, key, f"attempt-{state}", now,
+                       detail={"code": error.get("code")} if error else None)
 
     def complete_attempt(self, claim: Claim, key: AttemptKey, output_json: str) -> None:
         """Record a validated output and close its attempt, in one transaction."""
@@ -73,6 +79,7 @@ class TaskRecords(FencedStore):
             conn.execute(
                 "UPDATE attempts SET state='succeeded', finished_at_ms=? WHERE run_id=? AND "
                 "node_id=? AND iteration=? AND attempt=?", (now, *_key(key)))
+            append_for(conn, key, "attempt-finished", now)
 
     def run_state(self, run_id: str) -> RunState:
         """A consistent read of a run's outputs, attempts and approvals."""
@@ -126,6 +133,23 @@ class TaskRecords(FencedStore):
                 "INSERT OR REPLACE INTO approvals (run_id, node_id, decision, reason, "
                 "decided_at_ms) VALUES (?,?,?,?,?)",
                 (run_id, node_id, decision, reason, self._clock()))
+            append(conn, run_id, "approval", self._clock(), node_id=node_id,
+                   detail={"decision": decision, "reason": reason})
+
+    def events(self, run_id: str, *, after_id: int = 0, limit: int = 1000) -> list[Event]:
+        """The run's logged events after ``after_id``, oldest first."""
+        try:
+            with self._conn() as conn:
+                return read_events(conn, run_id, after_id=after_id, limit=limit)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
+
+    def note(self, run_id: str, kind: str, *, node_id: str | None = None,
+             detail: dict[str, Any] | None = None) -> None:
+        """Append an event that goes with no state change (a lost claim, a
+        budget hit, a restore); never fenced: a loser may say it lost."""
+        with self._write() as conn:
+            append(conn, run_id, kind, self._clock(), node_id=node_id, detail=detail)
 
     def add_usage(self, run_id: str, *, turns: int, tokens: int, cost: float) -> Usage:
         """Count a progress event; returns the run's totals after it."""

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from engine import budget
+from engine.attempt_checkpoints import checkpointed, restore_target
 from engine.budget import Limits
 from engine.context import TaskContext
 from engine.errors import BudgetExceeded, ClaimLost, QuotaExhausted, TaskStopped, WorktreeConflict
@@ -46,6 +47,8 @@ class RunOutcome:
     error: dict[str, Any] | None = None
     waiting_on: str | None = None
     wake_at_ms: int | None = None
+    #: a start of a run that already existed: nothing was done
+    existing: bool = False
 
 
 @dataclass
@@ -182,6 +185,8 @@ class Runner:
             self._restore(step, worktree)
             key = self.runs.begin_attempt(self.claim, task.id, step.iteration, worktree)
         except BudgetExceeded as exc:
+            self.runs.note(self.run_id, "budget-hit", node_id=task.id,
+                           detail={"code": exc.code, "limit": exc.limit})
             return self._halt_with(_Halt("failed", error=_error(exc, task.id)))
         except ClaimLost:
             return self._halt_with(_Halt("lost"))
@@ -208,11 +213,29 @@ class Runner:
         if step.restore_from is None or worktree is None:
             return
         prev = AttemptKey(self.run_id, step.node_id, step.iteration, step.restore_from)
-        done = self.ops.restore_attempt(prev, worktree)
-        log.info("run %s: %s", self.run_id, done or f"attempt {prev} had no checkpoint")
+        if any(f.ctx.worktree == worktree for f in self._flights.values()):
+            # Another task already works on this worktree in this process:
+            # a restore now would undo its work.  The first re-run of this
+            # resume restored the tree (to the newest checkpoint, covering
+            # this task's own).
+            log.info("run %s: %s not restored: another task is running", self.run_id, prev)
+            return
+        target = restore_target(self.runs.checkpoints(self.run_id), node_id=step.node_id,
+                                iteration=step.iteration, worktree=worktree,
+                                on_resume=self.workflow.tasks[step.node_id].on_resume)
+        if target is None:
+            log.info("run %s: attempt %s had no checkpoint to go back to", self.run_id, prev)
+            return
+        done = self.ops.restore_checkpoint(target.checkpoint, worktree, prev)
+        cp = target.checkpoint
+        self.runs.note(self.run_id, "restore", node_id=step.node_id, detail={
+            "to": {"node_id": cp.node_id, "iteration": cp.iteration, "attempt": cp.attempt,
+                   "seq": cp.seq}, "reason": target.reason, "done": done})
+        log.info("run %s: %s (%s)", self.run_id, done, target.reason)
 
     def _execute(self, task: Task, ctx: TaskContext) -> Any:
-        with self.ops.attempt_context(ctx.key, ctx.worktree):
+        with checkpointed(self.ops, ctx.key, ctx.worktree, task.checkpoints), \
+                self.ops.attempt_context(ctx.key, ctx.worktree):
             return task.fn(ctx)
 
     def _report(self, turns: int, tokens: int, cost: float) -> None:
@@ -235,6 +258,8 @@ class Runner:
             self.runs.end_attempt(self.claim, key, "stopped", _error(exc, node))
         except BudgetExceeded as exc:
             self.runs.end_attempt(self.claim, key, "stopped", _error(exc, node))
+            self.runs.note(self.run_id, "budget-hit", node_id=node,
+                           detail={"code": exc.code, "limit": exc.limit})
             self._halt_with(_Halt("failed", error=_error(exc, node)), stop_code=exc.code)
         except QuotaExhausted as exc:
             error = {**_error(exc, node), "reset_at_ms": exc.reset_at_ms}

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.errors import InvalidValue, NotFound, RunNotActive
+from engine.events import append
 from engine.fence import Claim, Owner
 from engine.records import TaskRecords
 
@@ -101,6 +102,8 @@ class Runs(TaskRecords):
             conn.execute("INSERT OR IGNORE INTO run_usage (run_id) VALUES (?)", (run_id,))
             epoch = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",
                                  (run_id,)).fetchone()[0]
+            append(conn, run_id, "run-started", now,
+                   detail={"owner": owner.name, "workflow": workflow_path})
         return Claim(run_id, int(epoch), owner)
 
     def claim(self, run_id: str, *, expected_epoch: int, owner: Owner) -> Claim | None:
@@ -112,6 +115,9 @@ class Runs(TaskRecords):
                 "claimed_at_ms=?, heartbeat_at_ms=?, updated_at_ms=? "
                 "WHERE run_id=? AND claim_epoch=? AND state IS NOT NULL",
                 (owner.name, owner.pid, owner.host, now, now, now, run_id, expected_epoch))
+            if cur.rowcount == 1:
+                append(conn, run_id, "claim-won", now,
+                       detail={"owner": owner.name, "epoch": expected_epoch + 1})
         if cur.rowcount != 1:
             return None
         return Claim(run_id, expected_epoch + 1, owner)
@@ -150,9 +156,19 @@ class Runs(TaskRecords):
                 "metadata_json=COALESCE(?, metadata_json), plan_json=COALESCE(?, plan_json) "
                 "WHERE run_id=?",
                 (now, metadata_json, plan_json, claim.run_id))
+            left = conn.execute(
+                "SELECT node_id, iteration, attempt FROM attempts WHERE run_id=? AND "
+                "state='running' ORDER BY node_id, iteration, attempt",
+                (claim.run_id,)).fetchall()
             conn.execute(
                 "UPDATE attempts SET state='abandoned', finished_at_ms=? "
                 "WHERE run_id=? AND state='running'", (now, claim.run_id))
+            for node, iteration, attempt in left:
+                append(conn, claim.run_id, "attempt-abandoned", now, node_id=node,
+                       iteration=iteration, attempt=attempt)
+            if claim.epoch > 1:  # a claim after the first: the run is resumed
+                append(conn, claim.run_id, "run-resumed", now,
+                       detail={"owner": claim.owner.name, "epoch": claim.epoch})
 
     def beat(self, claim: Claim) -> str | None:
         """Refresh the heartbeats of the run and its running attempts; return
@@ -179,6 +195,8 @@ class Runs(TaskRecords):
                 "updated_at_ms=? WHERE run_id=?",
                 (state, json.dumps(error) if error else None, waiting_on, wake_at_ms,
                  self._clock(), claim.run_id))
+            append(conn, claim.run_id, "run-parked", self._clock(),
+                   detail={"state": state, "error": error, "waiting_on": waiting_on})
 
     def request(self, run_id: str, kind: str, *, live_within_ms: int) -> str:
         """Ask for ``pause`` or ``cancel``.  A live owner is asked and acts on
@@ -194,6 +212,7 @@ class Runs(TaskRecords):
             state, owner, beat = row
             if state in ("finished", "cancelled") or (state == "failed" and kind == "pause"):
                 raise RunNotActive(f"run {run_id} is {state}; nothing to {kind}")
+            append(conn, run_id, kind, now, detail={"state": state})
             if state == "running" and owner and beat is not None and now - beat < live_within_ms:
                 conn.execute("UPDATE runs SET requested=? WHERE run_id=?", (kind, run_id))
                 return "requested"

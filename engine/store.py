@@ -17,6 +17,7 @@ from typing import Any
 from engine.clock import system_clock
 from engine.db import BUSY_TIMEOUT_MS, connect, migrate, write_transaction
 from engine.errors import NotFound, RecordRefused, StoreUnavailable
+from engine.events import append, append_for
 from engine.models import (
     Attempt,
     AttemptKey,
@@ -169,6 +170,8 @@ class Store:
             f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",
             (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
+        append_for(conn, k, "checkpoint", now, seq=seq,
+                   detail={"source": new.source, "commit_id": new.commit_id})
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
     def _refuse_if_gap(self, conn: sqlite3.Connection, new: NewCheckpoint) -> None:
@@ -292,23 +295,29 @@ class Store:
         was captured after all (a late answer of the service, the hook's own
         fallback), and a request is on record once, checkpoint or gap.
         """
+        gaps_list = list(gaps)
         rows = [
             (g.ts_ms, to_db(g.run_id), to_db(g.request_id), to_db(g.reason), to_db(g.node_id),
              g.iteration, g.attempt, to_db(g.worktree), to_db(g.source), to_db(g.tool_use_id),
              to_db(g.detail), to_db(g.request_id))
-            for g in gaps
+            for g in gaps_list
         ]
         if not rows:
             return 0
         try:
             with self._conn() as db, write_transaction(db) as conn:
-                before = conn.total_changes
-                conn.executemany(
-                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,? "
-                    "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints WHERE request_id=?)",
-                    rows,
-                )
-                return conn.total_changes - before
+                added = 0
+                for row, gap in zip(rows, gaps_list, strict=True):
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}) SELECT ?,?,?,?,?,?,?,?,?,?,? "
+                        "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints "
+                        "WHERE request_id=?)", row)
+                    if cur.rowcount == 1:  # a new gap: the log says so once
+                        added += 1
+                        append(conn, to_db(gap.run_id), "gap", gap.ts_ms,
+                               node_id=to_db(gap.node_id), iteration=gap.iteration,
+                               attempt=gap.attempt, detail={"reason": gap.reason})
+                return added
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
 

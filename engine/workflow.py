@@ -68,6 +68,12 @@ class Task:
     approval: bool = False
     #: ``shared``, ``isolated`` or ``read``; None: the workflow's default.
     worktree: str | None = None
+    #: The engine checkpoints the worktree at the start and end of each
+    #: attempt and watches it meanwhile (False: a task that never touches it).
+    checkpoints: bool = True
+    #: After an interruption: ``continue`` from the last checkpoint, or start
+    #: ``clean`` from the tree the first attempt started from.
+    on_resume: str = "continue"
 
     @property
     def loops(self) -> bool:
@@ -97,12 +103,14 @@ class Workflow:
     def task(self, id: str | None = None, *, deps: Iterable[str] = (),
              output: type[BaseModel] | None = None, retries: int = 0,
              until: Callable[[Any], bool] | None = None, max_iterations: int = 100,
-             approval: bool = False, worktree: str | None = None) -> Callable[[F], F]:
+             approval: bool = False, worktree: str | None = None,
+             checkpoints: bool = True, on_resume: str = "continue") -> Callable[[F], F]:
         """Declare the decorated callable as a task (its id defaults to its name)."""
 
         def decorate(fn: F) -> F:
             self.add(Task(id or fn.__name__, fn, tuple(deps), output, retries, until,
-                          max_iterations, approval, worktree=worktree))
+                          max_iterations, approval, worktree=worktree,
+                          checkpoints=checkpoints, on_resume=on_resume))
             return fn
 
         return decorate
@@ -116,6 +124,9 @@ class Workflow:
             raise WorkflowInvalid(f"task {task.id!r}: retries >= 0 and max_iterations >= 1")
         if task.worktree is not None:
             _mode(task.worktree, f"task {task.id!r}")
+        if task.on_resume not in ("continue", "clean"):
+            raise WorkflowInvalid(f"task {task.id!r}: on_resume must be 'continue' or 'clean', "
+                                  f"not {str(task.on_resume)[:40]!r}")
         self.tasks[task.id] = task
         return task
 

@@ -12,16 +12,24 @@ import os
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
-from engine.models import AttemptKey
+from engine.models import AttemptKey, Checkpoint
 
 __all__ = ["NullWorktreeOps", "WorktreeOps", "attempt_variables"]
 
 
 class WorktreeOps(Protocol):
-    def restore_attempt(self, key: AttemptKey, worktree: str) -> str | None:
-        """Put ``worktree`` back to ``key``'s last checkpoint before the task
-        re-runs; a one-line description of what was done, None when the
-        attempt has no checkpoint to go back to."""
+    def restore_checkpoint(self, target: Checkpoint, worktree: str,
+                           interrupted: AttemptKey) -> str:
+        """Put ``worktree`` back to ``target`` (a checkpoint of any attempt of
+        the run) before ``interrupted``'s task re-runs; the ``pre-restore``
+        checkpoint goes on ``interrupted``.  A one-line description."""
+        ...
+
+    def attempt_checkpoints(self, key: AttemptKey,
+                            worktree: str) -> AbstractContextManager[object]:
+        """Entered around an attempt in its thread: record the starting tree
+        as a checkpoint, watch the worktree with the attempt's identity, and
+        on exit (however the attempt ended) take the final capture."""
         ...
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
@@ -51,10 +59,15 @@ def attempt_variables(key: AttemptKey, worktree: str | None) -> dict[str, str]:
 
 
 class NullWorktreeOps:
-    """No worktree actions: nothing to restore, the attempt's variables only."""
+    """No worktree actions: nothing restored or captured, the attempt's variables only."""
 
-    def restore_attempt(self, key: AttemptKey, worktree: str) -> str | None:
-        return None
+    def restore_checkpoint(self, target: Checkpoint, worktree: str,
+                           interrupted: AttemptKey) -> str:
+        return f"not restored: no worktree actions (target seq {target.seq})"
+
+    def attempt_checkpoints(self, key: AttemptKey,
+                            worktree: str) -> AbstractContextManager[object]:
+        return nullcontext()
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
         return {**os.environ, **attempt_variables(key, worktree)}

@@ -3,8 +3,15 @@
 Three tasks in a jj worktree: ``outline`` writes a plan, ``draft`` loops
 until it has written three sections, and ``publish`` waits for a person's
 approval (``durability approve RUN publish``, then ``durability resume RUN``).
-Kill the process at any point and ``durability resume RUN``: finished tasks
-are not run again and the interrupted one restarts from its last checkpoint.
+Every attempt checkpoints itself: the engine records its starting tree,
+watches the worktree while it runs and takes a final capture when it ends
+(``durability run-status RUN`` shows each attempt's checkpoint,
+``durability logs RUN --follow`` the events as they happen).  Kill the
+process at any point and ``durability resume RUN``: finished tasks are not
+run again; ``draft`` continues from its last checkpoint (the default,
+``on_resume="continue"``), ``outline`` starts clean from the tree its first
+attempt started from, and ``publish``, which never touches the tree, takes
+no checkpoints of its own (``checkpoints=False``).
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ class Draft(BaseModel):
     written: int
 
 
-@workflow.task(output=Outline)
+# Deterministic: on a re-run it writes the same file again, from a clean tree.
+@workflow.task(output=Outline, on_resume="clean")
 def outline(ctx: TaskContext) -> Outline:
     sections = ["intro", "body", "end"]
     Path(ctx.worktree or ".", "OUTLINE.md").write_text("\n".join(sections) + "\n")
@@ -48,6 +56,6 @@ def draft(ctx: TaskContext) -> Draft:
     return Draft(written=ctx.iteration + 1)
 
 
-@workflow.task(deps=["draft"], approval=True)
+@workflow.task(deps=["draft"], approval=True, checkpoints=False)
 def publish(ctx: TaskContext) -> dict[str, str]:
     return {"published": ctx.idempotency_key}

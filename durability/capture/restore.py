@@ -26,7 +26,7 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import filelock
@@ -71,6 +71,8 @@ class _Job:
     root: Path
     capturer: Capturer
     paths: tuple[str, ...] | None
+    #: the attempt the pre-restore checkpoint goes on (None: the target's)
+    pre_key: AttemptKey | None = None
 
 
 def find_checkpoint(
@@ -102,11 +104,16 @@ def restore(
     env: Mapping[str, str] = os.environ,
     paths: Sequence[str] | None = None,
     progress: Progress | None = None,
+    pre_restore_key: AttemptKey | None = None,
 ) -> Restored:
     """Restore the checkpoint named (the whole tree, or only ``paths``:
-    relative to the worktree root or absolute inside it)."""
+    relative to the worktree root or absolute inside it).  The pre-restore
+    checkpoint goes on the target's attempt, or on ``pre_restore_key`` (the
+    engine's interrupted attempt, when the target is another attempt's)."""
     job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
                iteration=iteration, attempt=attempt, seq=seq)
+    if pre_restore_key is not None:
+        job = replace(job, pre_key=pre_restore_key)
     target, root = job.target, job.root
     with _locked(job.capturer, root, settings.jj_timeout_s + 30):
         # A commit the target's repository does not hold can never be
@@ -199,7 +206,7 @@ def _pre_restore(job: _Job) -> Outcome:
     (taken under the lock the caller holds)."""
     target = job.target
     pre = job.capturer.capture_locked([CaptureRequest(
-        key=target.key, worktree=job.root, source="pre-restore",
+        key=job.pre_key or target.key, worktree=job.root, source="pre-restore",
         request_id=f"pre-restore-{uuid.uuid4()}", label=f"before restore to seq {target.seq}",
     )])[0]
     if not pre.ok:

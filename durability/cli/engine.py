@@ -29,7 +29,7 @@ from durability.errors import InvalidInput
 from durability.ids import safe_filename
 from durability.paths import ensure_private_dir
 from engine.budget import Limits
-from engine.errors import RunFailed
+from engine.errors import RunFailed, RunOwnerAlive, RunStillRunning
 from engine.execute import EngineConfig, resume_run, start_run
 from engine.fence import Claim, Owner
 from engine.runner import RunOutcome
@@ -88,10 +88,17 @@ def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConf
 
 def _report(outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(outcome.__dict__, indent=2))
+        data = dict(outcome.__dict__)
+        if not data.pop("existing"):
+            click.echo(json.dumps(data, indent=2))
+        else:  # a start of a run that exists: said so, and never a failure
+            click.echo(json.dumps({**data, "existing": True}, indent=2))
+    elif outcome.existing:
+        click.echo(f"{_describe(outcome)} (already started: nothing done; `durability "
+                   f"run-status {outcome.run_id}`)")
     else:
         click.echo(_describe(outcome))
-    if outcome.state == "failed":
+    if outcome.state == "failed" and not outcome.existing:
         error = outcome.error or {}
         raise RunFailed(str(error.get("message", "the run failed")),
                         code=str(error.get("code", "RUN_FAILED")), node_id=error.get("node_id"))
@@ -154,21 +161,32 @@ def run_command(workflow: Path, run_id: str | None, worktree: Path | None,
               help="A heartbeat older than this means the owner is gone.")
 @click.option("--claim-epoch", type=click.IntRange(1), hidden=True)
 @click.option("--claim-owner", hidden=True)
+@click.option("--quiet", is_flag=True,
+              help="Another owner still working on the run (RUN_OWNER_ALIVE, "
+                   "RUN_STILL_RUNNING) exits with its status and prints nothing.")
 @options.json_option
 def resume_command(run_id: str, force: bool, accept_workflow_change: bool, stale_after: int,
-                   claim_epoch: int | None, claim_owner: str | None, as_json: bool) -> None:
+                   claim_epoch: int | None, claim_owner: str | None, quiet: bool,
+                   as_json: bool) -> None:
     """Resume RUN_ID where it stopped: completed tasks are not run again.
 
     \b
     Example:
       durability resume RUN_ID
+      durability resume RUN_ID --quiet || echo "exit $? (10/11: someone else has it)"
     """
     settings = options.settings()
     owner = Owner.this_process(claim_owner)
     with _runs(settings) as runs:
-        outcome = resume_run(runs, run_id, config=_config(settings, stale_after), owner=owner,
-                             force=force, accept_workflow_change=accept_workflow_change,
-                             since_ms=_process_start_ms(), claim_epoch=claim_epoch)
+        try:
+            outcome = resume_run(runs, run_id, config=_config(settings, stale_after),
+                                 owner=owner, force=force,
+                                 accept_workflow_change=accept_workflow_change,
+                                 since_ms=_process_start_ms(), claim_epoch=claim_epoch)
+        except (RunOwnerAlive, RunStillRunning) as exc:
+            # "Another worker owns this run.  Say nothing": contention, not failure.
+            exc.quiet = quiet
+            raise
     _report(outcome, as_json)
 
 
@@ -243,7 +261,8 @@ def _launcher(settings: Settings) -> Any:
         with open(logs / f"{safe_filename(claim.run_id)}.log", "ab") as log:
             return subprocess.Popen(
                 [sys.executable, "-P", "-m", "durability", "resume", claim.run_id,
-                 "--claim-epoch", str(claim.epoch), "--claim-owner", claim.owner.name],
+                 "--claim-epoch", str(claim.epoch), "--claim-owner", claim.owner.name,
+                 "--quiet"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)  # detached: it outlives the supervisor
     return launch

@@ -2,7 +2,7 @@
 
 This module is the top of the house: it builds the group, registers every
 command family (``checkpoints``, ``inspect``, ``browse``, ``service``, ``watch``,
-``engine``, ``fork``, ``agent``, ``remote``), and is imported by none of them.
+``engine``, ``fork``, ``agent``, ``remote``, ``logs``), and is imported by none of them.
 Every failure is one line on stderr,
 ``durability: <code>: <message>``, and the exit status comes from
 ``errors.exit_code``.
@@ -15,7 +15,18 @@ from typing import Any
 import click
 
 from durability import ids
-from durability.cli import agent, browse, checkpoints, engine, fork, inspect, remote, service, watch
+from durability.cli import (
+    agent,
+    browse,
+    checkpoints,
+    engine,
+    fork,
+    inspect,
+    logs,
+    remote,
+    service,
+    watch,
+)
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
@@ -56,7 +67,8 @@ def cli() -> None:
     """Durable agent worktrees: every tool call a restorable jj checkpoint."""
 
 
-for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent, remote):
+for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent, remote,
+                logs):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

@@ -1,11 +1,13 @@
 """The worktree actions the engine asks for, done with Layer 2.
 
 ``engine`` never imports ``durability``; it calls a ``WorktreeOps``.  This is
-that interface, implemented with checkpoints: before an interrupted attempt
-re-runs, its worktree goes back to the attempt's last checkpoint (through
-``durability.capture.restore``, which takes a ``pre-restore`` checkpoint first), and
-every attempt gets the environment that makes its hooks and wrappers record
-on its own attempt row.
+that interface, implemented with checkpoints: every attempt checkpoints its
+worktree at its start and end and is watched meanwhile (``attempt_watch``);
+before an interrupted task re-runs, its worktree goes back to the checkpoint
+the engine chose (``engine.attempt_checkpoints.restore_target``, through
+``durability.capture.restore``, which takes a ``pre-restore`` checkpoint
+first); and every attempt gets the environment that makes its hooks and
+wrappers record on its own attempt row.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from contextlib import AbstractContextManager, nullcontext
 
 from durability.capture.restore import restore
 from durability.config import Settings
-from engine import AttemptKey, Store
+from durability.integrations.attempt_watch import AttemptWatches
+from engine import AttemptKey, Checkpoint
 from engine.worktree import attempt_variables
 
 __all__ = ["DurabilityOps"]
@@ -27,24 +30,26 @@ class DurabilityOps:
     def __init__(self, settings: Settings, env: Mapping[str, str] = os.environ) -> None:
         self.settings = settings
         self.env = env
+        self.watches = AttemptWatches(settings, env)
 
-    def restore_attempt(self, key: AttemptKey, worktree: str) -> str | None:
-        """Restore ``worktree`` to ``key``'s last checkpoint of its own.
+    def restore_checkpoint(self, target: Checkpoint, worktree: str,
+                           interrupted: AttemptKey) -> str:
+        """Restore ``worktree`` to ``target``; the ``pre-restore`` checkpoint
+        (the undo point) goes on the interrupted attempt, so the attempt
+        whose checkpoint is the target keeps its ``jj_pointer``."""
+        self.watches.release_stale(interrupted.run_id, worktree)
+        done = restore(self.settings, run_id=target.run_id, node_id=target.node_id,
+                       iteration=target.iteration, attempt=target.attempt, seq=target.seq,
+                       worktree=worktree, env=self.env, pre_restore_key=interrupted)
+        k = interrupted
+        return (f"restored {done.worktree} to {target.node_id} iteration {target.iteration} "
+                f"attempt {target.attempt} seq {target.seq} (undo: {k.node_id} iteration "
+                f"{k.iteration} attempt {k.attempt} seq {done.pre_restore_seq})")
 
-        ``pre-restore`` checkpoints are skipped: they record the tree a
-        restore replaced, so restoring twice lands on the same state.
-        """
-        with Store(self.settings.db_path) as store:
-            own = [c for c in store.checkpoints(key.run_id, key.node_id)
-                   if c.key == key and c.source != "pre-restore"]
-        if not own:
-            return None
-        target = own[-1]
-        done = restore(self.settings, run_id=key.run_id, node_id=key.node_id,
-                       iteration=key.iteration, attempt=key.attempt, seq=target.seq,
-                       worktree=worktree, env=self.env)
-        return (f"restored {done.worktree} to {key.node_id} iteration {key.iteration} "
-                f"attempt {key.attempt} seq {target.seq} (undo: seq {done.pre_restore_seq})")
+    def attempt_checkpoints(self, key: AttemptKey,
+                            worktree: str) -> AbstractContextManager[object]:
+        """Start checkpoint, watch, final capture (``attempt_watch``)."""
+        return self.watches.around(key, worktree)
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
         """The caller's environment plus the attempt's DURABILITY_* variables."""

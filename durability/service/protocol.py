@@ -105,7 +105,7 @@ class CaptureReq(_Base):
     iteration: Iteration = 0
     attempt: AttemptNo = 1
     worktree: Worktree
-    source: Literal["hook", "wrap", "watch", "manual", "pre-restore"]
+    source: Literal["hook", "wrap", "watch", "manual", "pre-restore", "attempt"]
     tool_use_id: Annotated[str, Field(max_length=200)] | None = None
     label: Annotated[str, Field(max_length=1000)] | None = None
     timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 60_000

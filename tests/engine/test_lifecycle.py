@@ -14,7 +14,7 @@ from engine.clock import ManualClock
 from engine.errors import ClaimFailed, ClaimLost, RunOwnerAlive, RunStillRunning
 from engine.execute import EngineConfig, resume_run, start_run
 from engine.fence import Claim, Owner
-from engine.models import AttemptKey
+from engine.models import AttemptKey, Checkpoint
 from engine.resume import claim_run
 from engine.runner import RunOutcome
 from engine.runs import Runs
@@ -278,9 +278,10 @@ class _RecordingOps(NullWorktreeOps):
     def __init__(self) -> None:
         self.restored: list[AttemptKey] = []
 
-    def restore_attempt(self, key: AttemptKey, worktree: str) -> str | None:
-        self.restored.append(key)
-        return None
+    def restore_checkpoint(self, target: Checkpoint, worktree: str,
+                           interrupted: AttemptKey) -> str:
+        self.restored.append(interrupted)
+        return "recorded"
 
 
 def _flaky_calls() -> list[int]:

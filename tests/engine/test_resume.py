@@ -140,8 +140,9 @@ def test_interrupted_attempt_is_restored_to_its_last_checkpoint(tmp_path: Path) 
     assert ["start", "t2", "2", "-"] in wfkit.side_lines(folder)
     with _runs(tmp_path) as runs:
         first = [c for c in runs.checkpoints("r3", "t2") if c.attempt == 1]
-    assert [c.source for c in first] == ["wrap", "pre-restore"]
-    assert first[0].commit_id != first[1].commit_id  # the undo point holds the .partial file
+    # The engine's own start checkpoint, then the task's, then the undo point.
+    assert [c.source for c in first] == ["attempt", "wrap", "pre-restore"]
+    assert first[-2].commit_id != first[-1].commit_id  # the undo point holds the .partial file
     assert not (repo / "t2.partial").exists()
 
 

@@ -239,11 +239,12 @@ def test_a_failed_run_resumed_after_the_fix_reruns_the_failed_task(tmp_path: Pat
     assert [(a["attempt"], a["state"]) for a in flaky["attempts"]] == \
         [(1, "failed"), (2, "failed"), (3, "succeeded")]
     assert [o["output"] for o in flaky["outputs"]] == [{"n": 2}]
-    # One checkpoint per attempt, on its own row, and no pre-restore: a
-    # failed attempt's tree is not restored before the retry.
+    # Each attempt's own start checkpoint and its task's, on its own row
+    # (its end capture found the same tree), and no pre-restore: a failed
+    # attempt's tree is not restored before the retry.
     checkpoints = cli_json("snapshots", "f1", "--node", "flaky")
-    assert [(c["attempt"], c["source"]) for c in checkpoints] == \
-        [(1, "wrap"), (2, "wrap"), (3, "wrap")]
+    assert [(c["attempt"], c["source"]) for c in checkpoints if c["source"] != "watch"] == \
+        [(1, "attempt"), (1, "wrap"), (2, "attempt"), (2, "wrap"), (3, "attempt"), (3, "wrap")]
 
 
 FAILING_WORKFLOW = """\

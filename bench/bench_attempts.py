@@ -1,0 +1,123 @@
+"""What attempts checkpointing themselves costs (docs/ENGINE.md, "Attempts
+checkpoint themselves").
+
+Runs a workflow of N tasks, each writing one file into a jj worktree, in this
+process (no snapshot service: the watch is in process), once with the
+engine's checkpoints and once with ``checkpoints=False`` on every task,
+alternating, and prints the extra time per attempt beside the raw
+``jj util snapshot`` measured in the same run (a start and an end capture
+cost at least two of those).  Nothing here asserts a speed.
+
+    .venv/bin/python bench/bench_attempts.py --tasks 8 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import find_tool
+
+WORKFLOW = """\
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.workflow import Workflow
+
+workflow = Workflow("bench")
+
+
+def make(i):
+    @workflow.task(f"t{i}", deps=[f"t{i - 1}"] if i else [], checkpoints=CHECKPOINTS)
+    def task(ctx):
+        Path(ctx.worktree, f"f{i}.txt").write_text(f"{i}\\n")
+        return {"i": i}
+
+
+for i in range(TASKS):
+    make(i)
+"""
+
+
+def _run_once(root: Path, jj: str, tasks: int, checkpoints: bool, rep: int) -> float:
+    from durability.config import Settings
+    from durability.integrations.engine_bridge import DurabilityOps
+    from engine.execute import EngineConfig, start_run
+    from engine.runs import Runs
+
+    case = root / f"{'on' if checkpoints else 'off'}-{rep}"
+    repo = case / "repo"
+    repo.mkdir(parents=True)
+    subprocess.run([jj, "git", "init", "--colocate", str(repo)], check=True,
+                   capture_output=True)
+    (repo / "README.md").write_text("bench\n")
+    wf = case / "wf.py"
+    wf.write_text(textwrap.dedent(WORKFLOW).replace("CHECKPOINTS", repr(checkpoints))
+                  .replace("TASKS", str(tasks)))
+    settings = Settings.from_env()
+    with Runs(settings.db_path) as runs:
+        started = time.perf_counter()
+        outcome = start_run(runs, wf, config=EngineConfig(ops=DurabilityOps(settings)),
+                            run_id=f"bench-{case.name}", worktree=str(repo))
+        elapsed = time.perf_counter() - started
+    if outcome.state != "finished":
+        sys.exit(f"bench: the run ended {outcome.state}: {outcome.error}")
+    return elapsed
+
+
+def _raw_snapshot(root: Path, jj: str, reps: int) -> float:
+    repo = root / "raw"
+    subprocess.run([jj, "git", "init", "--colocate", str(repo)], check=True,
+                   capture_output=True)
+    times = []
+    for i in range(reps):
+        (repo / f"r{i}.txt").write_text(f"{i}\n")
+        started = time.perf_counter()
+        subprocess.run([jj, "util", "snapshot"], cwd=repo, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    jj = find_tool("jj")
+    with tempfile.TemporaryDirectory(prefix="bench-attempts-") as tmp:
+        root = Path(tmp)
+        home = root / "home"
+        home.mkdir()
+        (home / "jj.toml").write_text('[user]\nname = "Bench"\nemail = "bench@example.invalid"\n')
+        os.environ.update({"DURABILITY_HOME": str(root / "state"),
+                           "DURABILITY_SOCKET": str(root / "no-service.sock"),
+                           "DURABILITY_SPOOL_DIR": str(root / "spool"),
+                           "DURABILITY_JJ": jj, "JJ_CONFIG": str(home / "jj.toml")})
+        on: list[float] = []
+        off: list[float] = []
+        for rep in range(args.reps):  # alternating: both see the same machine
+            off.append(_run_once(root, jj, args.tasks, False, rep))
+            on.append(_run_once(root, jj, args.tasks, True, rep))
+        raw = _raw_snapshot(root, jj, max(5, args.reps * 2))
+    per_attempt = (statistics.median(on) - statistics.median(off)) / args.tasks * 1000
+    print(f"tasks per run                       {args.tasks}")
+    print(f"run, checkpoints=False (median)     {statistics.median(off) * 1000:8.0f} ms")
+    print(f"run, engine checkpoints (median)    {statistics.median(on) * 1000:8.0f} ms")
+    print(f"extra per attempt                   {per_attempt:8.0f} ms")
+    print(f"raw jj util snapshot (median)       {raw * 1000:8.0f} ms")
+    print(f"extra per attempt / raw snapshot    {per_attempt / (raw * 1000):8.1f} x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
