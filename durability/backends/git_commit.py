@@ -36,9 +36,11 @@ import pygit2
 
 from durability.backends.base import Stamp
 from durability.ids import printable
+from engine import AttemptKey
 
 __all__ = [
-    "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "message", "parse_trailers", "scratch_commit",
+    "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "key_ref", "message", "parse_trailers",
+    "scratch_commit",
 ]
 
 PIN_PREFIX = "refs/durability/git/"
@@ -52,7 +54,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 def attempt_ref(stamp: Stamp) -> str:
     """The ref that pins ``stamp``'s attempt (ids may hold characters a ref
     name cannot, so the name is a hash; the trailers say which attempt)."""
-    k = stamp.key
+    return key_ref(stamp.key)
+
+
+def key_ref(k: AttemptKey) -> str:
+    """The ref that pins attempt ``k``'s chain of checkpoints."""
     basis = "\0".join([k.run_id, k.node_id, str(k.iteration), str(k.attempt)])
     return PIN_PREFIX + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 

@@ -1,7 +1,8 @@
 """The ``durability`` command line: thin click commands over the library.
 
 This module is the top of the house: it builds the group, registers every
-command family (``checkpoints``, ``inspect``, ``service``, ``watch``, ``engine``), and is
+command family (``checkpoints``, ``inspect``, ``service``, ``watch``, ``engine``,
+``retention``), and is
 imported by none of them.  Every failure is one line on stderr,
 ``durability: <code>: <message>``, and the exit status comes from
 ``errors.exit_code``.
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from durability import ids
-from durability.cli import checkpoints, engine, inspect, service, watch
+from durability.cli import checkpoints, engine, inspect, retention, service, watch
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
@@ -55,7 +56,7 @@ def cli() -> None:
     """Durable agent worktrees: every tool call a restorable jj checkpoint."""
 
 
-for _family in (service, checkpoints, inspect, watch, engine):
+for _family in (service, checkpoints, inspect, watch, engine, retention):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

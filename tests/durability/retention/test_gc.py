@@ -1,0 +1,188 @@
+"""``durability gc`` on real jj and git repositories: dry run, expiry by age,
+keepers, restore of what it kept, and seq after gc.  The clock is injected
+(``Recorder``'s ManualClock for the rows, ``run_gc(now_ms=...)`` for gc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durability.capture.restore import restore
+from durability.config import Settings
+from durability.retention.gc import run_gc
+from durability.retention.policy import Policy
+from engine import AttemptKey, Checkpoint, Store
+from tests.durability.retention.gckit import (
+    DAY,
+    KEY,
+    T0,
+    Recorder,
+    blob_of,
+    file_at,
+    has_object,
+    make_repo,
+    store_git,
+)
+from tests.helpers import git
+
+# Nothing thinned: only age against keep_all_days, and objects pruned at once.
+AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,
+                  jj_op_log_days=1, prune_grace_s=0)
+
+
+def _rows(store: Store) -> list[Checkpoint]:
+    return store.checkpoints(KEY.run_id)
+
+
+def _refs(worktree: Path) -> dict[str, str]:
+    repo = store_git(worktree)
+    return {name: str(repo.references[name].target) for name in repo.references
+            if name.startswith("refs/")}
+
+
+def _daily(settings: Settings, worktree: Path, days: int) -> Recorder:
+    rec = Recorder(settings, worktree)
+    for _ in range(days):
+        rec.capture()
+        rec.clock.advance(DAY)
+    return rec
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_dry_run_changes_nothing(kind: str, tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = _daily(settings, wt, 4)
+    rows, refs = _rows(rec.store), _refs(wt)
+    files = sorted(p.relative_to(wt) for p in wt.rglob("*") if p.is_file())
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 10 * DAY, dry_run=True)
+    assert report.to_dict()["checkpoints"] == {
+        "before": 4, "dropped": 3, "kept": 1, "kept_by": {"newest": 1}}
+    assert _rows(rec.store) == rows
+    assert _refs(wt) == refs
+    assert sorted(p.relative_to(wt) for p in wt.rglob("*") if p.is_file()) == files
+    rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_expiry_by_age_drops_rows_refs_and_objects(kind: str, tmp_path: Path,
+                                                   settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = _daily(settings, wt, 5)  # seq 1..5 at T0, T0+1d, ... T0+4d
+    now = T0 + 5 * DAY  # ages 5d, 4d, 3d, 2d, 1d
+    old_blobs = [blob_of(rec.content[(KEY, s)]) for s in (1, 2, 3)]
+    assert all(has_object(wt, b) for b in old_blobs)
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=now).to_dict()
+    assert [r.seq for r in _rows(rec.store)] == [4, 5]
+    assert report["checkpoints"]["dropped"] == 3
+    assert report["checkpoints"]["kept_by"] == {"newest": 1, "recent": 1}
+    assert report["bytes"]["after"] < report["bytes"]["before"]
+    assert report["objects"]["after"] < report["objects"]["before"]
+    if kind == "jj":
+        assert report["refs"]["removed"] == 3  # one pin per dropped commit
+    for blob in old_blobs:  # the content only the dropped checkpoints held is gone
+        assert not has_object(wt, blob)
+    for row in _rows(rec.store):  # and the kept ones still resolve
+        assert file_at(wt, row.commit_id) == rec.content[(KEY, row.seq)]
+    rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_kept_checkpoints_restore_after_gc(kind: str, tmp_path: Path,
+                                           settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = _daily(settings, wt, 5)
+    run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 5 * DAY)
+    rec.close()
+    for seq in (4, 5):
+        restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=seq)
+        assert (wt / "work.txt").read_bytes() == rec.content[(KEY, seq)]
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_seq_keeps_rising_after_gc(kind: str, tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = _daily(settings, wt, 4)
+    run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
+    assert [r.seq for r in _rows(rec.store)] == [4]
+    out = rec.capture()
+    assert out.seq == 5
+    assert file_at(wt, str(out.commit_id)) == rec.content[(KEY, 5)]
+    if kind == "git":  # the rewritten chain goes on: the new commit's parent is seq 4's
+        parent = store_git(wt)[str(out.commit_id)].parent_ids[0]
+        assert str(parent) == _rows(rec.store)[0].commit_id
+    rec.close()
+
+
+def test_unfinished_run_keeps_everything(tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    rec = _daily(settings, wt, 3)
+    with rec.store._conn() as conn:  # an engine run still running
+        conn.execute("UPDATE runs SET state='running' WHERE run_id=?", (KEY.run_id,))
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
+    assert report["checkpoints"]["dropped"] == 0
+    assert report["checkpoints"]["kept_by"] == {"unfinished-run": 3}
+    with rec.store._conn() as conn:
+        conn.execute("UPDATE runs SET state='finished' WHERE run_id=?", (KEY.run_id,))
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
+    assert report["checkpoints"]["dropped"] == 2
+    rec.close()
+
+
+def test_extra_keeper_and_pre_restore_window(tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo("jj", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    rec.capture()                                  # seq 1: kept by the extra keeper
+    rec.clock.advance(DAY)
+    rec.capture(source="pre-restore")              # seq 2: pre-restore, 9 days old at gc
+    rec.clock.advance(DAY)
+    rec.capture()                                  # seq 3: expires
+    rec.clock.advance(DAY)
+    rec.capture()                                  # seq 4: newest
+    policy = Policy(keep_all_days=1, hourly_days=0, daily_days=0, pre_restore_days=10,
+                    jj_op_log_days=0, prune_grace_s=0)
+
+    def not_pushed(c: Checkpoint) -> str | None:
+        return "not-pushed" if c.seq == 1 else None
+
+    report = run_gc(settings, rec.store, policy, now_ms=T0 + 10 * DAY,
+                    keepers=[not_pushed]).to_dict()
+    assert report["checkpoints"]["kept_by"] == {"newest": 1, "not-pushed": 1, "pre-restore": 1}
+    assert [r.seq for r in _rows(rec.store)] == [1, 2, 4]
+    rec.close()
+
+
+def test_git_gc_keeps_the_users_refs_head_and_index(tmp_path: Path,
+                                                    settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    (wt / "staged.txt").write_text("staged\n")
+    git(wt, "add", "staged.txt")
+    head, index = git(wt, "rev-parse", "HEAD").stdout, (wt / ".git" / "index").read_bytes()
+    rec = _daily(settings, wt, 4)
+    run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
+    assert git(wt, "rev-parse", "HEAD").stdout == head
+    assert (wt / ".git" / "index").read_bytes() == index
+    assert git(wt, "status", "--porcelain").stdout.splitlines()[0] == "A  staged.txt"
+    # The kept checkpoint's commit sits on the user's HEAD, as a first capture's does.
+    kept = store_git(wt)[_rows(rec.store)[0].commit_id]
+    assert str(kept.parent_ids[0]) == head.strip()
+    rec.close()
+
+
+def test_two_attempts_on_one_jj_commit_keep_its_pin(tmp_path: Path,
+                                                    settings: Settings) -> None:
+    """Two sessions capture the same jj working copy: the commit one of them
+    drops is the other's newest, and its pin must stay."""
+    wt = make_repo("jj", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    other = AttemptKey("sess-other", "session", 0, 1)
+    first = rec.capture(b"shared\n")
+    same = rec.capture(b"shared\n", key=other)
+    assert same.commit_id == first.commit_id
+    rec.clock.advance(DAY)
+    rec.capture()  # KEY's newest: seq 1 may now go
+    run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
+    assert [r.seq for r in _rows(rec.store)] == [2]
+    assert f"refs/durability/jj/{first.commit_id}" in _refs(wt)
+    assert file_at(wt, str(first.commit_id)) == b"shared\n"
+    rec.close()
