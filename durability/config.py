@@ -37,6 +37,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_ITERATION": "the iteration a hook records under",
     "DURABILITY_ATTEMPT": "the attempt a hook records under",
     "DURABILITY_WORKTREE": "the worktree a hook captures",
+    "DURABILITY_CONFIG": "the config file (retention policy; docs/RETENTION.md)",
+    "DURABILITY_GC_INTERVAL_MS": "how often the service runs gc (0: never)",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB

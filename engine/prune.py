@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from engine.db import write_transaction
 from engine.errors import StoreUnavailable
@@ -60,7 +61,7 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
            "FROM workspace_checkpoints GROUP BY run_id, node_id, iteration, attempt) m "
            "ON m.run_id=c.run_id AND m.node_id=c.node_id AND m.iteration=c.iteration "
            "AND m.attempt=c.attempt")
-    params: tuple[object, ...] = ()
+    params: tuple[Any, ...] = ()
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
         if not chosen:
@@ -96,7 +97,7 @@ def apply(store: Store, drop: Iterable[Checkpoint],
     whatever the caller asked."""
     renamed = dict(renamed or {})
     try:
-        with store._conn() as db, write_transaction(db) as conn:  # noqa: SLF001 (the store's own connection)
+        with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
             dropped = sum(_drop(conn, c) for c in drop)
             for old, new in renamed.items():
                 conn.execute("UPDATE workspace_checkpoints SET commit_id=? WHERE commit_id=?",
@@ -120,9 +121,9 @@ def _drop(conn: sqlite3.Connection, c: Checkpoint) -> int:
     return int(cur.rowcount)
 
 
-def _read(store: Store, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+def _read(store: Store, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     try:
-        with store._conn() as conn:  # noqa: SLF001
+        with store._conn() as conn:
             return [row_from_db(r) for r in conn.execute(sql, params).fetchall()]
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot read the state database: {exc}") from exc

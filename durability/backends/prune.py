@@ -35,7 +35,8 @@ from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
 __all__ = ["PENDING_PREFIX", "Collected", "StoreFigures", "collect_git", "collect_jj",
-           "figures", "finish_rewrite", "rewrite_chain", "trim_op_log", "unpin_jj", "workspace_count"]
+           "figures", "finish_rewrite", "rewrite_chain", "trim_op_log", "unpin_jj",
+           "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
 #: new ids: a gc killed in between leaves both chains reachable, never neither.
@@ -124,8 +125,8 @@ def trim_op_log(jj: str, worktree: Path, cutoff_ms: int, timeout_s: float) -> in
     that abandoning would rewrite under it."""
     listing = _jj(jj, worktree, timeout_s, "--ignore-working-copy", "op", "log", "--no-graph",
                   "-T", 'id ++ " " ++ time.end().format("%s") ++ "\\n"')
-    ops = [m.groups() for m in map(_OP_LINE.match, listing.splitlines()) if m]
-    ops = [(op, int(ts)) for op, ts in ops if not _ROOT_OP.match(op)]
+    found = [m.groups() for m in map(_OP_LINE.match, listing.splitlines()) if m]
+    ops = [(op, int(ts)) for op, ts in found if not _ROOT_OP.match(op)]
     older = [i for i, (_op, ts) in enumerate(ops) if ts * 1000 < cutoff_ms]
     if not older:
         return 0
