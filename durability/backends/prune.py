@@ -61,9 +61,9 @@ class Collected:
     note: str | None = None
 
 
-def figures(git_dir: Path, measured: Path) -> StoreFigures:
-    """The figures of the store at ``git_dir``; bytes are those of ``measured``
-    (the git folder, or jj's whole repo folder)."""
+def figures(git_dir: Path, measured: Sequence[Path]) -> StoreFigures:
+    """The figures of the store at ``git_dir``; bytes are those of the
+    ``measured`` folders (the git folder; for jj also its repo folder)."""
     repo = pygit2.Repository(str(git_dir))
     ours = keep = 0
     for name in repo.references:
@@ -71,7 +71,10 @@ def figures(git_dir: Path, measured: Path) -> StoreFigures:
             ours += 1
         elif name.startswith("refs/jj/keep/"):
             keep += 1
-    return StoreFigures(disk_bytes(measured), ours, keep, _objects(git_dir))
+    roots = sorted({p.resolve() for p in measured})
+    # A folder inside another is counted once (jj's own git store is in .jj/repo).
+    roots = [p for p in roots if not any(o != p and o in p.parents for o in roots)]
+    return StoreFigures(sum(map(disk_bytes, roots)), ours, keep, _objects(git_dir))
 
 
 def disk_bytes(root: Path) -> int:

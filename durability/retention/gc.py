@@ -234,14 +234,15 @@ def _jj_path(repo: RepoReport, env: Mapping[str, str]) -> str | None:
     return find_jj(env).path
 
 
-def _store_paths(repo: RepoReport) -> tuple[Path, Path]:
-    """The git store that holds the pins, and the folder whose size is the
-    store's (jj: the whole repo folder, op log and index included)."""
+def _store_paths(repo: RepoReport) -> tuple[Path, list[Path]]:
+    """The git store that holds the pins, and the folders whose size is the
+    store's (jj: its git store and its repo folder, op log and index included)."""
     if repo.backend == "jj":
         from durability.backends.jj import git_dir
 
-        return git_dir(Path(repo.worktrees[0])), Path(repo.store)
-    return Path(repo.store), Path(repo.store)
+        git = git_dir(Path(repo.worktrees[0]))
+        return git, [git, Path(repo.store)]
+    return Path(repo.store), [Path(repo.store)]
 
 
 def _group(worktrees: list[str], env: Mapping[str, str], report: GcReport) -> list[RepoReport]:
