@@ -35,7 +35,7 @@ from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
 __all__ = ["PENDING_PREFIX", "Collected", "StoreFigures", "collect_git", "collect_jj",
-           "figures", "finish_rewrite", "rewrite_chain", "trim_op_log", "unpin_jj",
+           "Interrupted", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log", "unpin_jj",
            "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
@@ -176,6 +176,8 @@ def rewrite_chain(repo: pygit2.Repository, key: AttemptKey,
         tip = repo.references[ref].peel(pygit2.Commit)
     except (KeyError, pygit2.GitError, ValueError):
         return {}, []
+    if pending(repo, key):
+        raise Interrupted(f"an earlier gc of {ref} was interrupted")
     chain = _chain(tip, key)
     dropped = [str(c.id) for c in chain if str(c.id) in drop]
     if not dropped:
@@ -201,6 +203,16 @@ def rewrite_chain(repo: pygit2.Repository, key: AttemptKey,
     except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
         raise GitFailed(f"cannot move {ref}: {exc}") from exc
     return renamed, dropped
+
+
+class Interrupted(GitFailed):
+    """An earlier gc moved this attempt's chain and was killed before the
+    store named the new commits: its rows may still name the old chain, which
+    only the pending ref keeps, so the attempt is left exactly as it is."""
+
+
+def pending(repo: pygit2.Repository, key: AttemptKey) -> bool:
+    return PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):] in repo.references
 
 
 def finish_rewrite(repo: pygit2.Repository, key: AttemptKey) -> int:

@@ -197,16 +197,29 @@ def _drop_git(store: Store, git_dir: Path, expired: list[Checkpoint], repo: Repo
     git = pygit2.Repository(str(git_dir))
     by_attempt: dict[AttemptKey, set[str]] = {}
     for c in expired:
-        by_attempt.setdefault(AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt),
-                              set()).add(c.commit_id)
+        by_attempt.setdefault(_key(c), set()).add(c.commit_id)
     renamed: dict[str, str] = {}
+    moved_keys: list[AttemptKey] = []
     for key, drop in by_attempt.items():
-        moved, _dropped = backend_prune.rewrite_chain(git, key, drop)
+        try:
+            moved, dropped = backend_prune.rewrite_chain(git, key, drop)
+        except backend_prune.Interrupted as exc:
+            # Its rows may name the old chain that only the pending ref
+            # keeps: drop none of them, and keep that ref.
+            expired = [c for c in expired if _key(c) != key]
+            repo.note = f"{exc}; left as it is (docs/RETENTION.md#limits)"
+            continue
         renamed.update(moved)
+        if dropped:
+            moved_keys.append(key)
     done = store_prune.apply(store, expired, renamed)
     repo.dropped, repo.rewritten = done.dropped, done.renamed
-    for key in by_attempt:
-        repo.refs_removed += backend_prune.finish_rewrite(git, key)
+    for key in moved_keys:  # only the pending refs this run made
+        backend_prune.finish_rewrite(git, key)
+
+
+def _key(c: Checkpoint) -> AttemptKey:
+    return AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt)
 
 
 def _drop_jj(store: Store, git_dir: Path, expired: list[Checkpoint], repo: RepoReport) -> None:

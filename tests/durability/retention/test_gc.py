@@ -186,3 +186,22 @@ def test_two_attempts_on_one_jj_commit_keep_its_pin(tmp_path: Path,
     assert f"refs/durability/jj/{first.commit_id}" in _refs(wt)
     assert file_at(wt, str(first.commit_id)) == b"shared\n"
     rec.close()
+
+
+def test_gc_after_an_interrupted_rewrite_loses_nothing(tmp_path: Path,
+                                                       settings: Settings) -> None:
+    """A gc killed after moving a chain and before recording the new ids: the
+    rows still name the old chain, which only the pending ref keeps.  The
+    next gc must leave that attempt alone, not unpin the old chain."""
+    from durability.backends import prune as backend_prune
+
+    wt = make_repo("git", tmp_path / "wt")
+    rec = _daily(settings, wt, 4)
+    rows = _rows(rec.store)
+    backend_prune.rewrite_chain(store_git(wt), KEY, {rows[0].commit_id})  # then "killed"
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
+    for row in _rows(rec.store):  # every row left still resolves...
+        assert file_at(wt, row.commit_id) == rec.content[(KEY, row.seq)]
+    assert _rows(rec.store) == rows  # ...and none was dropped
+    assert "interrupted" in report["repositories"][0]["note"]
+    rec.close()
