@@ -205,3 +205,24 @@ def test_gc_after_an_interrupted_rewrite_loses_nothing(tmp_path: Path,
     assert _rows(rec.store) == rows  # ...and none was dropped
     assert "interrupted" in report["repositories"][0]["note"]
     rec.close()
+
+
+def test_jj_op_log_is_kept_when_the_repo_has_several_workspaces(
+        tmp_path: Path, settings: Settings) -> None:
+    """Abandoning operations would rewrite the one another workspace's
+    working copy names: gc drops rows and pins there, never operations."""
+    from tests.helpers import jj, make_jj_repo
+
+    wt = make_jj_repo(tmp_path / "wt", colocate=False)
+    jj(wt, "workspace", "add", str(tmp_path / "second"))
+    rec = _daily(settings, wt, 3)
+    ops_before = jj(wt, "op", "log", "--no-graph", "-T", 'id ++ "\\n"',
+                    "--ignore-working-copy").stdout
+    report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
+    assert report["checkpoints"]["dropped"] == 2
+    assert report["repositories"][0]["note"] == "jj op log kept: the repo has several workspaces"
+    assert report["repositories"][0]["op_log_abandoned"] == 0
+    assert jj(wt, "op", "log", "--no-graph", "-T", 'id ++ "\\n"',
+              "--ignore-working-copy").stdout == ops_before
+    jj(tmp_path / "second", "status")  # the other workspace is not stale
+    rec.close()
