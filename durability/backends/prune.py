@@ -34,9 +34,9 @@ from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
-__all__ = ["PENDING_PREFIX", "Collected", "StoreFigures", "collect_git", "collect_jj",
-           "Interrupted", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log", "unpin_jj",
-           "workspace_count"]
+__all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collect_git",
+           "collect_jj", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log",
+           "unpin_jj", "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
 #: new ids: a gc killed in between leaves both chains reachable, never neither.
@@ -258,17 +258,24 @@ def _move_modes(repo: pygit2.Repository, renamed: dict[str, str], dropped: Seque
 
 
 def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
-    """``git gc`` with a prune grace (objects younger survive); needs git."""
-    prune = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
-    try:
-        done = proc.run(["git", "--git-dir", str(git_dir), "gc", "--quiet", f"--prune={prune}"],
-                        timeout=timeout_s)
-    except FileNotFoundError:
-        return Collected(False, "git not found: objects are left for git's own gc")
-    except (OSError, proc.TimedOut) as exc:
-        raise GitFailed(f"git gc in {git_dir}: {exc}") from exc
-    if done.returncode != 0:
-        raise GitFailed(f"git gc in {git_dir}: {done.stderr.strip()}")
+    """Drop unreachable objects older than the grace, as ``git gc`` does
+    for objects: repack what is reachable (unreachable packed objects younger
+    than the grace come out loose), then prune loose ones past it.  Not
+    ``git gc`` itself: its ``pack-refs`` and ``reflog expire`` take ref locks
+    that a capture moving its attempt's ref at that moment would fail on,
+    and they are the user's housekeeping, not ours.  Needs git."""
+    expire = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
+    base = ["git", "--git-dir", str(git_dir)]
+    for argv in ([*base, "repack", "-d", "-l", "-A", "-q", f"--unpack-unreachable={expire}"],
+                 [*base, "prune", f"--expire={expire}"]):
+        try:
+            done = proc.run(argv, timeout=timeout_s)
+        except FileNotFoundError:
+            return Collected(False, "git not found: objects are left for git's own gc")
+        except (OSError, proc.TimedOut) as exc:
+            raise GitFailed(f"git {argv[3]} in {git_dir}: {exc}") from exc
+        if done.returncode != 0:
+            raise GitFailed(f"git {argv[3]} in {git_dir}: {done.stderr.strip()}")
     return Collected(True)
 
 

@@ -4,8 +4,11 @@ Work goes repository by repository (the git store that holds the pins: a
 plain repository's, or the one behind jj), under the worktree lock of every
 worktree the store knows in that repository, taken in path order.  A capture
 of one of them waits for gc (contract 1's lock), so no capture can write
-objects or a row while rows are dropped, refs move or objects are pruned;
-its request is answered by a capture that starts after gc lets go.
+objects or a row while rows are dropped, refs move or the op log is trimmed;
+its request is answered by a capture that starts after gc lets go.  The
+object gc of a git repository (step 4) runs under the locks only without a
+prune grace: with one, an object a capture writes meanwhile is younger than
+the grace and survives, so captures do not wait for the slow part.
 
 In each repository:
 
@@ -16,7 +19,8 @@ In each repository:
    the pins of commits no row names any more (rows go before pins, so a row
    never outlives its pin: contract 4);
 3. jj: abandon operations older than ``jj_op_log_days`` (one workspace only);
-4. collect objects: ``git gc --prune=<grace>`` or ``jj util gc``.
+4. collect objects: ``git repack -A`` + ``git prune`` with the grace, or
+   ``jj util gc``.
 
 ``extra_keepers`` is the hook point for other features: replication adds a
 keeper answering "not-pushed" for a checkpoint it has not pushed yet.
@@ -143,10 +147,19 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
     capturer = Capturer(settings=settings, store=lambda: store, env=env)
     total, done = len(rows), 0
     for repo in groups:
+        # With a prune grace, what a capture writes meanwhile is younger than
+        # the grace and survives git's or jj's gc, so the long object gc runs
+        # after the locks are let go; without one it must run under them.
+        # jj's own gc is left under them (it may pack refs while a capture pins).
+        locked_collect = policy.prune_grace_s <= 0 or repo.backend == "jj"
         try:
             with _locked(capturer, repo.worktrees, lock_timeout_s):
                 _one_repository(settings, store, policy, repo, now_ms=now_ms, dry_run=dry_run,
                                 keepers=keepers, env=env, measure=measure)
+                if locked_collect and not dry_run:
+                    _collect(repo, policy, env, measure)
+            if not locked_collect and not dry_run:
+                _collect(repo, policy, env, measure)
         except filelock.Timeout:
             repo.note = "skipped: a capture held a worktree lock past the timeout"
         except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
@@ -181,6 +194,12 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
     jj = _jj_path(repo, env)
     if jj is not None and policy.jj_op_log_days > 0:
         _trim(jj, repo, now_ms - int(policy.jj_op_log_days * DAY_MS), settings)
+
+
+def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool) -> None:
+    """git's or jj's own gc, then the figures after."""
+    git_dir, measured = _store_paths(repo)
+    jj = _jj_path(repo, env)
     collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S)
                  if jj is None else
                  backend_prune.collect_jj(jj, Path(repo.worktrees[0]), policy.prune_grace_s,
