@@ -222,11 +222,13 @@ def _drop_git(store: Store, git_dir: Path, expired: list[Checkpoint], repo: Repo
     for key, drop in by_attempt.items():
         try:
             moved, dropped = backend_prune.rewrite_chain(git, key, drop)
-        except backend_prune.Interrupted as exc:
-            # Its rows may name the old chain that only the pending ref
-            # keeps: drop none of them, and keep that ref.
+        except (DurabilityError, pygit2.GitError) as exc:
+            # Interrupted: its rows may name the old chain only the pending
+            # ref keeps.  Any other failure: its chain may be half moved.
+            # Either way drop none of its rows, and keep every ref.
             expired = [c for c in expired if _key(c) != key]
             repo.note = f"{exc}; left as it is (docs/RETENTION.md#limits)"
+            log.warning("gc left %s as it is: %s", key, exc)
             continue
         renamed.update(moved)
         if dropped:
