@@ -41,6 +41,8 @@ __all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collec
 #: The old tip of a chain being rewritten, pinned until the store records the
 #: new ids: a gc killed in between leaves both chains reachable, never neither.
 PENDING_PREFIX = "refs/durability/gc-pending/"
+#: A private index's tree, pinned while objects are pruned.
+INDEX_PREFIX = "refs/durability/gc-index/"
 _OP_LINE = re.compile(r"^([0-9a-f]+) (-?\d+)$")
 _ROOT_OP = re.compile(r"^0+$")
 
@@ -266,6 +268,15 @@ def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
     and they are the user's housekeeping, not ours.  Needs git."""
     expire = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
     base = ["git", "--git-dir", str(git_dir)]
+    pins = _pin_private_indexes(git_dir)
+    try:
+        return _repack_and_prune(base, git_dir, expire, timeout_s)
+    finally:
+        _unpin(git_dir, pins)
+
+
+def _repack_and_prune(base: list[str], git_dir: Path, expire: str,
+                      timeout_s: float) -> Collected:
     for argv in ([*base, "repack", "-d", "-l", "-A", "-q", f"--unpack-unreachable={expire}"],
                  [*base, "prune", f"--expire={expire}"]):
         try:
@@ -277,6 +288,32 @@ def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
         if done.returncode != 0:
             raise GitFailed(f"git {argv[3]} in {git_dir}: {done.stderr.strip()}")
     return Collected(True)
+
+
+def _pin_private_indexes(git_dir: Path) -> list[str]:
+    """Pin the tree each worktree's private index holds while objects are
+    pruned.  git counts its own index as a root, never ours: after a restore
+    the index holds the restored checkpoint's blobs, and were that checkpoint
+    dropped, the next capture would find entries whose blobs were pruned."""
+    repo = pygit2.Repository(str(git_dir))
+    found = sorted(git_dir.glob("durability/index-*")) + sorted(
+        git_dir.glob("worktrees/*/durability/index-*"))
+    pins = []
+    for number, path in enumerate(p for p in found if not p.name.endswith(".lock")):
+        try:
+            tree = pygit2.Index(str(path)).write_tree(repo)
+        except (pygit2.GitError, OSError, ValueError):
+            continue  # unreadable, or already naming a missing blob: nothing to keep
+        name = f"{INDEX_PREFIX}{os.getpid()}-{number}"
+        repo.references.create(name, tree, force=True)
+        pins.append(name)
+    return pins
+
+
+def _unpin(git_dir: Path, names: Sequence[str]) -> None:
+    repo = pygit2.Repository(str(git_dir))
+    for name in names:
+        _delete(repo, name)
 
 
 def _delete(repo: pygit2.Repository, name: str) -> int:

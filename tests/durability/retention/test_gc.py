@@ -226,3 +226,62 @@ def test_jj_op_log_is_kept_when_the_repo_has_several_workspaces(
               "--ignore-working-copy").stdout == ops_before
     jj(tmp_path / "second", "status")  # the other workspace is not stale
     rec.close()
+
+
+def test_file_modes_kept_by_a_pre_restore_follow_its_new_commit(
+        tmp_path: Path, settings: Settings) -> None:
+    """A restore keeps the modes of the files it replaces beside its
+    pre-restore commit (refs/durability/modes/<commit>); when gc writes the
+    chain again, that commit gets a new id and the modes must follow it."""
+    import os
+
+    wt = make_repo("git", tmp_path / "wt")
+    secret = wt / "secret.txt"
+    rec = Recorder(settings, wt)
+    secret.write_text("one\n")
+    os.chmod(secret, 0o600)
+    rec.capture()                                   # seq 1
+    rec.clock.advance(DAY)
+    secret.write_text("two\n")
+    rec.capture()                                   # seq 2
+    rec.close()
+    # The tree is seq 2's: the pre-restore capture is seq 2 itself (dedup),
+    # and the modes are kept beside seq 2's commit.
+    done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=1)
+    assert done.pre_restore_seq == 2
+    with Store(settings.db_path) as store:
+        policy = Policy(keep_all_days=0, hourly_days=0, daily_days=0, pre_restore_days=30,
+                        jj_op_log_days=0, prune_grace_s=0)
+        report = run_gc(settings, store, policy, now_ms=T0 + 5 * DAY).to_dict()
+        kept = _rows(store)
+    assert [r.seq for r in kept] == [2]
+    assert report["rewritten"] == 1
+    assert kept[0].commit_id != done.pre_restore_commit
+    refs = _refs(wt)
+    assert f"refs/durability/modes/{done.pre_restore_commit}" not in refs
+    assert f"refs/durability/modes/{kept[0].commit_id}" in refs
+    secret.write_text("three\n")
+    os.chmod(secret, 0o644)
+    restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=2)
+    assert secret.read_text() == "two\n"
+    assert secret.stat().st_mode & 0o777 == 0o600
+
+
+def test_capture_after_gc_dropped_the_restored_checkpoint(tmp_path: Path,
+                                                          settings: Settings) -> None:
+    """After a restore, the git backend's private index holds the restored
+    checkpoint's blobs; git prunes by its own index only, so gc must keep what
+    ours names, or the next capture finds entries whose blobs are gone."""
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / "a.txt").write_text("first body of a\n")
+    rec.capture()                                   # seq 1
+    rec.clock.advance(DAY)
+    (wt / "a.txt").write_text("second body of a\n")
+    rec.capture()                                   # seq 2
+    restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=1)
+    run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
+    assert [r.seq for r in _rows(rec.store)] == [2]
+    out = rec.capture()                             # a.txt unchanged since the restore
+    assert file_at(wt, str(out.commit_id), "a.txt") == b"first body of a\n"
+    rec.close()
