@@ -2,7 +2,8 @@
 
 For each backend, a worktree of ``--files`` small files (100 per folder) gets
 ``--captures`` checkpoints, each after its own one-file edit (a new 2 KiB
-body, as an agent's edit of a source file), through the real ``Capturer``
+body, as an agent's edit of a source file; the edits go in turn to the
+``--hot-files`` (100) files of a working set), through the real ``Capturer``
 and store (git: the watcher-informed capture the service makes; jj: the one
 ``jj log`` every capture runs).  Their recorded times are spread evenly over
 the ``--span-days`` before now (an injected clock: the captures themselves
@@ -74,7 +75,7 @@ def _run(argv: list[str], env: dict[str, str]) -> None:
     subprocess.run(argv, env=env, check=True, capture_output=True, timeout=3600)
 
 
-def capture_many(bench: Bench, repo: Path, n_files: int, n: int, span_days: float,
+def capture_many(bench: Bench, repo: Path, n_files: int, n: int, span_days: float, hot: int,
                  settings: Settings,
                  env: dict[str, str]) -> tuple[Store, dict[int, tuple[str, bytes]], float]:
     """``n`` captures, the k-th recorded at now - span + k * span / n."""
@@ -86,7 +87,9 @@ def capture_many(bench: Bench, repo: Path, n_files: int, n: int, span_days: floa
     held: dict[int, tuple[str, bytes]] = {}
     started = time.perf_counter()
     for k in range(n):
-        path = bench.file_of(repo, (k * 7919) % n_files)
+        # An agent works on a set of files, editing each again and again: a
+        # body it replaced lives on only in the checkpoints taken before.
+        path = bench.file_of(repo, (k % hot) * (n_files // hot))
         body = os.urandom(1024).hex().encode()
         path.write_bytes(body)
         rel = path.relative_to(repo).as_posix()
@@ -104,13 +107,14 @@ def capture_many(bench: Bench, repo: Path, n_files: int, n: int, span_days: floa
     return store, held, time.perf_counter() - started
 
 
-def measure(bench: Bench, backend: str, n_files: int, n: int,
-            span_days: float) -> dict[str, Any]:
+def measure(bench: Bench, backend: str, n_files: int, n: int, span_days: float,
+            hot: int) -> dict[str, Any]:
     print(f"{backend}: building {n_files} files", file=sys.stderr)
     repo = build(bench, backend, n_files)
     env = {**bench.env, "DURABILITY_HOME": str(bench.root / f"state-{backend}")}
     settings = Settings.from_env(env)
-    store, held, capture_s = capture_many(bench, repo, n_files, n, span_days, settings, env)
+    store, held, capture_s = capture_many(bench, repo, n_files, n, span_days, hot, settings,
+                                          env)
     git_dir, measured = _paths(repo, backend)
     before = figures(git_dir, measured)
     rows_before = len(store.checkpoints(KEY.run_id))
@@ -132,6 +136,7 @@ def measure(bench: Bench, backend: str, n_files: int, n: int,
     store.close()
     return {
         "backend": backend, "files": n_files, "captures": n, "span_days": span_days,
+        "hot_files": hot,
         "capture_s": round(capture_s, 1), "raw_gc_s": round(raw_s, 2),
         "durability_gc_s": round(gc_s, 2),
         "rows": {"before": rows_before, "after": len(rows)},
@@ -193,6 +198,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--captures", type=int, default=2_000, help="captures per backend")
     parser.add_argument("--span-days", type=float, default=60.0,
                         help="the days the captures' recorded times span")
+    parser.add_argument("--hot-files", type=int, default=100,
+                        help="the files the edits go to, in turn (an agent's working set)")
     parser.add_argument("--backends", default="git,jj", help="git, jj or both")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="scratch folder (default: a new temporary folder)")
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     bench = Bench(root)
     os.environ.update({k: v for k, v in bench.env.items() if k.startswith("GIT_CONFIG")})
-    results = [measure(bench, b, args.files, args.captures, args.span_days)
+    results = [measure(bench, b, args.files, args.captures, args.span_days, args.hot_files)
                for b in args.backends.split(",") if b]
     print_report(command.strip(), results)
     if not args.no_json:
