@@ -4,6 +4,7 @@ keepers, restore of what it kept, and seq after gc.  The clock is injected
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from tests.durability.retention.gckit import (
     make_repo,
     store_git,
 )
-from tests.helpers import git
+from tests.helpers import cli, cli_json, git
 
 # Nothing thinned: only age against keep_all_days, and objects pruned at once.
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,
@@ -94,6 +95,11 @@ def test_kept_checkpoints_restore_after_gc(kind: str, tmp_path: Path,
     rec = _daily(settings, wt, 5)
     run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 5 * DAY)
     rec.close()
+    shown = cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "5")
+    assert "work.txt" in json.dumps(shown)
+    diff = cli("diff", KEY.run_id, "--node", KEY.node_id, "--seq", "4", "--to", "5")
+    assert diff.returncode == 0, diff.stderr
+    assert "state 5" in diff.stdout
     for seq in (4, 5):
         restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=seq)
         assert (wt / "work.txt").read_bytes() == rec.content[(KEY, seq)]
