@@ -39,6 +39,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_WORKTREE": "the worktree a hook captures",
     "DURABILITY_REPLICATION_BOUND_MS": "a checkpoint not on its remote after this long is a "
                                        "replication-failed gap",
+    "DURABILITY_CONFIG": "the config file (retention policy; docs/RETENTION.md)",
+    "DURABILITY_GC_INTERVAL_MS": "how often the service runs gc (0: never)",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB

@@ -58,7 +58,7 @@ def attempt_ref(stamp: Stamp) -> str:
 
 
 def key_ref(k: AttemptKey) -> str:
-    """The ref that pins attempt ``k``'s checkpoints (``attempt_ref``)."""
+    """The ref that pins attempt ``k``'s chain of checkpoints."""
     basis = "\0".join([k.run_id, k.node_id, str(k.iteration), str(k.attempt)])
     return PIN_PREFIX + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 

@@ -2,7 +2,8 @@
 
 This module is the top of the house: it builds the group, registers every
 command family (``checkpoints``, ``inspect``, ``browse``, ``service``, ``watch``,
-``engine``, ``fork``, ``agent``, ``remote``, ``logs``), and is imported by none of them.
+``engine``, ``fork``, ``agent``, ``remote``, ``logs``,
+``retention``), and is imported by none of them.
 Every failure is one line on stderr,
 ``durability: <code>: <message>``, and the exit status comes from
 ``errors.exit_code``.
@@ -24,6 +25,7 @@ from durability.cli import (
     inspect,
     logs,
     remote,
+    retention,
     service,
     watch,
 )
@@ -68,7 +70,7 @@ def cli() -> None:
 
 
 for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent, remote,
-                logs):
+                logs, retention):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

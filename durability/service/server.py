@@ -3,7 +3,8 @@
 Lifecycle: ``Service(settings)`` is a context manager; ``start()`` claims the
 socket (a live service keeps it, a stale file is replaced), ``serve_forever()``
 blocks until ``stop()``.  Threads: one accept loop, one per connection, one
-per busy worktree (``Coalescer``) and one that ingests the gap spool.
+per busy worktree (``Coalescer``), one that ingests the gap spool and one
+that runs gc on its schedule (``gc_schedule``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from durability.gaps.ingest import ingest_spool
 from durability.hook import autostart
 from durability.paths import ensure_private_dir
 from durability.remote.replicator import Replicator
-from durability.service import protocol, watch_ops
+from durability.service import gc_schedule, protocol, watch_ops
 from durability.watch.manager import WatchManager
 from engine import AttemptKey, EngineError, Store
 
@@ -87,6 +88,7 @@ class Service:
         self.watcher: WatchManager | None = None
         self.replicator: Replicator | None = None
         self.requests = 0
+        self.gc: gc_schedule.GcSchedule | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -121,6 +123,8 @@ class Service:
         # Pushes checkpoints to their worktrees' remotes; a capture only pokes it.
         self.replicator = Replicator(self.settings, self._get_store, self.env)
         self.replicator.start()
+        self.gc = gc_schedule.GcSchedule(self.settings, self._get_store, self.env, self._stop)
+        self._spawn(self.gc.loop, "gc")
         autostart.started(self.settings.state_dir)
         # After the accept loop: a ping is answered while watches resume.
         self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)

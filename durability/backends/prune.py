@@ -1,0 +1,324 @@
+"""The backends' half of ``durability gc``: unpinning, rewriting and collecting.
+
+What pins a checkpoint (contract 4, docs/DESIGN.md) differs per backend:
+
+- jj: one ref per commit, ``refs/durability/jj/<commit>``, in the git store
+  behind jj.  Unpinning deletes it; jj's own op log (and its
+  ``refs/jj/keep/*``) keeps the commit until the operations that knew it are
+  abandoned (``trim_op_log``) and ``jj util gc`` runs.
+- git: one ref per attempt on its newest checkpoint, whose chain of parents
+  holds the older ones, so a commit in the middle cannot be let go by deleting
+  a ref.  ``rewrite_chain`` writes the kept checkpoints again as a new chain
+  (same trees, messages and dates; each parent is the previous kept one), so
+  kept checkpoints get new commit ids, which the caller records.
+
+Every function here is called under the worktree locks of the repository's
+worktrees (``durability.retention.gc``); none decides what expires.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from durability import proc
+from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
+from durability.backends.git_commit import key_ref, parse_trailers
+from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
+from durability.backends.modes import PREFIX as MODES_PREFIX
+from durability.errors import GitFailed, JjFailed
+from engine import AttemptKey
+
+__all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collect_git",
+           "collect_jj", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log",
+           "unpin_jj", "workspace_count"]
+
+#: The old tip of a chain being rewritten, pinned until the store records the
+#: new ids: a gc killed in between leaves both chains reachable, never neither.
+PENDING_PREFIX = "refs/durability/gc-pending/"
+#: A private index's tree, pinned while objects are pruned.
+INDEX_PREFIX = "refs/durability/gc-index/"
+_OP_LINE = re.compile(r"^([0-9a-f]+) (-?\d+)$")
+_ROOT_OP = re.compile(r"^0+$")
+
+
+@dataclass(frozen=True)
+class StoreFigures:
+    """A git store's size: bytes on disk, our refs, jj's keep refs, objects."""
+
+    bytes: int
+    refs: int
+    keep_refs: int
+    objects: int
+
+
+@dataclass(frozen=True)
+class Collected:
+    ran: bool
+    note: str | None = None
+
+
+def figures(git_dir: Path, measured: Sequence[Path]) -> StoreFigures:
+    """The figures of the store at ``git_dir``; bytes are those of the
+    ``measured`` folders (the git folder; for jj also its repo folder)."""
+    repo = pygit2.Repository(str(git_dir))
+    ours = keep = 0
+    for name in repo.references:
+        if name.startswith("refs/durability/"):
+            ours += 1
+        elif name.startswith("refs/jj/keep/"):
+            keep += 1
+    roots = sorted({p.resolve() for p in measured})
+    # A folder inside another is counted once (jj's own git store is in .jj/repo).
+    roots = [p for p in roots if not any(o != p and o in p.parents for o in roots)]
+    return StoreFigures(sum(map(disk_bytes, roots)), ours, keep, _objects(git_dir))
+
+
+def disk_bytes(root: Path) -> int:
+    """Bytes the files under ``root`` take on disk (allocated blocks)."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                continue  # removed while walking (a concurrent gc's temp file)
+    return total
+
+
+def _objects(git_dir: Path) -> int:
+    """Loose plus packed objects (``git count-objects -v``); -1 without git."""
+    try:
+        done = proc.run(["git", "--git-dir", str(git_dir), "count-objects", "-v"], timeout=120)
+    except (OSError, proc.TimedOut):
+        return -1
+    found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    try:
+        return int(found.get("count", 0)) + int(found.get("in-pack", 0))
+    except ValueError:
+        return -1
+
+
+# -- jj --------------------------------------------------------------------
+
+
+def unpin_jj(git_dir: Path, commits: Iterable[str]) -> int:
+    """Delete the pins (and kept file modes) of ``commits``; returns refs removed."""
+    try:
+        repo = pygit2.Repository(str(git_dir))
+    except pygit2.GitError as exc:
+        raise JjFailed(f"cannot open {git_dir}: {exc}") from exc
+    return sum(_delete(repo, prefix + c) for c in commits
+               for prefix in (JJ_PIN_PREFIX, MODES_PREFIX))
+
+
+def workspace_count(jj: str, worktree: Path, timeout_s: float) -> int:
+    """How many workspaces share the jj repo of ``worktree``."""
+    done = _jj(jj, worktree, timeout_s, "--ignore-working-copy", "workspace", "list")
+    return len([line for line in done.splitlines() if line.strip()])
+
+
+def trim_op_log(jj: str, worktree: Path, cutoff_ms: int, timeout_s: float) -> int:
+    """Abandon every operation that ended before ``cutoff_ms`` (never the
+    current one); returns how many operations were older.  Only for a repo
+    with one workspace: another workspace's working copy names an operation
+    that abandoning would rewrite under it."""
+    listing = _jj(jj, worktree, timeout_s, "--ignore-working-copy", "op", "log", "--no-graph",
+                  "-T", 'id ++ " " ++ time.end().format("%s") ++ "\\n"')
+    found = [m.groups() for m in map(_OP_LINE.match, listing.splitlines()) if m]
+    ops = [(op, int(ts)) for op, ts in found if not _ROOT_OP.match(op)]
+    older = [i for i, (_op, ts) in enumerate(ops) if ts * 1000 < cutoff_ms]
+    if not older:
+        return 0
+    first = max(older[0], 1)  # ops are newest first: index 0 is the current one
+    if first >= len(ops):
+        return 0
+    _jj(jj, worktree, timeout_s, "op", "abandon", f"..{ops[first][0]}")
+    return len(ops) - first
+
+
+def collect_jj(jj: str, worktree: Path, grace_s: float, timeout_s: float) -> Collected:
+    """``jj util gc``: at once with no grace (jj takes only "now"), else with
+    jj's own two weeks for objects nothing names any more."""
+    _jj(jj, worktree, timeout_s, "util", "gc", *(["--expire=now"] if grace_s <= 0 else []))
+    return Collected(True, None if grace_s <= 0 else "jj keeps unreferenced objects 2 weeks")
+
+
+def _jj(jj: str, worktree: Path, timeout_s: float, *args: str) -> str:
+    try:
+        done = proc.run([jj, "--no-pager", "--color=never", "-R", ".", *args],
+                        cwd=str(worktree), timeout=timeout_s)
+    except (OSError, proc.TimedOut) as exc:
+        raise JjFailed(f"jj {args[-1] if args else ''} in {worktree}: {exc}") from exc
+    if done.returncode != 0:
+        raise JjFailed(f"jj {' '.join(args[:3])} in {worktree}: {done.stderr.strip()}")
+    return done.stdout
+
+
+# -- git -------------------------------------------------------------------
+
+
+def rewrite_chain(repo: pygit2.Repository, key: AttemptKey,
+                  drop: set[str]) -> tuple[dict[str, str], list[str]]:
+    """Write attempt ``key``'s chain again without the commits in ``drop``.
+
+    Returns (old id -> new id for every kept commit whose id changed, the
+    dropped commits found in the chain).  The attempt's ref moves to the new
+    tip; the old tip stays pinned under ``PENDING_PREFIX`` until the caller
+    has recorded the new ids and calls ``finish_rewrite``.  Commits the chain
+    holds without a row in ``drop`` (a row lost to a store failure) are kept.
+    """
+    ref = key_ref(key)
+    try:
+        tip = repo.references[ref].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError, ValueError):
+        return {}, []
+    if pending(repo, key):
+        raise Interrupted(f"an earlier gc of {ref} was interrupted")
+    chain = _chain(tip, key)
+    dropped = [str(c.id) for c in chain if str(c.id) in drop]
+    if not dropped:
+        return {}, []
+    base = chain[-1].parent_ids[:1]
+    parents: list[pygit2.Oid] = list(base)
+    renamed: dict[str, str] = {}
+    for commit in reversed(chain):  # oldest first
+        if str(commit.id) in drop:
+            continue
+        new = repo.create_commit(None, commit.author, commit.committer, commit.message,
+                                 commit.tree_id, parents)
+        if new != commit.id:
+            renamed[str(commit.id)] = str(new)
+        parents = [new]
+    try:
+        repo.references.create(PENDING_PREFIX + ref[len(GIT_PIN_PREFIX):], tip.id, force=True)
+        if parents:
+            repo.references.create(ref, parents[0], force=True)
+        else:
+            repo.references.delete(ref)  # cannot happen: the newest is never dropped
+        _move_modes(repo, renamed, dropped)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise GitFailed(f"cannot move {ref}: {exc}") from exc
+    return renamed, dropped
+
+
+class Interrupted(GitFailed):
+    """An earlier gc moved this attempt's chain and was killed before the
+    store named the new commits: its rows may still name the old chain, which
+    only the pending ref keeps, so the attempt is left exactly as it is."""
+
+
+def pending(repo: pygit2.Repository, key: AttemptKey) -> bool:
+    return PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):] in repo.references
+
+
+def finish_rewrite(repo: pygit2.Repository, key: AttemptKey) -> int:
+    """Let go of the old chain once the store names the new one."""
+    return _delete(repo, PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):])
+
+
+def _chain(tip: pygit2.Commit, key: AttemptKey) -> list[pygit2.Commit]:
+    """The attempt's checkpoints, newest first: first parents while the
+    trailers name this attempt (the first one's parent is HEAD of that time)."""
+    chain = [tip]
+    commit = tip
+    while commit.parent_ids:
+        try:
+            parent = commit.parents[0]
+        except (KeyError, pygit2.GitError):
+            break
+        if not _of(parent, key):
+            break
+        chain.append(parent)
+        commit = parent
+    return chain
+
+
+def _of(commit: pygit2.Commit, key: AttemptKey) -> bool:
+    t = parse_trailers(commit.message)
+    return (t.get("Run") == [key.run_id] and t.get("Node") == [key.node_id]
+            and t.get("Iteration") == [str(key.iteration)]
+            and t.get("Attempt") == [str(key.attempt)])
+
+
+def _move_modes(repo: pygit2.Repository, renamed: dict[str, str], dropped: Sequence[str]) -> None:
+    """File modes kept beside a pre-restore commit follow it to its new id."""
+    for old, new in renamed.items():
+        try:
+            target = repo.references[MODES_PREFIX + old].target
+        except KeyError:
+            continue
+        repo.references.create(MODES_PREFIX + new, target, force=True)
+        _delete(repo, MODES_PREFIX + old)
+    for old in dropped:
+        _delete(repo, MODES_PREFIX + old)
+
+
+def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
+    """Drop unreachable objects older than the grace, as ``git gc`` does
+    for objects: repack what is reachable (unreachable packed objects younger
+    than the grace come out loose), then prune loose ones past it.  Not
+    ``git gc`` itself: its ``pack-refs`` and ``reflog expire`` take ref locks
+    that a capture moving its attempt's ref at that moment would fail on,
+    and they are the user's housekeeping, not ours.  Needs git."""
+    expire = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
+    base = ["git", "--git-dir", str(git_dir)]
+    pins = _pin_private_indexes(git_dir)
+    try:
+        return _repack_and_prune(base, git_dir, expire, timeout_s)
+    finally:
+        _unpin(git_dir, pins)
+
+
+def _repack_and_prune(base: list[str], git_dir: Path, expire: str,
+                      timeout_s: float) -> Collected:
+    for argv in ([*base, "repack", "-d", "-l", "-A", "-q", f"--unpack-unreachable={expire}"],
+                 [*base, "prune", f"--expire={expire}"]):
+        try:
+            done = proc.run(argv, timeout=timeout_s)
+        except FileNotFoundError:
+            return Collected(False, "git not found: objects are left for git's own gc")
+        except (OSError, proc.TimedOut) as exc:
+            raise GitFailed(f"git {argv[3]} in {git_dir}: {exc}") from exc
+        if done.returncode != 0:
+            raise GitFailed(f"git {argv[3]} in {git_dir}: {done.stderr.strip()}")
+    return Collected(True)
+
+
+def _pin_private_indexes(git_dir: Path) -> list[str]:
+    """Pin the tree each worktree's private index holds while objects are
+    pruned.  git counts its own index as a root, never ours: after a restore
+    the index holds the restored checkpoint's blobs, and were that checkpoint
+    dropped, the next capture would find entries whose blobs were pruned."""
+    repo = pygit2.Repository(str(git_dir))
+    found = sorted(git_dir.glob("durability/index-*")) + sorted(
+        git_dir.glob("worktrees/*/durability/index-*"))
+    pins = []
+    for number, path in enumerate(p for p in found if not p.name.endswith(".lock")):
+        try:
+            tree = pygit2.Index(str(path)).write_tree(repo)
+        except (pygit2.GitError, OSError, ValueError):
+            continue  # unreadable, or already naming a missing blob: nothing to keep
+        name = f"{INDEX_PREFIX}{os.getpid()}-{number}"
+        repo.references.create(name, tree, force=True)
+        pins.append(name)
+    return pins
+
+
+def _unpin(git_dir: Path, names: Sequence[str]) -> None:
+    repo = pygit2.Repository(str(git_dir))
+    for name in names:
+        _delete(repo, name)
+
+
+def _delete(repo: pygit2.Repository, name: str) -> int:
+    try:
+        repo.references.delete(name)
+    except KeyError:
+        return 0
+    return 1

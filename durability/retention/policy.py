@@ -1,0 +1,175 @@
+"""The retention policy: which checkpoints ``durability gc`` may drop.
+
+Pure: rows and a clock in, a verdict per row out; nothing here touches a
+repository or the store.  The defaults and the config file are documented in
+docs/RETENTION.md.
+
+A checkpoint is kept when any keeper claims it, in this order:
+
+1. ``unfinished-run``: its run is an engine run that is not finished
+   (running, waiting, paused).  A hook session has no engine state and is
+   judged by age like a finished run.
+2. ``newest``: it is its attempt's newest checkpoint (highest seq, or the
+   commit its ``jj_pointer`` names), kept forever.
+3. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
+4. ``recent``: younger than ``keep_all_days``.
+5. ``pre-restore``: a restore's safety checkpoint younger than
+   ``pre_restore_days``.
+6. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
+   (while younger than ``hourly_days``), then in its day (while younger than
+   ``daily_days``).
+
+Everything else expires.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from durability.errors import InvalidInput
+from engine import Checkpoint
+from engine.prune import RetentionRow
+from engine.runs import ACTIVE
+
+__all__ = ["DAY_MS", "HOUR_MS", "Keeper", "Policy", "Verdict", "config_path", "judge",
+           "load_policy"]
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+
+#: A keeper names why a checkpoint must stay, or None to have no say.  The
+#: hook point for other features (replication keeps what it has not pushed).
+Keeper = Callable[[Checkpoint], "str | None"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How long checkpoints of finished runs and hook sessions are kept.
+
+    Days are floats so a test or a tight disk can say 0.5; 0 turns a
+    window off."""
+
+    #: Every checkpoint younger than this is kept.
+    keep_all_days: float = 7
+    #: Then the newest per attempt and hour, up to this age...
+    hourly_days: float = 30
+    #: ...then the newest per attempt and day, up to this age.
+    daily_days: float = 90
+    #: A restore's pre-restore checkpoint (its undo) is kept this long.
+    pre_restore_days: float = 30
+    #: jj only: operations older than this are abandoned from the op log (the
+    #: jj undo history) so that jj can collect what they alone kept.  0: never.
+    jj_op_log_days: float = 30
+    #: Unreachable objects younger than this survive the object gc (a grace
+    #: for a concurrent git command); 0 prunes at once.
+    prune_grace_s: float = 3600
+    #: How often the service runs gc (hours); 0 turns the schedule off.
+    service_interval_hours: float = 24
+
+    def with_values(self, values: Mapping[str, Any]) -> Policy:
+        """This policy with ``values`` (names as in the config file) set."""
+        known = {f.name for f in fields(self)}
+        changes: dict[str, float] = {}
+        for name, value in values.items():
+            if name not in known:
+                raise InvalidInput(f"unknown retention setting {name!r} (known: "
+                                   f"{', '.join(sorted(known))})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise InvalidInput(f"retention setting {name} must be a number >= 0, "
+                                   f"not {value!r}")
+            changes[name] = float(value)
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    row: RetentionRow
+    #: Why it stays, or None: it expires.
+    kept_by: str | None
+
+    @property
+    def expired(self) -> bool:
+        return self.kept_by is None
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> Path:
+    """``$DURABILITY_CONFIG``, else ``config.toml`` in the platform's config folder."""
+    explicit = env.get("DURABILITY_CONFIG")
+    if explicit:
+        return Path(explicit)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("durability", appauthor=False)) / "config.toml"
+
+
+def load_policy(env: Mapping[str, str] = os.environ) -> Policy:
+    """The defaults, overridden by the ``[retention]`` table of the config
+    file when there is one.  A file that is not valid TOML, or holds an
+    unknown or negative setting, is ``invalid-value``: gc never guesses."""
+    path = config_path(env)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Policy()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"cannot read the config file {path}: {exc}") from None
+    table = data.get("retention", {})
+    if not isinstance(table, dict):
+        raise InvalidInput(f"{path}: [retention] must be a table")
+    return Policy().with_values(table)
+
+
+def judge(rows: Iterable[RetentionRow], policy: Policy, now_ms: int,
+          keepers: Sequence[Keeper] = ()) -> list[Verdict]:
+    """A verdict for every row (same order)."""
+    rows = list(rows)
+    survivors = _bucket_survivors(rows, policy, now_ms)
+    return [Verdict(row, _kept_by(row, policy, now_ms, keepers, survivors)) for row in rows]
+
+
+def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[Keeper],
+             survivors: dict[int, str]) -> str | None:
+    c = row.checkpoint
+    if row.run_state in ACTIVE:
+        return "unfinished-run"
+    if c.seq == row.max_seq or c.commit_id == row.jj_pointer:
+        return "newest"
+    for keeper in keepers:
+        reason = keeper(c)
+        if reason:
+            return reason
+    age = now_ms - c.created_at_ms
+    if age < policy.keep_all_days * DAY_MS:
+        return "recent"
+    if c.source == "pre-restore" and age < policy.pre_restore_days * DAY_MS:
+        return "pre-restore"
+    return survivors.get(id(row))
+
+
+def _bucket_survivors(rows: list[RetentionRow], policy: Policy,
+                      now_ms: int) -> dict[int, str]:
+    """``id(row)`` -> "hourly" or "daily" for the newest row of its attempt in
+    each hour (or day) that is still inside that window."""
+    newest: dict[tuple[Any, ...], RetentionRow] = {}
+    for row in rows:
+        c = row.checkpoint
+        age = now_ms - c.created_at_ms
+        if age < policy.hourly_days * DAY_MS:
+            slot: tuple[Any, ...] = ("hourly", c.created_at_ms // HOUR_MS)
+        elif age < policy.daily_days * DAY_MS:
+            slot = ("daily", c.created_at_ms // DAY_MS)
+        else:
+            continue
+        bucket = (c.run_id, c.node_id, c.iteration, c.attempt, *slot)
+        best = newest.get(bucket)
+        if best is None or c.seq > best.checkpoint.seq:
+            newest[bucket] = row
+    return {id(row): str(bucket[4]) for bucket, row in newest.items()}

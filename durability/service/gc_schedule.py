@@ -1,0 +1,117 @@
+"""The service's scheduled ``durability gc`` (docs/RETENTION.md).
+
+Every ``interval`` (``DURABILITY_GC_INTERVAL_MS`` when set, else the config
+file's ``service_interval_hours``, 24 h by default; 0 turns it off) the
+service applies the retention policy as ``durability gc`` would.  The time of
+the last run is kept in the state folder (``gc-last``), so a service that
+restarts more often than the interval still runs gc on time; a service that
+finds no such file counts the interval from its own start (a first install
+is never greeted by a gc).  gc takes each repository's worktree locks, so it
+never runs during a capture of the same worktree: a capture that comes in
+waits for it, and gc waits for a running capture.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from durability.config import Settings
+from durability.errors import DurabilityError, InvalidInput
+from durability.fsutil import replace_file
+from durability.retention.gc import extra_keepers, run_gc
+from durability.retention.policy import HOUR_MS, load_policy
+from engine import EngineError, Store, now_ms
+
+__all__ = ["ENV", "GcSchedule", "interval_ms"]
+
+log = logging.getLogger("durability.service")
+ENV = "DURABILITY_GC_INTERVAL_MS"
+#: The schedule looks at the clock this often at most (a long interval is
+#: still checked every few minutes, so a suspended laptop catches up).
+_CHECK_S = 300.0
+
+
+def interval_ms(env: Mapping[str, str], policy_hours: float) -> int:
+    """The interval in ms (0: off); a bad variable is ``invalid-value``."""
+    raw = env.get(ENV)
+    if not raw:
+        return int(policy_hours * HOUR_MS)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    # Not in envms's table: the hook never reads it, so a bad value must not
+    # become a gap on every tool call; the service says so and runs no gc.
+    if not 0 <= value < float("inf"):
+        raise InvalidInput(f"{ENV}={raw[:40]!r} is not a number of milliseconds >= 0")
+    return int(value)
+
+
+class GcSchedule:
+    """Runs gc when it is due, on its own thread, until ``stop`` is set."""
+
+    def __init__(self, settings: Settings, store: Callable[[], Store],
+                 env: Mapping[str, str], stop: threading.Event) -> None:
+        self.settings = settings
+        self._store = store
+        self._env = env
+        self._stop = stop
+        self.runs = 0
+
+    @property
+    def marker(self) -> Path:
+        return self.settings.state_dir / "gc-last"
+
+    def loop(self) -> None:
+        try:
+            every = interval_ms(self._env, load_policy(self._env).service_interval_hours)
+        except DurabilityError as exc:
+            log.warning("scheduled gc off: %s", exc)
+            return
+        if every <= 0:
+            log.info("scheduled gc off")
+            return
+        if self._last() is None:
+            self._mark()
+        log.info("scheduled gc every %.3g h", every / HOUR_MS)
+        while not self._stop.wait(min(_CHECK_S, every / 1000)):
+            last = self._last() or 0
+            if now_ms() - last >= every:
+                self.run_once()
+
+    def run_once(self) -> None:
+        """One gc with the policy as configured now (the file may have changed)."""
+        started = time.monotonic()
+        try:
+            policy = load_policy(self._env)
+            report = run_gc(self.settings, self._store(), policy, now_ms=now_ms(),
+                            keepers=extra_keepers(self.settings), env=self._env).to_dict()
+        except (DurabilityError, EngineError, OSError) as exc:
+            log.warning("scheduled gc failed: %s", exc)
+            self._mark()  # not again at once: the next interval tries again
+            return
+        self.runs += 1
+        self._mark()
+        c, size = report["checkpoints"], report["bytes"]
+        log.info("scheduled gc: dropped %d of %d checkpoints, %s -> %s bytes, %.1fs",
+                 c["dropped"], c["before"], size["before"], size["after"],
+                 time.monotonic() - started)
+        for repo in report["repositories"]:
+            if repo["note"]:
+                log.info("scheduled gc: %s: %s", repo["store"], repo["note"])
+
+    def _last(self) -> int | None:
+        try:
+            return int(self.marker.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _mark(self) -> None:
+        try:
+            replace_file(self.marker, f"{now_ms()}\n".encode(), mode=0o600)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.marker, exc)
