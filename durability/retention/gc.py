@@ -49,6 +49,7 @@ from durability.errors import DurabilityError
 from durability.retention.policy import DAY_MS, Keeper, Policy, Verdict, judge
 from engine import AttemptKey, Checkpoint, EngineError, Store
 from engine import prune as store_prune
+from engine.remotes import Remotes
 
 __all__ = ["GcReport", "RepoReport", "extra_keepers", "run_gc"]
 
@@ -62,9 +63,29 @@ COLLECT_TIMEOUT_S = 3600.0
 
 def extra_keepers(settings: Settings) -> list[Keeper]:
     """The keepers other features add to the policy (the one place to plug
-    one in; the CLI and the service's schedule both call this).  Replication
-    appends its "not yet pushed" keeper here when a remote is configured."""
-    return []
+    one in; the CLI and the service's schedule both call this).
+
+    Replication (docs/REMOTE.md): when a worktree has a remote, a checkpoint
+    not yet on it is kept (``not-pushed``), and so is every git checkpoint of
+    that worktree (``replicated``): thinning a git attempt rewrites its chain
+    of commits, and the remote, which holds the old chain and is never
+    force-pushed, would then refuse every later push of that attempt.  jj
+    checkpoints are thinned by unpinning, which the remote does not see.
+    """
+    remotes = Remotes(settings.db_path)
+    with_remote = {r.worktree for r in remotes.all()}
+    if not with_remote:
+        return []
+    pending = {c.request_id for c in remotes.unreplicated()}
+
+    def replication(checkpoint: Checkpoint) -> str | None:
+        if checkpoint.request_id in pending:
+            return "not-pushed"
+        if checkpoint.worktree in with_remote and checkpoint.change_id is None:
+            return "replicated"
+        return None
+
+    return [replication]
 
 
 @dataclass
