@@ -60,7 +60,9 @@ class SessionsScreen(Screen[None]):
         table.clear(columns=True)
         table.add_columns(*model.SESSION_COLUMNS)
         for run_id, cells in rows:
-            table.add_row(*cells, key=run_id)
+            # Text, not str: the table reads a str as markup, and a worktree's
+            # path may hold brackets ("[/x]" stops the browser).
+            table.add_row(*(Text(c) for c in cells), key=run_id)
         note = ("Enter: a session's checkpoints.  q: quit." if rows else
                 "No sessions recorded yet: a session appears here once a hook, a watch or "
                 "`durability snapshot` has taken a checkpoint (or filed a gap).")

@@ -1,0 +1,44 @@
+"""``durability browse`` shows names from outside (a worktree's path) as
+they are: a path holding Rich markup (``[/x]``, ``[red]``) is text, never
+markup that hides part of it or stops the browser."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+
+from durability.backends.git import forget
+from durability.browse.app import BrowseApp, SessionsScreen
+from durability.config import Settings
+from tests.helpers import cli_json, make_git_repo
+
+RUN = "sess-odd"
+
+
+@pytest.mark.parametrize("folder", ["wip [/x] proj", "[red]proj"])
+def test_a_worktree_path_with_markup_is_shown_as_it_is(tmp_path: Path, settings: Settings,
+                                                        folder: str) -> None:
+    repo = make_git_repo(tmp_path / folder).resolve()
+    try:
+        (repo / "a.txt").write_text("one\n")
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+        app = BrowseApp(settings)
+        shown: list[str] = []
+
+        async def run() -> None:
+            async with app.run_test(size=(200, 30)) as pilot:
+                await pilot.pause()
+                assert isinstance(app.screen, SessionsScreen)
+                table = app.screen.query_one("#sessions", DataTable)
+                row = table.get_row_at(0)
+                # What the table draws for the cell, not only what it holds.
+                shown.append(table._get_row_renderables(0).cells[-1].plain)  # type: ignore[union-attr]
+                shown.append(str(row[-1]))
+
+        asyncio.run(run())
+        assert shown == [str(repo), str(repo)]
+    finally:
+        forget(repo)
