@@ -149,6 +149,10 @@ class DurabilityIsolation:
     def _clear(self, kind: str, shared: Path, path: Path, name: str) -> None:
         """Forget the workspace or worktree ``name`` and delete its folder
         (its commits stay: checkpoints pin them)."""
+        if path.is_symlink():
+            # Never made by us: working through it would make (and leave)
+            # the worktree wherever it points.  Only the link goes.
+            path.unlink()
         if kind == "jj":
             listing = self._jj(shared, "--ignore-working-copy", "workspace", "list")
             workspaces = {line.split(":", 1)[0] for line in listing.splitlines()}
