@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from durability.backends.git import forget
-from durability.browse.app import BrowseApp, SessionsScreen
+from durability.browse.app import BrowseApp, ConfirmRestore, SessionsScreen
 from durability.config import Settings
 from tests.helpers import cli_json, make_git_repo
 
@@ -40,5 +40,35 @@ def test_a_worktree_path_with_markup_is_shown_as_it_is(tmp_path: Path, settings:
 
         asyncio.run(run())
         assert shown == [str(repo), str(repo)]
+    finally:
+        forget(repo)
+
+
+def test_the_restore_question_escapes_control_characters(tmp_path: Path,
+                                                         settings: Settings) -> None:
+    """A label (a hook's, the agent's words) holding ESC is shown escaped in
+    the confirmation, as in the timeline: it never reaches the terminal."""
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    try:
+        (repo / "a.txt").write_text("one\n")
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", "--label",
+                 "evil\x1b[2J\x1b]0;owned\x07")
+        app = BrowseApp(settings, RUN)
+        asked: list[str] = []
+
+        async def run() -> None:
+            async with app.run_test(size=(200, 30)) as pilot:
+                await pilot.pause()
+                await pilot.press("r")
+                await pilot.pause()
+                assert isinstance(app.screen, ConfirmRestore)
+                asked.append(str(app.screen.query_one("#question", Static).content))
+                await pilot.press("n")
+                await pilot.pause()
+                await app.workers.wait_for_complete()
+
+        asyncio.run(run())
+        assert "\x1b" not in asked[0] and "\x07" not in asked[0], asked
+        assert "evil\\x1b[2J\\x1b]0;owned\\x07" in asked[0], asked
     finally:
         forget(repo)
