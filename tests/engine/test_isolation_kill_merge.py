@@ -15,7 +15,7 @@ from engine.runs import Runs
 from tests.engine import isokit
 from tests.helpers import cli, durability_exe, wait_for
 
-FILES = 1500
+FILES = 600
 
 MANY = f"""
 workflow = Workflow("many", worktree="isolated")
