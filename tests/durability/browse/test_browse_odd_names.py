@@ -72,3 +72,26 @@ def test_the_restore_question_escapes_control_characters(tmp_path: Path,
         assert "evil\\x1b[2J\\x1b]0;owned\\x07" in asked[0], asked
     finally:
         forget(repo)
+
+
+def test_a_diff_line_of_megabytes_is_cut_in_the_pane(tmp_path: Path, settings: Settings) -> None:
+    """A minified bundle is one line of megabytes: the pane shows its first
+    DIFF_LINE_CHARS characters and says how many more there are (laying out
+    2 MB in one line held the browser for seconds each time it was shown)."""
+    from durability.browse import model
+    from engine import Store
+
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    try:
+        (repo / "a.txt").write_text("one\n")
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+        (repo / "bundle.js").write_text("var a=1;" * 250_000 + "\n")
+        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+        with Store(settings.db_path) as store:
+            shown = model.diff_text(store, store.checkpoints(RUN)[-1])
+    finally:
+        forget(repo)
+    long = [ln for ln in shown.splitlines() if ln.startswith("+var a=1;")]
+    assert len(long) == 1
+    assert len(long[0]) < model.DIFF_LINE_CHARS + 100
+    assert long[0].endswith(f"... {2_000_001 - model.DIFF_LINE_CHARS:,} more characters")
