@@ -1,6 +1,7 @@
-"""``durability browse`` shows names from outside (a worktree's path) as
-they are: a path holding Rich markup (``[/x]``, ``[red]``) is text, never
-markup that hides part of it or stops the browser."""
+"""``durability browse`` with what comes from outside: a worktree's path
+holding Rich markup (``[/x]``, ``[red]``) is text, never markup that hides
+part of it or stops the browser; a label's control characters are escaped in
+the restore question; a diff line of megabytes is cut in the pane."""
 
 from __future__ import annotations
 
