@@ -249,6 +249,7 @@ _EXIT_CODES = {
     "BUDGET_COST_EXCEEDED": 15,
     # An isolated task's tree did not merge into the shared worktree.
     "WORKTREE_CONFLICT": 16,
+    "WORKTREE_MERGE_FAILED": 16,
     # Lost a race for a run: contention, not failure (EX_TEMPFAIL, said quietly).
     "RUN_RESUME_CLAIM_FAILED": 75,
     "RUN_RESUME_CLAIM_LOST": 75,

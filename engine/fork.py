@@ -76,6 +76,10 @@ def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, res
     if not parent.workflow_path or not parent.repo_root:
         raise WorkflowInvalid(f"run {run_id} has no workflow on record")
     loaded = load_workflow(Path(parent.workflow_path))  # the code as it is now
+    if point.node_id not in loaded.workflow.tasks:
+        # The fork's promise is that the task runs again from its checkpoint.
+        raise NotFound(f"task {point.node_id!r} is not in {parent.workflow_path} as it is now "
+                       f"(tasks: {', '.join(sorted(loaded.workflow.tasks))}): nothing forked")
     meta = compute(loaded.path, loaded.imported)
     # Checked and restored before anything is recorded: a fork that cannot
     # start from its tree leaves no half-made run behind.

@@ -25,6 +25,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
+from durability import ids
 from durability.browse import model
 from durability.config import Settings
 from durability.errors import DurabilityError
@@ -60,7 +61,9 @@ class SessionsScreen(Screen[None]):
         table.clear(columns=True)
         table.add_columns(*model.SESSION_COLUMNS)
         for run_id, cells in rows:
-            table.add_row(*cells, key=run_id)
+            # Text, not str: the table reads a str as markup, and a worktree's
+            # path may hold brackets ("[/x]" stops the browser).
+            table.add_row(*(Text(c) for c in cells), key=run_id)
         note = ("Enter: a session's checkpoints.  q: quit." if rows else
                 "No sessions recorded yet: a session appears here once a hook, a watch or "
                 "`durability snapshot` has taken a checkpoint (or filed a gap).")
@@ -154,6 +157,7 @@ class TimelineScreen(Screen[None]):
         self.query_one("#diff", Static).update(shown)
 
     def _status(self, text: str) -> None:
+        text = ids.printable(text)  # it names paths and refusals from outside
         self._browse.status = text
         self.query_one("#status", Static).update(Text(text))
 
@@ -227,9 +231,11 @@ class ConfirmRestore(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         t = self.target
         with Vertical(id="dialog"):
+            # Escaped as in the timeline: a label is the agent's words, and
+            # an ESC in it would drive the terminal.
             yield Static(Text(
-                f"Restore {t.worktree} to seq {t.seq} ({t.commit_id[:12]}"
-                f"{', ' + (t.label or '') if t.label else ''})?\n\n"
+                f"Restore {ids.printable(t.worktree)} to seq {t.seq} ({t.commit_id[:12]}"
+                f"{', ' + ids.printable(t.label or '') if t.label else ''})?\n\n"
                 "Every file the checkpoints record becomes as it was then; ignored files "
                 "are left alone.  A pre-restore checkpoint of the tree as it is now is "
                 "taken first: to undo, restore that one (its seq is shown after)."),

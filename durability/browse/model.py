@@ -16,11 +16,14 @@ from durability import ids
 from durability.inspect.timeline import Entry, describe, run_timeline
 from engine import Checkpoint, Session, Store
 
-__all__ = ["DIFF_LINES", "Row", "diff_text", "session_rows", "timeline_rows"]
+__all__ = ["DIFF_LINES", "DIFF_LINE_CHARS", "Row", "diff_text", "session_rows", "timeline_rows"]
 
 #: Lines of a diff the pane shows; the rest is named, with the command
 #: that prints it whole.
 DIFF_LINES = 4000
+#: Characters of one diff line the pane shows: a minified file is a single
+#: line of megabytes, and laying that out held the browser for seconds.
+DIFF_LINE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def diff_text(store: Store, checkpoint: Checkpoint, *, lines: int = DIFF_LINES,
             f"file{'' if t.files == 1 else 's'} against {_text(against)}", ""]
     body: list[str] = []
     for patch in shown.changes.patches():
-        body += [_text(line.expandtabs(4)) for line in
+        body += [_text(_cut(line).expandtabs(4)) for line in
                  patch.decode("utf-8", "surrogateescape").splitlines()]
         if len(body) > lines:
             break
@@ -103,6 +106,12 @@ def diff_text(store: Store, checkpoint: Checkpoint, *, lines: int = DIFF_LINES,
     if not body:
         body = ["(no file changed)"]
     return "\n".join(head + body)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= DIFF_LINE_CHARS:
+        return line
+    return f"{line[:DIFF_LINE_CHARS]} ... {len(line) - DIFF_LINE_CHARS:,} more characters"
 
 
 def _text(value: str) -> str:

@@ -103,6 +103,7 @@ class DurabilityIsolation:
         capturer = self._capturer()
         theirs = _ok(capturer.capture([_request(key, mine, "merge", "the task's tree, merged "
                                                 "back")], lock_timeout_s=self._lock_s())[0])
+        _whole(key, theirs, mine)
         with self._locked(capturer, shared):
             backend = capturer.backend(shared)
             ours = backend.snapshot(shared).commit_id
@@ -149,6 +150,10 @@ class DurabilityIsolation:
     def _clear(self, kind: str, shared: Path, path: Path, name: str) -> None:
         """Forget the workspace or worktree ``name`` and delete its folder
         (its commits stay: checkpoints pin them)."""
+        if path.is_symlink():
+            # Never made by us: working through it would make (and leave)
+            # the worktree wherever it points.  Only the link goes.
+            path.unlink()
         if kind == "jj":
             listing = self._jj(shared, "--ignore-working-copy", "workspace", "list")
             workspaces = {line.split(":", 1)[0] for line in listing.splitlines()}
@@ -218,6 +223,21 @@ def _ok(outcome: Outcome) -> Outcome:
         raise CaptureError(f"capture for the merge failed: {outcome.error_message}",
                            code=outcome.error_code or "internal-error")
     return outcome
+
+
+def _whole(key: AttemptKey, theirs: Outcome, mine: Path) -> None:
+    """Refuse to merge a task's tree its checkpoint left files out of (jj's
+    max-new-file-size, an unreadable file): in a shared worktree they stay on
+    disk, but an isolated worktree is deleted once merged, and them with it."""
+    if not theirs.skipped:
+        return
+    paths = sorted({s.path for s in theirs.skipped})
+    raise CaptureError(
+        f"{key.node_id}'s tree (seq {theirs.seq}) left {_listing(paths)} out of its "
+        f"checkpoint ({', '.join(sorted({s.reason for s in theirs.skipped}))}): merged back, "
+        f"it would be lost with the worktree; nothing merged, {mine} kept: raise "
+        "DURABILITY_MAX_NEW_FILE_SIZE, or move or delete the file there, then resume",
+        code=theirs.skipped[0].reason)
 
 
 def _tree(repo: pygit2.Repository, commit_id: str) -> pygit2.Tree:
