@@ -85,7 +85,8 @@ _RUN = ("The run or session id; default: the newest session that touched the wor
 
 class SessionsIn(_In):
     worktree: PathText | None = Field(default=None, description="Only sessions that touched the "
-                                      "worktree holding this path (default: every session).")
+                                      "worktree holding this path (default: the served "
+                                      "worktree; every session with --any-worktree).")
     limit: int | None = Field(default=50, ge=1, description="Only the newest N; null: all.")
 
 
