@@ -29,6 +29,7 @@ def _projects(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_another_projects_worktree_and_runs_are_out_of_reach(tmp_path: Path) -> None:
     ours, theirs = _projects(tmp_path)
+    (ours / "sub" / "link-to-theirs").symlink_to(theirs)
 
     async def body(mcp: Mcp) -> None:
         # Another project's run: no restore (dry or real), no reading its files.
@@ -43,6 +44,9 @@ def test_another_projects_worktree_and_runs_are_out_of_reach(tmp_path: Path) -> 
             assert await mcp.error(tool, worktree=str(theirs)) == "invalid-value", tool
         assert await mcp.error("snapshot_now", worktree=str(theirs), run_id="x") == \
             "invalid-value"
+        # Nor by a relative path, or a link inside this worktree to the other one.
+        for other in ("../theirs", "sub/link-to-theirs"):
+            assert await mcp.error("log", worktree=other) == "invalid-value", other
         # The listing of sessions is this worktree's only (no other project's paths).
         listed = await mcp.call("sessions")
         assert [s["run_id"] for s in listed["sessions"]] == ["ra"]
