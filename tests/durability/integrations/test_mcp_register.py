@@ -134,4 +134,3 @@ def test_the_plugin_declares_the_server_through_its_launcher() -> None:
     server = manifest["mcpServers"]["durability"]
     assert server == {"command": "${CLAUDE_PLUGIN_ROOT}/bin/durability", "args": ["mcp"]}
     assert os.access(ROOT / "bin" / "durability", os.X_OK)
-
