@@ -58,8 +58,8 @@ def answer(block: dict[str, Any]) -> dict[str, Any]:
 class Agent:
     """The scripted model: its plan, and what it saw on disk at each step."""
 
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
+    def __init__(self, repo: Path, other: Path) -> None:
+        self.repo, self.other = repo, other
         self.b_on_disk: dict[int, bool] = {}
         self.failed: list[str] = []
 
@@ -85,6 +85,8 @@ class Agent:
             return RESTORE, {"seq": self.first_write_seq(results), "dry_run": step == 3}
         if step == 5:
             return RESTORE, answer(results[4])["undo"]["arguments"]
+        if step == 6:
+            return SNAPSHOTS, {"worktree": str(self.other)}
         return None
 
     @staticmethod
@@ -132,14 +134,16 @@ def test_claude_code_restores_and_undoes_through_the_mcp_server(tmp_path: Path,
                                                                  kind: str) -> None:
     made = make_jj_repo(tmp_path / "repo") if kind == "jj" else make_git_repo(tmp_path / "repo")
     repo = project(made.resolve())
-    agent = Agent(repo)
+    other = make_git_repo(tmp_path / "other").resolve()
+    agent = Agent(repo, other)
     result, results = run(repo, agent)
     assert agent.failed == []
 
-    assert len(results) == 6, [text_of(b)[:200] for b in results]
+    assert len(results) == 7, [text_of(b)[:200] for b in results]
     bad = [text_of(b) for b in results if b.get("is_error")]
-    assert bad == [], bad
-    write_a, write_b, listed, dry, real, undo = results
+    assert len(bad) == 1 and "durability: invalid-value: " in bad[0], bad
+    write_a, write_b, listed, dry, real, undo, refused = results
+    assert refused.get("is_error") and str(other) in text_of(refused)
     # The snapshots tool listed the hook's checkpoints of both Writes.
     checkpoints = answer(listed)["checkpoints"]
     assert answer(listed)["run_id"] == result["session_id"]
