@@ -44,7 +44,7 @@ def mcp_command(allow_approve: bool, any_worktree: bool) -> None:
         raise DurabilityError(f"the MCP server needs the MCP SDK, which is not installed: "
                               f"{INSTALL}", code="mcp-missing") from None
     serve(Here(settings=options.settings(), cwd=Path.cwd(), allow_approve=allow_approve,
-                    any_worktree=any_worktree))
+               any_worktree=any_worktree))
 
 
 COMMANDS = [mcp_command]

@@ -13,8 +13,9 @@ project's ``.mcp.json`` that carries more than ``type``, ``command`` and
 ``args`` (an ``env`` with ``LD_PRELOAD`` or ``PYTHONPATH``, say) brought up to
 date: that file may come with a cloned project, and registering over it would
 present the project's variables to the user as this toolkit's server.  At
-user scope the file is the user's own and such fields are kept.  Files are read and written as
-``install_hook`` does (valid JSON, atomically, their mode kept).
+user scope the file is the user's own and such fields are kept.  Files are
+read and written as ``install_hook`` does (valid JSON, atomically, their mode
+kept).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class Here:
     folder the server was started in (the default worktree).
 
     The agent is the client, so it reaches the worktree of that folder only
-    (``serves``): a ``worktree`` or a run id of another project is refused,
+    (``check``, ``check_run``): a ``worktree`` or a run id of another project is refused,
     or it could restore that project's files or read them through show and
     diff.  ``any_worktree`` (``durability mcp --any-worktree``, a person's
     choice) lifts that."""
