@@ -18,13 +18,17 @@ INSTALL = "pip install 'worktree-durability[mcp]'"
 @click.command("mcp")
 @click.option("--allow-approve", is_flag=True,
               help="Also serve `approve` (off: an agent must not pass its own gates).")
-def mcp_command(allow_approve: bool) -> None:
+@click.option("--any-worktree", is_flag=True,
+              help="Serve every worktree the state knows (off: only the one it is started "
+              "in, so the agent cannot restore or read another project's files).")
+def mcp_command(allow_approve: bool, any_worktree: bool) -> None:
     """Serve the Model Context Protocol on stdin and stdout (for an agent).
 
     Tools: sessions, snapshots, show, diff, log, gaps, attempts, restore,
     snapshot_now, runs, run_status, service_status, deny (and approve with
     --allow-approve).
-    Run ids default to the newest session of the worktree it runs in.
+    Run ids default to the newest session of the worktree it runs in, and
+    only that worktree is served unless --any-worktree.
     Register it for Claude Code with `durability install-hook --mcp`.
 
     \b
@@ -39,7 +43,8 @@ def mcp_command(allow_approve: bool) -> None:
             raise
         raise DurabilityError(f"the MCP server needs the MCP SDK, which is not installed: "
                               f"{INSTALL}", code="missing-extra") from None
-    serve(Here(settings=options.settings(), cwd=Path.cwd(), allow_approve=allow_approve))
+    serve(Here(settings=options.settings(), cwd=Path.cwd(), allow_approve=allow_approve,
+               any_worktree=any_worktree))
 
 
 COMMANDS = [mcp_command]

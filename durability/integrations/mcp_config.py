@@ -8,8 +8,14 @@ Two places, as Claude Code reads them: the project's ``.mcp.json`` (scope
 ``mcp``.  Registering is idempotent (an entry of ours with another command
 is brought up to date), keeps every other key and server as it was, and
 never replaces a ``durability`` entry that is not ours: that is refused
-(``invalid-value``) with nothing written.  Files are read and written as
-``install_hook`` does (valid JSON, atomically, their mode kept).
+(``invalid-value``) with nothing written.  Nor is an entry of ours in a
+project's ``.mcp.json`` that carries more than ``type``, ``command`` and
+``args`` (an ``env`` with ``LD_PRELOAD`` or ``PYTHONPATH``, say) brought up to
+date: that file may come with a cloned project, and registering over it would
+present the project's variables to the user as this toolkit's server.  At
+user scope the file is the user's own and such fields are kept.  Files are
+read and written as ``install_hook`` does (valid JSON, atomically, their mode
+kept).
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ def register(path: Path, executable: str) -> bool:
     if current is not None and not is_ours(current):
         raise InvalidInput(f"{path}: an MCP server named {SERVER_NAME!r} is already there "
                            "and is not this toolkit's; nothing was changed")
+    if current is not None and path.name == ".mcp.json":
+        _check_project_entry(path, current)
     wanted = entry(executable)
     if current is not None and current == {**current, **wanted}:
         return False
@@ -72,6 +80,15 @@ def register(path: Path, executable: str) -> bool:
     # ~/.claude.json holds the user's account state: private when we create it.
     write_json(path, config, new_mode=0o644 if path.name == ".mcp.json" else 0o600)
     return True
+
+
+def _check_project_entry(path: Path, current: dict[str, Any]) -> None:
+    extra = sorted(set(current) - {"type", "command", "args"})
+    if extra:
+        raise InvalidInput(f"{path}: the {SERVER_NAME!r} server there also sets "
+                           f"{', '.join(map(repr, extra))}, which a project file may have "
+                           "shipped; not vouching for it: remove those fields (or the entry) "
+                           "and run this again; nothing was changed")
 
 
 def unregister(path: Path) -> bool:

@@ -65,6 +65,9 @@ def _path(value: str) -> str:
 
 
 Id = Annotated[str, AfterValidator(_id)]
+#: SQLite's INTEGER: a larger number from the agent is refused here, not by
+#: an OverflowError deep in a tool (an internal-error the model cannot fix).
+INT_MAX = 2**63 - 1
 PathText = Annotated[str, AfterValidator(_path), Field(max_length=4096)]
 
 
@@ -85,7 +88,8 @@ _RUN = ("The run or session id; default: the newest session that touched the wor
 
 class SessionsIn(_In):
     worktree: PathText | None = Field(default=None, description="Only sessions that touched the "
-                                      "worktree holding this path (default: every session).")
+                                      "worktree holding this path (default: the served "
+                                      "worktree; every session with --any-worktree).")
     limit: int | None = Field(default=50, ge=1, description="Only the newest N; null: all.")
 
 
@@ -110,13 +114,16 @@ class PickIn(RunIdIn):
 
     node_id: Id | None = Field(default=None,
                                description="Node (task); default: the run's only node.")
-    iteration: int | None = Field(default=None, ge=0, description="Iteration (from 0).")
-    attempt: int | None = Field(default=None, ge=1, description="Attempt (from 1).")
-    seq: int | None = Field(default=None, ge=1, description="Checkpoint seq; default: the latest.")
+    iteration: int | None = Field(default=None, ge=0, le=INT_MAX,
+                                  description="Iteration (from 0).")
+    attempt: int | None = Field(default=None, ge=1, le=INT_MAX, description="Attempt (from 1).")
+    seq: int | None = Field(default=None, ge=1, le=INT_MAX,
+                            description="Checkpoint seq; default: the latest.")
 
 
 class DiffIn(PickIn):
-    to_seq: int | None = Field(default=None, ge=1, description="Compare seq with this seq of the "
+    to_seq: int | None = Field(default=None, ge=1, le=INT_MAX,
+                               description="Compare seq with this seq of the "
                                "same attempt.")
     to_worktree: bool = Field(default=False, description="Compare seq with the files as they "
                               "are now (nothing is captured).")
@@ -142,8 +149,8 @@ class SnapshotIn(_In):
                               "newest session of the worktree.")
     node_id: Id | None = Field(default=None, description="Node; default: the session's only node, "
                                "else `session`.")
-    iteration: int = Field(default=0, ge=0)
-    attempt: int = Field(default=1, ge=1)
+    iteration: int = Field(default=0, ge=0, le=INT_MAX)
+    attempt: int = Field(default=1, ge=1, le=INT_MAX)
     label: str | None = Field(default=None, max_length=1000,
                               description="A label for the checkpoint.")
 

@@ -36,12 +36,20 @@ __all__ = ["TOOLS", "Here", "Tool", "tools"]
 @dataclass(frozen=True)
 class Here:
     """What every call shares: the settings resolved once at start, and the
-    folder the server was started in (the default worktree)."""
+    folder the server was started in (the default worktree).
+
+    The agent is the client, so it reaches the worktree of that folder only
+    (``check``, ``check_run``): a ``worktree`` or a run id of another project is refused,
+    or it could restore that project's files or read them through show and
+    diff.  ``any_worktree`` (``durability mcp --any-worktree``, a person's
+    choice) lifts that."""
 
     settings: Settings
     cwd: Path
     #: Whether ``approve`` is served (``durability mcp --allow-approve``).
     allow_approve: bool = False
+    #: Whether every worktree the state knows is served, not only the cwd's.
+    any_worktree: bool = False
 
     def path(self, given: str | None) -> Path:
         """A path from the agent: absolute, or relative to the server's folder."""
@@ -50,9 +58,38 @@ class Here:
         return Path(os.path.normpath(self.cwd / given))
 
     def worktree(self, given: str | None) -> Path:
+        """The root of the worktree holding ``given``, which must be served."""
         from durability.backends import resolve_worktree
 
-        return resolve_worktree(self.path(given))
+        root = resolve_worktree(self.path(given))
+        if given is not None:
+            self.check(root)
+        return root
+
+    def own(self) -> Path:
+        """The root of the worktree the server was started in."""
+        from durability.backends import resolve_worktree
+
+        return resolve_worktree(self.cwd)
+
+    def check(self, worktree: str | Path) -> None:
+        """Refuse ``worktree`` unless this server serves it."""
+        if self.any_worktree:
+            return
+        own = self.own()
+        if Path(worktree) != own:
+            raise InvalidInput(f"{ids.printable(str(worktree))} is not the worktree this "
+                               f"server serves ({ids.printable(str(own))}); a person can "
+                               "start it with --any-worktree")
+
+    def check_run(self, store: Store, run_id: str) -> None:
+        """Refuse a run that has not touched the served worktree."""
+        if self.any_worktree:
+            return
+        own = self.own()
+        if not any(s.run_id == run_id for s in store.sessions(worktree=str(own))):
+            raise InvalidInput(f"run {run_id!r} has not touched the worktree this server "
+                               f"serves ({ids.printable(str(own))})")
 
     @contextmanager
     def store(self) -> Iterator[Store]:
@@ -81,6 +118,7 @@ def _run_id(here: Here, store: Store, run_id: str | None, worktree: str | None) 
     if run_id is not None:
         if not store.has_records(run_id):
             raise NotFound(f"no run or session {run_id!r}: the sessions tool lists them")
+        here.check_run(store, run_id)
         return run_id
     root = str(here.worktree(worktree))
     found = store.sessions(worktree=root)
@@ -102,8 +140,13 @@ def _pick(here: Here, store: Store, args: m.PickIn) -> Checkpoint:
     from durability.capture.restore import find_checkpoint
 
     run_id = _run_id(here, store, args.run_id, args.worktree)
-    return find_checkpoint(store, run_id=run_id, node_id=args.node_id or _only_node(store, run_id),
-                           iteration=args.iteration, attempt=args.attempt, seq=args.seq)
+    found = find_checkpoint(store, run_id=run_id,
+                            node_id=args.node_id or _only_node(store, run_id),
+                            iteration=args.iteration, attempt=args.attempt, seq=args.seq)
+    # A run may span worktrees (an engine run's nodes): the checkpoint itself
+    # must be of the served one.
+    here.check(found.worktree)
+    return found
 
 
 def _side(c: Checkpoint | None) -> m.SideOut | None:
@@ -128,7 +171,10 @@ def _ingest(here: Here, store: Store) -> int:
 
 
 def sessions(here: Here, args: m.SessionsIn) -> m.SessionsOut:
-    root = str(here.worktree(args.worktree)) if args.worktree is not None else None
+    # Every session's only with --any-worktree: the list names other
+    # projects' folders.
+    everywhere = args.worktree is None and here.any_worktree
+    root = None if everywhere else str(here.worktree(args.worktree))
     with here.store() as store:
         rows = store.sessions(worktree=root)
     kept = rows[:args.limit] if args.limit is not None else rows  # newest first
@@ -174,6 +220,7 @@ def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
             changes, new = compare.with_worktree(a, paths=paths), "worktree"
         elif args.to_seq is not None:
             b = store.checkpoint(a.key, args.to_seq)
+            here.check(b.worktree)
             changes, new = compare.checkpoints(a, b, paths=paths), _side(b)
         else:
             shown = describe(store, a, paths=paths)
@@ -240,6 +287,8 @@ def snapshot_now(here: Here, args: m.SnapshotIn) -> m.SnapshotOut:
 
     root = here.worktree(args.worktree)
     with here.store() as store:
+        if args.run_id is not None and store.has_records(args.run_id):
+            here.check_run(store, args.run_id)  # not another project's session
         run_id = args.run_id or _newest(store, root)
         node_id = args.node_id or _default_node(store, run_id)
     key = AttemptKey(run_id, node_id, args.iteration, args.attempt)

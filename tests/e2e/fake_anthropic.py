@@ -10,6 +10,11 @@ summaries) in an order that changes between releases:
 - a request that offers the ``Bash`` tool gets one ``tool_use`` of it;
 - anything else (a side request without tools) gets a short text.
 
+A test that needs several calls gives a ``plan`` instead: a function of the
+tool results Claude Code has sent back so far (oldest first) that returns the
+next call, or None when the agent is done (the final text).  A request that
+offers no tools at all is a side request and gets the short text.
+
 Every request is recorded (path and body) so a test can say what it saw.
 Endpoints other than ``POST /v1/messages`` get a harmless empty answer.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -35,6 +40,10 @@ class Recorded:
     body: Any
 
 
+#: The next call (tool name, input) given the tool results so far; None: done.
+Plan = Callable[[list[dict[str, Any]]], "tuple[str, dict[str, Any]] | None"]
+
+
 @dataclass
 class Script:
     """What the stand-in answers; a test may change it before starting Claude."""
@@ -42,6 +51,7 @@ class Script:
     tool_name: str = "Bash"
     tool_input: dict[str, Any] = field(default_factory=lambda: dict(BASH_INPUT))
     final_text: str = FINAL_TEXT
+    plan: Plan | None = None
 
 
 def _last_user_has_tool_result(body: dict[str, Any]) -> bool:
@@ -58,9 +68,33 @@ def _offers_tool(body: dict[str, Any], name: str) -> bool:
     return any(isinstance(t, dict) and t.get("name") == name for t in body.get("tools") or [])
 
 
+def results_in(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of one request's history, oldest first."""
+    found: list[dict[str, Any]] = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            found += [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return found
+
+
+def _planned(body: dict[str, Any], plan: Plan, final_text: str,
+             seq: int) -> tuple[list[dict[str, Any]], str]:
+    if not body.get("tools"):
+        return [{"type": "text", "text": "ok"}], "end_turn"
+    call = plan(results_in(body))
+    if call is None:
+        return [{"type": "text", "text": final_text}], "end_turn"
+    name, tool_input = call
+    return [{"type": "tool_use", "id": f"toolu_e2e_{seq:04d}", "name": name,
+             "input": tool_input}], "tool_use"
+
+
 def answer_blocks(body: dict[str, Any], script: Script,
                   seq: int) -> tuple[list[dict[str, Any]], str]:
     """The content blocks and stop reason for one Messages request."""
+    if script.plan is not None:
+        return _planned(body, script.plan, script.final_text, seq)
     if _last_user_has_tool_result(body):
         return [{"type": "text", "text": script.final_text}], "end_turn"
     if _offers_tool(body, script.tool_name):

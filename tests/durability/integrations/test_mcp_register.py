@@ -47,10 +47,10 @@ def test_project_mcp_json_merges_is_idempotent_and_uninstalls_only_ours(tmp_path
 def test_an_older_entry_of_ours_is_updated_in_place(tmp_path: Path) -> None:
     config = tmp_path / ".mcp.json"
     config.write_text(json.dumps({"mcpServers": {"durability": {
-        "command": "/old/venv/bin/durability", "args": ["mcp"], "env": {"KEEP": "1"}}}}))
+        "command": "/old/venv/bin/durability", "args": ["mcp"]}}}))
     assert _mcp(tmp_path)["changed"] is True
     entry = json.loads(config.read_text())["mcpServers"]["durability"]
-    assert entry["command"] != "/old/venv/bin/durability" and entry["env"] == {"KEEP": "1"}
+    assert entry["command"] != "/old/venv/bin/durability" and entry["args"] == ["mcp"]
 
 
 def test_never_replaces_a_durability_server_that_is_not_ours(tmp_path: Path) -> None:
