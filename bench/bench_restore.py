@@ -33,7 +33,7 @@ def run(backend: str, files: int, base: Path) -> None:
         times.append(time.perf_counter() - start)
     print(f"{backend} {files} files, durability restore:", fmt(times))
     if backend == "jj":
-        with Store(settings.db_path) as store:
+        with Store(settings.database) as store:
             commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
                        for s in seqs]
         times = []

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from engine.backend import DB_ERRORS, Connection
 from engine.db import write_transaction
 from engine.errors import ClaimLost, StoreUnavailable
 from engine.store import Store
@@ -46,15 +46,15 @@ class Claim:
 
 class FencedStore(Store):
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         try:
             with self._conn() as db, write_transaction(db) as conn:
                 yield conn
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot write the state database: {exc}") from exc
 
     @contextmanager
-    def fenced(self, claim: Claim) -> Iterator[sqlite3.Connection]:
+    def fenced(self, claim: Claim) -> Iterator[Connection]:
         """A write transaction that only goes ahead while ``claim`` is current."""
         with self._write() as conn:
             row = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",

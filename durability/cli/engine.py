@@ -72,7 +72,7 @@ def _process_start_ms() -> int:
 
 
 def _runs(settings: Settings) -> Runs:
-    return Runs(settings.db_path)
+    return Runs(settings.database)
 
 
 def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConfig:

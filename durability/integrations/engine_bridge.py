@@ -34,7 +34,7 @@ class DurabilityOps:
         ``pre-restore`` checkpoints are skipped: they record the tree a
         restore replaced, so restoring twice lands on the same state.
         """
-        with Store(self.settings.db_path) as store:
+        with Store(self.settings.database) as store:
             own = [c for c in store.checkpoints(key.run_id, key.node_id)
                    if c.key == key and c.source != "pre-restore"]
         if not own:
