@@ -18,7 +18,16 @@ from engine.db import write_transaction
 from engine.errors import ClaimLost, StoreUnavailable
 from engine.store import Store
 
-__all__ = ["Claim", "FencedStore", "Owner"]
+__all__ = ["Claim", "FencedStore", "Owner", "host_id"]
+
+
+def host_id() -> str:
+    """This machine's name in run ownership: ``DURABILITY_HOST_ID``, else the
+    host name.  Processes that share one PostgreSQL store from several
+    machines tell a live owner on this machine (whose pid can be checked)
+    from one elsewhere (whose heartbeat is all there is) by it; machines
+    that share a host name (cloned containers) must set it apart."""
+    return os.environ.get("DURABILITY_HOST_ID", "").strip() or socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class Owner:
 
     @classmethod
     def this_process(cls, name: str | None = None) -> Owner:
-        host = socket.gethostname()
+        host = host_id()
         return cls(name or f"pid:{os.getpid()}@{host}", os.getpid(), host)
 
 
