@@ -40,8 +40,8 @@ from engine.errors import StoreUnavailable
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "connect", "is_url", "migrate", "redact",
-           "translate", "translate_ddl"]
+__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "connect", "convert", "is_url", "migrate",
+           "redact", "translate", "translate_ddl"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -135,7 +135,7 @@ def _placeholders(sql: str) -> str:
     return "".join(out)
 
 
-def _param(value: object) -> object:
+def convert(value: object) -> object:
     """A value as PostgreSQL can hold it in the column SQLite held it in.
 
     bool is stored as the integer SQLite stores; bytes (a path that is not
@@ -223,7 +223,7 @@ class PgConnection:
         if word.startswith("PRAGMA "):
             return self._pragma(word)
         text = translate(sql, primary_key=self._primary_key)
-        return self._run(text, [_param(p) for p in parameters])
+        return self._run(text, [convert(p) for p in parameters])
 
     def executemany(self, sql: str, seq: Iterator[Sequence[Any]] | Sequence[Sequence[Any]],
                     /) -> PgCursor:
@@ -231,6 +231,16 @@ class PgConnection:
         for params in seq:
             total += max(self.execute(sql, params).rowcount, 0)
         return PgCursor(None, total)
+
+    def executemany_raw(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """``sql`` in PostgreSQL's own spelling (``%s``), once per row, in one
+        pipelined round trip: the bulk path of ``engine.transfer``."""
+        import psycopg
+        try:
+            with self._guard, self._conn.cursor() as cur:
+                cur.executemany(sql, rows)
+        except psycopg.Error as exc:
+            raise PgError(_message(exc)) from exc
 
     def execute_migration(self, sql: str) -> None:
         """One statement of a migration file, types translated, no placeholders."""

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from durability import ids
-from durability.cli import checkpoints, engine, inspect, service, watch
+from durability.cli import checkpoints, database, engine, inspect, service, watch
 from durability.errors import DurabilityError, InvalidInput, exit_code
 from engine import EngineError
 
@@ -55,7 +55,7 @@ def cli() -> None:
     """Durable agent worktrees: every tool call a restorable jj checkpoint."""
 
 
-for _family in (service, checkpoints, inspect, watch, engine):
+for _family in (service, checkpoints, inspect, watch, engine, database):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 
