@@ -322,24 +322,27 @@ def migrate(conn: PgConnection) -> int:
     """Bring the schema up to date; safe when several processes race (the
     writers' lock serialises them, and each re-reads the version under it)."""
     try:
+        # One round trip when up to date: every process (each hook) opens the store.
+        current = _version(conn)
         for version, name, sql in migrations("postgresql"):
-            if _version(conn) >= version:
+            if current >= version:
                 continue
             with write_transaction(conn):
                 conn.execute_migration("CREATE TABLE IF NOT EXISTS durability_schema ("
                                        "version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-                if _version(conn) >= version:
-                    continue
-                for statement in statements(sql):
-                    conn.execute_migration(statement)
-                conn.execute("INSERT INTO durability_schema (version, name) VALUES (?, ?)",
-                             (version, name))
+                if _version(conn) < version:  # else another process won the race
+                    for statement in statements(sql):
+                        conn.execute_migration(statement)
+                    conn.execute("INSERT INTO durability_schema (version, name) VALUES (?, ?)",
+                                 (version, name))
+            current = version
     except PgError as exc:
         raise StoreUnavailable(f"cannot migrate the state database: {exc}") from exc
-    return _version(conn)
+    return current
 
 
 def _version(conn: PgConnection) -> int:
+    # to_regclass first: no error (which would abort a transaction) on a new database.
     if conn.execute("SELECT to_regclass('durability_schema')").fetchone()[0] is None:
         return 0
     return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM durability_schema"

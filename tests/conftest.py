@@ -70,7 +70,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     # A hook that finds no service starts one (hook/autostart.py); tests that
     # want that say so, the rest must not leave services behind.
     monkeypatch.setenv("DURABILITY_AUTOSTART", "0")
-    if pg.TEST_DATABASE == "postgresql":
+    if pg.TEST_DATABASE == "postgresql" and not request.node.get_closest_marker("sqlite_file"):
         # The whole suite on PostgreSQL: every store the toolkit opens from
         # its settings is this test's own schema.
         server: pg.PgServer = request.getfixturevalue("pg_server")

@@ -24,6 +24,9 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+from durability.config import Settings
+from engine import Store
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "postgres-server.sh"
 
@@ -32,6 +35,15 @@ TEST_DATABASE = os.environ.get("DURABILITY_TEST_DATABASE", "").strip().lower() o
 if TEST_DATABASE not in ("both", "sqlite", "postgresql"):
     raise RuntimeError(f"DURABILITY_TEST_DATABASE must be sqlite or postgresql, "
                        f"not {TEST_DATABASE!r}")
+
+
+def existing_store() -> Store | None:
+    """The store the toolkit's settings name, or None while its SQLite file
+    does not exist (opening it would create it)."""
+    settings = Settings.from_env()
+    if settings.database_url is None and not settings.db_path.exists():
+        return None
+    return Store(settings.database)
 
 
 def backends() -> list[str]:
