@@ -183,9 +183,11 @@ class PgConnection:
 
     dialect = "postgresql"
 
-    def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], url: str, busy_timeout_ms: int) -> None:
         self._conn = conn
         self.url = url
+        self._busy_timeout_ms = busy_timeout_ms
+        self._closed = False
         self.total_changes = 0
         self._keys: dict[str, list[str]] = {}
         self._guard = threading.Lock()
@@ -202,7 +204,16 @@ class PgConnection:
         return self._conn.info.transaction_status != TransactionStatus.IDLE
 
     def close(self) -> None:
+        self._closed = True
         self._conn.close()
+
+    def _live(self) -> psycopg.Connection[Any]:
+        """The connection; a new one when the server dropped the last (it
+        restarted, or a network blip): the operation that met the break
+        failed, the next one works, and a long-lived service recovers."""
+        if self._conn.broken and not self._closed:
+            self._conn = _open(self.url, self._busy_timeout_ms)
+        return self._conn
 
     def __del__(self) -> None:
         # A store dropped unclosed (as a SQLite connection may be) ends its
@@ -237,7 +248,7 @@ class PgConnection:
         pipelined round trip: the bulk path of ``engine.transfer``."""
         import psycopg
         try:
-            with self._guard, self._conn.cursor() as cur:
+            with self._guard, self._live().cursor() as cur:
                 cur.executemany(sql, rows)
         except psycopg.Error as exc:
             raise PgError(_message(exc)) from exc
@@ -250,7 +261,7 @@ class PgConnection:
         import psycopg
         try:
             with self._guard:
-                cur = self._conn.execute(sql, params)
+                cur = self._live().execute(sql, params)
                 rows = cur.fetchall() if cur.description is not None else None
                 count = cur.rowcount
         except psycopg.Error as exc:
@@ -263,7 +274,7 @@ class PgConnection:
         import psycopg
         try:
             with self._guard:
-                cur = self._conn.execute(sql, params)
+                cur = self._live().execute(sql, params)
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
             raise PgError(_message(exc)) from exc
@@ -299,20 +310,33 @@ def connect(url: str, *, busy_timeout_ms: int) -> PgConnection:
     """Connect to the PostgreSQL database at ``url``; a write waits up to
     ``busy_timeout_ms`` for another writer (``lock_timeout``)."""
     try:
-        import psycopg
+        import psycopg  # noqa: F401  (the extra may be missing: say so)
     except ImportError as exc:
         raise StoreUnavailable("DURABILITY_DATABASE_URL names PostgreSQL but psycopg is not "
                                "installed: pip install 'worktree-durability[postgres]'") from exc
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StoreUnavailable(f"cannot connect to {redact(url)}: {_message(exc)}") from exc
+        conn = _open(url, busy_timeout_ms)
+    except PgError as exc:
+        raise StoreUnavailable(f"cannot connect to {redact(url)}: {exc}") from exc
     try:
-        conn.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
-        return PgConnection(conn, url)
-    except (psycopg.Error, PgError) as exc:
+        return PgConnection(conn, url, busy_timeout_ms)
+    except PgError as exc:
         conn.close()
         raise StoreUnavailable(f"cannot use {redact(url)}: {exc}") from exc
+
+
+def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
+    import psycopg
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        try:
+            conn.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+        except psycopg.Error:
+            conn.close()
+            raise
+    except psycopg.Error as exc:
+        raise PgError(_message(exc)) from exc
+    return conn
 
 
 # -- migrations ---------------------------------------------------------------

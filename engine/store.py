@@ -86,10 +86,11 @@ class Store:
 
     def __init__(self, location: Location, *, clock: Callable[[], int] = now_ms,
                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        #: a SQLite file, or a postgresql:// URL
         self.location: Location = location if is_url(location) else Path(location)
-        #: the SQLite file (under PostgreSQL: the URL without its password, as a
-        #: name for messages)
-        self.path = Path(describe(location))
+        #: the SQLite file (under PostgreSQL, the state folder's name for it:
+        #: nothing is written there)
+        self.path = Path(location) if not is_url(location) else Path("state.db")
         self._clock = clock
         self._lock = threading.RLock()
         self.busy_timeout_ms = busy_timeout_ms
@@ -118,7 +119,7 @@ class Store:
         """The connection, held exclusively for one unit of work."""
         with self._lock:
             if self._db is None:
-                raise StoreUnavailable(f"the store at {self.path} is closed")
+                raise StoreUnavailable(f"the store at {describe(self.location)} is closed")
             yield self._db
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

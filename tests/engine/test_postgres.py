@@ -150,3 +150,28 @@ def test_a_path_that_is_not_utf8_is_found_again_but_reads_back_escaped(
                                               worktree=odd, source="manual", request_id="q"))
         [row] = store.worktree_checkpoints(odd)
     assert row.worktree == (odd if isinstance(db_location, Path) else "/w/caf\\xe9")
+
+
+def test_a_store_whose_connection_was_dropped_fails_once_then_works(
+        pg_server: pg.PgServer) -> None:
+    # A long-lived service must not need a restart after the server dropped
+    # its connection (the server restarted, a network blip).
+    url = pg_server.fresh_url()
+    key = AttemptKey("r", "n", 0, 1)
+    with Store(url) as store:
+        store.record_checkpoint(NewCheckpoint(key=key, commit_id="a" * 40, worktree="/w",
+                                              source="manual", request_id="q1"))
+        killer = open_database(url)
+        try:
+            killer.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                           "pid <> pg_backend_pid() AND query NOT LIKE '%pg_stat_activity%' "
+                           "AND datname = current_database() AND backend_type = "
+                           "'client backend' AND state = 'idle'")
+        finally:
+            killer.close()
+        with pytest.raises(StoreUnavailable):
+            store.checkpoints("r")
+        again = store.record_checkpoint(NewCheckpoint(key=key, commit_id="b" * 40,
+                                                      worktree="/w", source="manual",
+                                                      request_id="q2"))
+        assert again.seq == 2
