@@ -24,9 +24,10 @@ __all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "connect", "mig
            "migrations", "statements", "write_transaction"]
 
 
-class DatabaseError(Exception):
+class DatabaseError(sqlite3.Error):
     """A database error that is not SQLite's: PostgreSQL's, as
-    ``engine.postgres`` raises it."""
+    ``engine.postgres`` raises it.  A subclass of ``sqlite3.Error`` so that
+    code written against SQLite (``except sqlite3.Error``) handles it too."""
 
 
 #: What a database call may raise, whichever the database.
