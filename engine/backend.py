@@ -21,6 +21,7 @@ __all__ = ["DB_ERRORS", "Connection", "Cursor", "Location", "describe", "is_url"
 #: A SQLite file, or a ``postgresql://`` URL.
 Location = Path | str
 
+
 def open_database(location: Location, *,
                   busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> Connection:
     """A connection to ``location``, not yet migrated."""
@@ -35,10 +36,6 @@ def migrate(conn: Connection) -> int:
         return postgres.migrate(conn)
     assert isinstance(conn, sqlite3.Connection)
     return db.migrate(conn)
-
-
-def dialect(conn: Connection) -> str:
-    return "postgresql" if isinstance(conn, PgConnection) else "sqlite"
 
 
 def describe(location: Location) -> str:

@@ -181,8 +181,6 @@ class PgConnection:
     store uses: ``execute``, ``executemany``, ``total_changes``,
     ``in_transaction``, ``close``."""
 
-    dialect = "postgresql"
-
     def __init__(self, conn: psycopg.Connection[Any], url: str, busy_timeout_ms: int) -> None:
         self._conn = conn
         self.url = url
