@@ -5,9 +5,14 @@ the store every command uses."""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 from pathlib import Path
 
+import pytest
+
+from engine import Store
 from tests import pg
 from tests.helpers import cli
 
@@ -38,3 +43,29 @@ def test_every_command_uses_the_database_the_url_names(repo: Path,
     assert not (Path(os.environ["DURABILITY_HOME"]) / "state.db").exists()
     # Without the URL, the SQLite store knows nothing of it.
     assert "r-url" not in cli("sessions").stdout
+
+
+def test_a_hook_gap_no_spool_folder_took_lands_in_postgresql(
+        pg_server: pg.PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hook's last resort (every spool folder unusable) writes the gap
+    # straight into the store: the one the URL names, not state.db.
+    url = pg_server.fresh_url()
+    monkeypatch.setenv("DURABILITY_DATABASE_URL", url)
+    folders = [Path(os.environ["DURABILITY_SPOOL_DIR"]),
+               Path(os.environ["DURABILITY_HOME"]) / "spool"]
+    nobody = pwd.getpwnam("nobody")
+    for folder in folders:
+        folder.mkdir(mode=0o700, parents=True)
+        os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    try:
+        payload = json.dumps({"session_id": "sess-u", "tool_use_id": "t1",
+                              "cwd": "/nonexistent-durability-test"})
+        done = cli("snapshot-hook", input=payload)
+        assert (done.returncode, done.stdout) == (0, "")
+        assert "could not record" not in done.stderr, done.stderr
+    finally:
+        for folder in folders:
+            os.chown(folder, 0, 0)
+    with Store(url) as store:
+        assert [g.reason for g in store.gaps("sess-u")] == ["worktree-missing"]
+    assert not (Path(os.environ["DURABILITY_HOME"]) / "state.db").exists()
