@@ -188,6 +188,7 @@ class PgConnection:
         self._closed = False
         self.total_changes = 0
         self._keys: dict[str, list[str]] = {}
+        self._translated: dict[str, str] = {}
         self._guard = threading.Lock()
         schema = self._query("SELECT current_schema()", ())[0][0] or "public"
         #: The writers' lock: one per schema, so that databases that share a
@@ -231,7 +232,9 @@ class PgConnection:
             return PgCursor(None, -1)
         if word.startswith("PRAGMA "):
             return self._pragma(word)
-        text = translate(sql, primary_key=self._primary_key)
+        text = self._translated.get(sql)
+        if text is None:  # the store's statements are a few dozen constants
+            text = self._translated[sql] = translate(sql, primary_key=self._primary_key)
         return self._run(text, [convert(p) for p in parameters])
 
     def executemany(self, sql: str, seq: Iterator[Sequence[Any]] | Sequence[Sequence[Any]],
