@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -186,6 +187,8 @@ class PgConnection:
         self.url = url
         self._busy_timeout_ms = busy_timeout_ms
         self._closed = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._close_when_dropped()
         self.total_changes = 0
         self._keys: dict[str, list[str]] = {}
         self._translated: dict[str, str] = {}
@@ -212,14 +215,18 @@ class PgConnection:
         failed, the next one works, and a long-lived service recovers."""
         if self._conn.broken and not self._closed:
             self._conn = _open(self.url, self._busy_timeout_ms)
+            self._close_when_dropped()
         return self._conn
 
-    def __del__(self) -> None:
-        # A store dropped unclosed (as a SQLite connection may be) ends its
-        # session instead of leaving psycopg to warn about it.
-        conn = getattr(self, "_conn", None)
-        if conn is not None and not conn.closed:
-            conn.close()
+    def _close_when_dropped(self) -> None:
+        """A store dropped unclosed (as a SQLite connection may be) ends its
+        session instead of leaving psycopg to warn about it.  A finalizer,
+        not ``__del__``: the garbage collector runs weakref callbacks before
+        any ``__del__``, so this closes the session even when the store is
+        collected in a cycle together with psycopg's connection."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, self._conn.close)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
         word = " ".join(sql.split()).upper().rstrip(";")

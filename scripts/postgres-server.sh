@@ -9,9 +9,11 @@
 #
 # `fast` turns fsync off (tests: nothing must survive a power cut).  The
 # server runs as an unprivileged user: as root, Debian's `postgres` system
-# user (root cannot run postgres), else the caller.  The database superuser
-# is `durability`, trusted on the socket only: the folder is private to the
-# server's user (and root).
+# user (root cannot run postgres), else the caller.  It listens on no TCP
+# port; the socket's folder can be entered by anyone (so a test process that
+# dropped root's powers still connects), and the database superuser,
+# `durability`, logs in with a random password that is only in the URL
+# printed (and in DIR/password, readable by the server's user).
 set -eu
 
 bindir() {
@@ -43,16 +45,20 @@ start)
             useradd --system --no-create-home --shell /usr/sbin/nologin "${PG_SERVER_USER:-postgres}"
     fi
     mkdir -p "$dir"
-    chmod 700 "$dir"
+    chmod 711 "$dir"
     [ "$(id -u)" = 0 ] && chown "${PG_SERVER_USER:-postgres}" "$dir"
     dir=$(cd "$dir" && pwd)
-    as_server "$bin/initdb" -D "$dir/data" -U durability --auth=trust -E UTF8 --locale=C \
+    password=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    (umask 077; printf '%s\n' "$password" >"$dir/password")
+    [ "$(id -u)" = 0 ] && chown "${PG_SERVER_USER:-postgres}" "$dir/password"
+    as_server "$bin/initdb" -D "$dir/data" -U durability --pwfile="$dir/password" \
+        --auth=scram-sha-256 -E UTF8 --locale=C \
         >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     opts="-c listen_addresses= -c unix_socket_directories=$dir -c max_connections=200"
     [ "${3:-}" = fast ] && opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$opts" start \
         >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
-    echo "postgresql://durability@/postgres?host=$dir"
+    echo "postgresql://durability:$password@/postgres?host=$dir"
     ;;
 stop)
     [ -n "$dir" ] || { echo "usage: $0 stop DIR" >&2; exit 2; }
