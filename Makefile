@@ -1,7 +1,10 @@
 # The two commands of the README: `make demo` and `make test`.  Each sets up
 # .venv (the project and its dev tools) and a jj >= 0.30; `make test` also the
 # real Claude Code CLI (for the end-to-end test, under .venv/claude-code),
-# installing Debian's nodejs and npm first when they are missing.
+# installing Debian's nodejs and npm first when they are missing, and
+# PostgreSQL's server programs (Debian's postgresql) for the store tests, which
+# start a throwaway server of their own (tests/pg.py) and stop it at the end.
+# `DURABILITY_TEST_DATABASE=postgresql make test` runs the whole suite on it.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,14 +34,19 @@ $(VENV)/claude-ready: scripts/install-claude-code.sh $(VENV)/.installed
 demo: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python demo/demo.py
 
-test: setup $(VENV)/claude-ready
+# PostgreSQL's initdb and pg_ctl: found, else Debian's package (as root).
+$(VENV)/postgres-ready: scripts/install-postgres.sh scripts/postgres-server.sh
+	sh scripts/install-postgres.sh
+	touch $@
+
+test: setup $(VENV)/claude-ready $(VENV)/postgres-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check durability engine tests bench demo
 	$(BIN)/mypy
 
-bench: setup
+bench: setup $(VENV)/postgres-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/bench_capture.py
 
 clean:

@@ -65,7 +65,7 @@ def _run_once(root: Path, jj: str, tasks: int, checkpoints: bool, rep: int) -> f
     wf.write_text(textwrap.dedent(WORKFLOW).replace("CHECKPOINTS", repr(checkpoints))
                   .replace("TASKS", str(tasks)))
     settings = Settings.from_env()
-    with Runs(settings.db_path) as runs:
+    with Runs(settings.database) as runs:
         started = time.perf_counter()
         outcome = start_run(runs, wf, config=EngineConfig(ops=DurabilityOps(settings)),
                             run_id=f"bench-{case.name}", worktree=str(repo))

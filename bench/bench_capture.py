@@ -219,7 +219,7 @@ def verify(bench: Bench, runner: Runner, hook_calls: int) -> None:
     from durability.gaps.ingest import ingest_spool
     from engine import Store
 
-    with Store(runner.settings.db_path) as store:
+    with Store(runner.settings.database) as store:
         ingest_spool(store, runner.settings.spool_dir)
         rows = store.checkpoints(runner.hook_run)
         gaps = [g for run in (runner.hook_run, f"bench-svc-{runner.n}",

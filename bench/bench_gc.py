@@ -82,7 +82,7 @@ def capture_many(bench: Bench, repo: Path, n_files: int, n: int, span_days: floa
     now = system_clock()
     step = int(span_days * DAY_MS / n)
     clock = ManualClock(now - int(span_days * DAY_MS))
-    store = Store(settings.db_path, clock=clock)
+    store = Store(settings.database, clock=clock)
     capturer = Capturer(settings=settings, store=lambda: store, env=env)
     held: dict[int, tuple[str, bytes]] = {}
     started = time.perf_counter()

@@ -86,7 +86,7 @@ def _jj_restore(bench: TwoCheckpoints) -> tuple[list[float], list[float]]:
     from durability.capture.restore import find_checkpoint
     from engine import Store
 
-    with Store(bench.settings.db_path) as store:
+    with Store(bench.settings.database) as store:
         commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
                    for s in bench.seqs]
     return _alternate([[bench.jj, "-R", str(bench.worktree), "restore", "--from", c]

@@ -168,7 +168,7 @@ def run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     subprocess.run(["jj", "-R", str(repo), "util", "snapshot"], check=True, capture_output=True)
     build_s = time.monotonic() - t0
     settings = Settings.from_env()
-    with Service(settings) as svc, Store(settings.db_path) as store:
+    with Service(settings) as svc, Store(settings.database) as store:
         rss0, t1 = rss_kib(), time.monotonic()
         watch(svc, repo, args.settle_ms)
         armed_s = time.monotonic() - t1

@@ -20,6 +20,9 @@ __all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings"]
 #: with ``Settings``).
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_HOME": "state folder: state.db, locks, service log, default spool",
+    "DURABILITY_DATABASE_URL": "the state store in PostgreSQL (postgresql://...) instead of "
+                               "state.db",
+    "DURABILITY_HOST_ID": "this machine's name in run ownership (default: the host name)",
     "DURABILITY_SOCKET": "the service socket",
     "DURABILITY_SPOOL_DIR": "the gap spool folder",
     "DURABILITY_JJ": "the jj binary",
@@ -73,6 +76,9 @@ class Settings:
     #: A checkpoint not on a remote this long after its capture is a
     #: replication-failed gap (``durability.remote.replicator``).
     replication_bound_ms: int = 300_000
+    #: The state store in PostgreSQL (``postgresql://...``); None: SQLite at
+    #: ``db_path``.
+    database_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -92,12 +98,14 @@ class Settings:
             max_new_file_size=_size(env, "DURABILITY_MAX_NEW_FILE_SIZE",
                                     DEFAULT_MAX_NEW_FILE_SIZE),
             replication_bound_ms=int(_number(env, "DURABILITY_REPLICATION_BOUND_MS")),
+            database_url=_database_url(env),
         )
 
     def to_env(self) -> dict[str, str]:
         """These settings as the variables that give them to a child process
         (a detached service, a run's task), so it resolves exactly these."""
-        return {
+        extra = {"DURABILITY_DATABASE_URL": self.database_url} if self.database_url else {}
+        return extra | {
             "DURABILITY_HOME": str(self.state_dir),
             "DURABILITY_SOCKET": str(self.socket_path),
             "DURABILITY_SPOOL_DIR": str(self.spool_dir),
@@ -113,7 +121,13 @@ class Settings:
 
     @property
     def db_path(self) -> Path:
+        """The SQLite state database (used when no ``database_url`` is set)."""
         return self.state_dir / "state.db"
+
+    @property
+    def database(self) -> Path | str:
+        """Where the state store is: the PostgreSQL URL, else ``db_path``."""
+        return self.database_url or self.db_path
 
     @property
     def spool_dirs(self) -> list[Path]:
@@ -134,6 +148,16 @@ class Settings:
     @property
     def log_path(self) -> Path:
         return self.state_dir / "service.log"
+
+
+def _database_url(env: Mapping[str, str]) -> str | None:
+    url = env.get("DURABILITY_DATABASE_URL", "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("DURABILITY_DATABASE_URL must be a postgresql:// URL "
+                           "(unset it to use state.db)")
+    return url
 
 
 def _number(env: Mapping[str, str], name: str) -> float:

@@ -233,6 +233,9 @@ _EXIT_CODES = {
     "unreadable-path": 5,
     "file-too-large": 5,
     "store-unavailable": 6,
+    # `durability migrate`: the copy does not hold the source's rows (a store
+    # failure, as the one above).
+    "copy-mismatch": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
     # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).

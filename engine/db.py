@@ -2,7 +2,9 @@
 
 Migrations are the ``migrations/NNNN_name.sql`` files of this package, applied
 in order and never edited once released: a change to the schema is a new file.
-``PRAGMA user_version`` records how far a database has come.
+``PRAGMA user_version`` records how far a database has come.  A file
+``NNNN_name.postgresql.sql`` beside one of them is that migration for
+PostgreSQL, where the translation of ``engine.postgres`` cannot carry it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,43 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any, Protocol
 
 from engine.errors import StoreUnavailable
 
-__all__ = ["connect", "migrate", "migrations", "write_transaction"]
+__all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "connect", "migrate",
+           "migrations", "statements", "write_transaction"]
+
+
+class DatabaseError(sqlite3.Error):
+    """A database error that is not SQLite's: PostgreSQL's, as
+    ``engine.postgres`` raises it.  A subclass of ``sqlite3.Error`` so that
+    code written against SQLite (``except sqlite3.Error``) handles it too."""
+
+
+#: What a database call may raise, whichever the database.
+DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, DatabaseError)
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Connection(Protocol):
+    """The part of ``sqlite3.Connection`` the store uses; PostgreSQL's
+    connection (``engine.postgres.PgConnection``) has the same."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+    def executemany(self, sql: str, parameters: Any, /) -> Cursor: ...
+    def close(self) -> None: ...
+    @property
+    def total_changes(self) -> int: ...
+    @property
+    def in_transaction(self) -> bool: ...
 
 # How long a writer waits for another writer (another process's capture, the
 # service's gap ingestion) before giving up with "database is locked".  Captures
@@ -116,12 +151,12 @@ def _check_existing(path: Path) -> None:
 
 
 @contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_transaction(conn: Connection) -> Iterator[Connection]:
     """One unit of work: ``BEGIN IMMEDIATE`` takes the write lock up front, so
     the reads inside (the next seq) cannot be invalidated by another writer."""
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot begin a write: {exc}") from exc
     try:
         yield conn
@@ -130,27 +165,40 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
     try:
         conn.execute("COMMIT")
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         _rollback(conn)
         raise StoreUnavailable(f"cannot commit: {exc}") from exc
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+def _rollback(conn: Connection) -> None:
     if conn.in_transaction:
         try:
             conn.execute("ROLLBACK")
-        except sqlite3.Error:
+        except DB_ERRORS:
             pass  # the connection is unusable; the caller is already failing
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """``(version, name, sql)`` for every migration file, in order."""
+#: The dialects a migration may have its own file for.
+DIALECTS = ("postgresql",)
+
+
+def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` for every migration, in order: the portable
+    file, or its ``.<dialect>.sql`` override where there is one."""
     found = []
+    overrides: dict[int, tuple[str, str]] = {}
     for entry in resources.files("engine.migrations").iterdir():
         name = entry.name
-        if name.endswith(".sql") and name[:4].isdigit():
-            found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
+        if not (name.endswith(".sql") and name[:4].isdigit()):
+            continue
+        parts = name.split(".")
+        if len(parts) == 3 and parts[1] in DIALECTS:
+            if parts[1] == dialect:
+                overrides[int(name[:4])] = (name, entry.read_text(encoding="utf-8"))
+            continue
+        found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
     found.sort()
+    found = [(v, *overrides.get(v, (n, sql))) for v, n, sql in found]
     versions = [v for v, _, _ in found]
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"two migrations share a version: {versions}")
@@ -166,7 +214,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             with write_transaction(conn):
                 if _user_version(conn) >= version:  # another process won the race
                     continue
-                for statement in _statements(sql):
+                for statement in statements(sql):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={version}")
     except sqlite3.Error as exc:
@@ -178,7 +226,8 @@ def _user_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _statements(sql: str) -> Iterator[str]:
+def statements(sql: str) -> Iterator[str]:
+    """The statements of a migration file, one by one."""
     buf = ""
     for line in sql.splitlines(keepends=True):
         buf += line

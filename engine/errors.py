@@ -11,6 +11,8 @@ Hierarchy::
     ├── RecordRefused           "record-refused": a checkpoint whose request is
     │                           already on record as a gap
     ├── InvalidValue            "invalid-value": a value that fails validation
+    ├── CopyMismatch            "copy-mismatch": a store copied into another does
+    │                           not hold the same rows (``durability migrate``)
     ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
     │                           loaded or declares a bad graph
     ├── RunNotActive            "RUN_NOT_ACTIVE": pause/cancel of a run that is over
@@ -41,6 +43,7 @@ __all__ = [
     "ClaimContention",
     "ClaimFailed",
     "ClaimLost",
+    "CopyMismatch",
     "EngineError",
     "InvalidValue",
     "NotFound",
@@ -91,6 +94,10 @@ class RecordRefused(EngineError):
 
 class InvalidValue(EngineError):
     code = "invalid-value"
+
+
+class CopyMismatch(EngineError):
+    code = "copy-mismatch"
 
 
 class WorkflowInvalid(EngineError):

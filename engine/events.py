@@ -11,10 +11,10 @@ from the state tables.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from engine.db import Connection
 from engine.models import AttemptKey
 from engine.text import row_from_db
 
@@ -49,7 +49,7 @@ class Event:
         return asdict(self)
 
 
-def append(conn: sqlite3.Connection, run_id: str | bytes | None, kind: str, ts_ms: int, *,
+def append(conn: Connection, run_id: str | bytes | None, kind: str, ts_ms: int, *,
            node_id: str | bytes | None = None, iteration: int | None = None,
            attempt: int | None = None, seq: int | None = None,
            detail: dict[str, Any] | None = None) -> None:
@@ -65,14 +65,14 @@ def append(conn: sqlite3.Connection, run_id: str | bytes | None, kind: str, ts_m
          json.dumps(detail, sort_keys=True) if detail else None))
 
 
-def append_for(conn: sqlite3.Connection, key: AttemptKey, kind: str, ts_ms: int, *,
+def append_for(conn: Connection, key: AttemptKey, kind: str, ts_ms: int, *,
                seq: int | None = None, detail: dict[str, Any] | None = None) -> None:
     """Append an event about one attempt."""
     append(conn, key.run_id, kind, ts_ms, node_id=key.node_id, iteration=key.iteration,
            attempt=key.attempt, seq=seq, detail=detail)
 
 
-def read(conn: sqlite3.Connection, run_id: str, *, after_id: int = 0,
+def read(conn: Connection, run_id: str, *, after_id: int = 0,
          limit: int = 1000) -> list[Event]:
     """The run's events with an id above ``after_id``, oldest first."""
     rows = conn.execute(

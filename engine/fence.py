@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from engine.backend import DB_ERRORS, Connection
 from engine.db import write_transaction
 from engine.errors import ClaimLost, StoreUnavailable
 from engine.store import Store
 
-__all__ = ["Claim", "FencedStore", "Owner"]
+__all__ = ["Claim", "FencedStore", "Owner", "host_id"]
+
+
+def host_id() -> str:
+    """This machine's name in run ownership: ``DURABILITY_HOST_ID``, else the
+    host name.  Processes that share one PostgreSQL store from several
+    machines tell a live owner on this machine (whose pid can be checked)
+    from one elsewhere (whose heartbeat is all there is) by it; machines
+    that share a host name (cloned containers) must set it apart."""
+    return os.environ.get("DURABILITY_HOST_ID", "").strip() or socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class Owner:
 
     @classmethod
     def this_process(cls, name: str | None = None) -> Owner:
-        host = socket.gethostname()
+        host = host_id()
         return cls(name or f"pid:{os.getpid()}@{host}", os.getpid(), host)
 
 
@@ -46,15 +55,15 @@ class Claim:
 
 class FencedStore(Store):
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         try:
             with self._conn() as db, write_transaction(db) as conn:
                 yield conn
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot write the state database: {exc}") from exc
 
     @contextmanager
-    def fenced(self, claim: Claim) -> Iterator[sqlite3.Connection]:
+    def fenced(self, claim: Claim) -> Iterator[Connection]:
         """A write transaction that only goes ahead while ``claim`` is current."""
         with self._write() as conn:
             row = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",

@@ -13,12 +13,11 @@ own contracts whatever the caller decided:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.db import write_transaction
+from engine.db import DB_ERRORS, Connection, write_transaction
 from engine.errors import StoreUnavailable
 from engine.models import AttemptKey, Checkpoint
 from engine.store import Store
@@ -104,11 +103,11 @@ def apply(store: Store, drop: Iterable[Checkpoint],
                              (new, old))
                 conn.execute("UPDATE attempts SET jj_pointer=? WHERE jj_pointer=?", (new, old))
             return Pruned(dropped=dropped, renamed=len(renamed))
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot drop checkpoints: {exc}") from exc
 
 
-def _drop(conn: sqlite3.Connection, c: Checkpoint) -> int:
+def _drop(conn: Connection, c: Checkpoint) -> int:
     k = AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt)
     args = (k.run_id, k.node_id, k.iteration, k.attempt)
     top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY}",
@@ -125,5 +124,5 @@ def _read(store: Store, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ..
     try:
         with store._conn() as conn:
             return [row_from_db(r) for r in conn.execute(sql, params).fetchall()]
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot read the state database: {exc}") from exc

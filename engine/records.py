@@ -4,10 +4,10 @@ approval decisions and budget usage."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.backend import DB_ERRORS
 from engine.budget import Usage
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
 from engine.events import Event, append, append_for
@@ -85,7 +85,7 @@ class TaskRecords(FencedStore):
         """A consistent read of a run's outputs, attempts and approvals."""
         try:
             return self._run_state(run_id)
-        except sqlite3.Error as exc:  # as every other read: a one-line error, not a traceback
+        except DB_ERRORS as exc:  # as every other read: a one-line error, not a traceback
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
     def _run_state(self, run_id: str) -> RunState:
@@ -141,7 +141,7 @@ class TaskRecords(FencedStore):
         try:
             with self._conn() as conn:
                 return read_events(conn, run_id, after_id=after_id, limit=limit)
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
     def note(self, run_id: str, kind: str, *, node_id: str | None = None,

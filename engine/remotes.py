@@ -14,14 +14,14 @@ SQLite-only functions) for the PostgreSQL store.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.db import connect, migrate, write_transaction
+from engine.backend import Location, is_url, migrate, open_database
+from engine.db import DB_ERRORS, Connection, write_transaction
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
 from engine.models import Checkpoint
 from engine.store import now_ms
@@ -82,17 +82,17 @@ class Pending:
 class Remotes:
     """The ``remotes`` and ``replication`` tables of the state database at ``path``."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, location: Location) -> None:
+        self.location: Location = location if is_url(location) else Path(location)
         with self._open() as conn:
             migrate(conn)
 
     @contextmanager
-    def _open(self) -> Iterator[sqlite3.Connection]:
-        conn = connect(self.path)
+    def _open(self) -> Iterator[Connection]:
+        conn = open_database(self.location)
         try:
             yield conn
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot use the remotes of the state database: {exc}"
                                    ) from exc
         finally:
@@ -229,7 +229,7 @@ class Remotes:
                                   now))
         return added
 
-    def _import_one(self, conn: sqlite3.Connection, c: Checkpoint, now: int) -> int:
+    def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> int:
         if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=?",
                         (to_db(c.request_id),)).fetchone():
             return 0

@@ -9,10 +9,9 @@ contention, not failure (``ClaimFailed``: quiet).
 from __future__ import annotations
 
 import os
-import socket
 
 from engine.errors import ClaimFailed, RunOwnerAlive, RunStillRunning
-from engine.fence import Claim, Owner
+from engine.fence import Claim, Owner, host_id
 from engine.runs import RunRow, Runs
 
 __all__ = ["DEFAULT_STALE_AFTER_MS", "check_claimable", "claim_run", "pid_alive"]
@@ -66,7 +65,7 @@ def check_claimable(row: RunRow, *, now: int, stale_after_ms: int, force: bool,
         return
     if row.heartbeat_at_ms is None or now - row.heartbeat_at_ms >= stale_after_ms:
         return
-    if row.owner_host == socket.gethostname() and row.owner_pid:
+    if row.owner_host == host_id() and row.owner_pid:
         if pid_alive(row.owner_pid):
             raise RunOwnerAlive(f"run {row.run_id} is owned by {row.owner} (pid "
                                 f"{row.owner_pid}, alive); pass --force to take it over")

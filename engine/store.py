@@ -1,21 +1,23 @@
-"""The state store: runs, attempts, workspace checkpoints and gaps in SQLite.
+"""The state store: runs, attempts, workspace checkpoints and gaps, in SQLite
+or PostgreSQL (``engine.backend``).
 
-One ``Store`` per process and database file.  Each thread gets its own
-connection; every write is one ``BEGIN IMMEDIATE`` transaction, so seq numbers
-are assigned by the database and stay monotonic across processes and restarts.
+One ``Store`` per process and database.  Every write is one ``BEGIN
+IMMEDIATE`` transaction (under PostgreSQL: a transaction holding the
+writers' lock), so seq numbers are assigned by the database and stay
+monotonic across processes, hosts and restarts.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from engine.backend import DB_ERRORS, Connection, Location, describe, is_url, migrate, open_database
 from engine.clock import system_clock
-from engine.db import BUSY_TIMEOUT_MS, connect, migrate, write_transaction
+from engine.db import BUSY_TIMEOUT_MS, write_transaction
 from engine.errors import NotFound, RecordRefused, StoreUnavailable
 from engine.events import append, append_for
 from engine.models import (
@@ -73,7 +75,8 @@ now_ms = system_clock
 
 
 class Store:
-    """The state database at ``path`` (created and migrated on first use).
+    """The state database at ``location`` (created and migrated on first use):
+    a SQLite file, or a ``postgresql://`` URL.
 
     One connection, shared by the threads of a process behind a lock: SQLite
     serialises writers anyway, and a connection per thread would leak one for
@@ -82,14 +85,23 @@ class Store:
     ``StoreUnavailable``.
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], int] = now_ms,
+    def __init__(self, location: Location, *, clock: Callable[[], int] = now_ms,
                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self.path = Path(path)
+        #: a SQLite file, or a postgresql:// URL
+        self.location: Location = location if is_url(location) else Path(location)
+        #: the SQLite file (under PostgreSQL, the state folder's name for it:
+        #: nothing is written there)
+        self.path = Path(location) if not is_url(location) else Path("state.db")
         self._clock = clock
         self._lock = threading.RLock()
         self.busy_timeout_ms = busy_timeout_ms
-        self._db: sqlite3.Connection | None = connect(self.path, busy_timeout_ms=busy_timeout_ms)
-        migrate(self._db)
+        self._db: Connection | None = open_database(self.location,
+                                                    busy_timeout_ms=busy_timeout_ms)
+        try:
+            migrate(self._db)
+        except BaseException:
+            self._db.close()
+            raise
 
     def __enter__(self) -> Store:
         return self
@@ -104,11 +116,11 @@ class Store:
                 self._db = None
 
     @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
+    def _conn(self) -> Iterator[Connection]:
         """The connection, held exclusively for one unit of work."""
         with self._lock:
             if self._db is None:
-                raise StoreUnavailable(f"the store at {self.path} is closed")
+                raise StoreUnavailable(f"the store at {describe(self.location)} is closed")
             yield self._db
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -116,7 +128,7 @@ class Store:
             with self._conn() as conn:
                 # Paths that are not UTF-8 come back as the str they went in as.
                 return [row_from_db(r) for r in conn.execute(sql, params).fetchall()]
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
     # -- checkpoints -------------------------------------------------------
@@ -137,10 +149,10 @@ class Store:
                 # Checked inside the write lock: a gap filed for this request
                 # cannot land between the check and the insert.
                 return self._record(conn, new, self._clock())
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
 
-    def _record(self, conn: sqlite3.Connection, new: NewCheckpoint, now: int) -> Recorded:
+    def _record(self, conn: Connection, new: NewCheckpoint, now: int) -> Recorded:
         seen = conn.execute(
             "SELECT seq, commit_id FROM workspace_checkpoints WHERE request_id=?",
             (to_db(new.request_id),),
@@ -174,7 +186,7 @@ class Store:
                    detail={"source": new.source, "commit_id": new.commit_id})
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
-    def _refuse_if_gap(self, conn: sqlite3.Connection, new: NewCheckpoint) -> None:
+    def _refuse_if_gap(self, conn: Connection, new: NewCheckpoint) -> None:
         gap = conn.execute("SELECT reason FROM gaps WHERE request_id=?",
                            (to_db(new.request_id),)).fetchone()
         if gap:
@@ -192,7 +204,7 @@ class Store:
         return Gap(*gaps[0]) if gaps else None
 
     def _ensure_attempt(
-        self, conn: sqlite3.Connection, k: AttemptKey, worktree: str | None, now: int
+        self, conn: Connection, k: AttemptKey, worktree: str | None, now: int
     ) -> None:
         conn.execute(
             "INSERT OR IGNORE INTO runs (run_id, created_at_ms) VALUES (?, ?)", (k.run_id, now)
@@ -208,7 +220,7 @@ class Store:
         try:
             with self._conn() as db, write_transaction(db) as conn:
                 self._ensure_attempt(conn, key, worktree, self._clock())
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record attempt: {exc}") from exc
 
     def checkpoints(self, run_id: str, node_id: str | None = None) -> list[Checkpoint]:
@@ -318,7 +330,7 @@ class Store:
                                node_id=to_db(gap.node_id), iteration=gap.iteration,
                                attempt=gap.attempt, detail={"reason": gap.reason})
                 return added
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
 
     def gaps(self, run_id: str) -> list[Gap]:
@@ -353,5 +365,6 @@ class Store:
     # -- health ------------------------------------------------------------
 
     def integrity_check(self) -> str:
-        """SQLite's own verdict on the file: ``"ok"`` when sound."""
+        """SQLite's own verdict on the file: ``"ok"`` when sound (PostgreSQL:
+        ``"ok"`` when the server answers; it checks its own pages)."""
         return str(self._read("PRAGMA integrity_check")[0][0])

@@ -10,11 +10,11 @@ Each call opens its own connection; watches change rarely.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.db import connect, migrate, write_transaction
+from engine.backend import DB_ERRORS, Connection, Location, is_url, migrate, open_database
+from engine.db import write_transaction
 from engine.errors import StoreUnavailable
 from engine.models import AttemptKey
 from engine.store import now_ms
@@ -46,15 +46,16 @@ class WatchRow:
 
 
 class Watches:
-    """The ``watches`` table of the state database at ``path``."""
+    """The ``watches`` table of the state database at ``location`` (a SQLite
+    file or a ``postgresql://`` URL)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, location: Location) -> None:
+        self.location: Location = location if is_url(location) else Path(location)
         with self._open() as conn:
             migrate(conn)
 
     def _open(self) -> _Closing:
-        return _Closing(connect(self.path))
+        return _Closing(open_database(self.location))
 
     def put(self, row: WatchRow) -> None:
         """Record a watch, replacing any earlier watch of the same worktree."""
@@ -65,7 +66,7 @@ class Watches:
             with self._open() as conn, write_transaction(conn):
                 conn.execute(f"INSERT OR REPLACE INTO watches ({_COLS}) "
                              "VALUES (?,?,?,?,?,?,?,?,?)", values)
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record watch: {exc}") from exc
 
     def remove(self, worktree: str) -> WatchRow | None:
@@ -75,7 +76,7 @@ class Watches:
                 found = conn.execute(f"SELECT {_COLS} FROM watches WHERE worktree=?",
                                      (to_db(worktree),)).fetchone()
                 conn.execute("DELETE FROM watches WHERE worktree=?", (to_db(worktree),))
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
         return _row(found) if found else None
 
@@ -84,7 +85,7 @@ class Watches:
         try:
             with self._open() as conn:
                 rows = conn.execute(f"SELECT {_COLS} FROM watches ORDER BY worktree").fetchall()
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read watches: {exc}") from exc
         return [_row(r) for r in rows]
 
@@ -100,10 +101,10 @@ class _Closing:
     """A connection closed when the ``with`` block ends (sqlite3's own context
     manager only ends the transaction)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> Connection:
         return self.conn
 
     def __exit__(self, *exc: object) -> None:

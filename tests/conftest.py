@@ -14,11 +14,35 @@ from pathlib import Path
 import pytest
 
 from durability.config import Settings
+from tests import pg
 from tests.helpers import jj_path, make_jj_repo
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.PgServer]:
+    """The session's throwaway PostgreSQL server (tests/pg.py), started on
+    first use and stopped at the end of the session, failed or not."""
+    try:
+        server = pg.PgServer()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=pg.backends())
+def db_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A fresh state database on each backend: a SQLite file, or a schema of
+    its own on the session's PostgreSQL server."""
+    if request.param == "postgresql":
+        server: pg.PgServer = request.getfixturevalue("pg_server")
+        return server.fresh_url()
+    return tmp_path / "state.db"
+
+
 @pytest.fixture(autouse=True)
-def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              request: pytest.FixtureRequest) -> Iterator[Path]:
     """Point every location the toolkit uses at this test's folders.
 
     Sockets need a short path (108 bytes on Linux), so they get their own
@@ -46,6 +70,11 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     # A hook that finds no service starts one (hook/autostart.py); tests that
     # want that say so, the rest must not leave services behind.
     monkeypatch.setenv("DURABILITY_AUTOSTART", "0")
+    if pg.TEST_DATABASE == "postgresql" and not request.node.get_closest_marker("sqlite_file"):
+        # The whole suite on PostgreSQL: every store the toolkit opens from
+        # its settings is this test's own schema.
+        server: pg.PgServer = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("DURABILITY_DATABASE_URL", server.fresh_url())
     (home / ".gitconfig").write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n")
     yield tmp_path
     shutil.rmtree(sock_dir, ignore_errors=True)

@@ -265,7 +265,7 @@ class BrowseApp(App[None]):
         self.settings = settings
         self.run_id = run_id
         self.env = env
-        self.store = Store(settings.db_path)
+        self.store = Store(settings.database)
         #: What the panes show now, as plain text (for tests and scripts).
         self.note = ""
         self.diff = ""

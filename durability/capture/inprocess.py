@@ -25,7 +25,7 @@ def lazy_store(settings: Settings) -> Callable[[], Store]:
 
     def get() -> Store:
         if not opened:
-            opened.append(Store(settings.db_path))
+            opened.append(Store(settings.database))
         return opened[0]
 
     return get

@@ -107,7 +107,7 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
     from engine.remotes import Remotes
 
     # {remote: pushed | pending | failed}; {} when the worktree has no remote.
-    states = Remotes(store.path).states(rows) if as_json else {}
+    states = Remotes(store.location).states(rows) if as_json else {}
     options.listing([{**{k: getattr(r, k) for k in keys},
                       "replicated": states.get(r.request_id, {})} for r in rows], as_json,
              lambda: checkpoints_table(rows), f"no checkpoints for run {run_id}")

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ from durability.paths import ensure_private_dir
 from engine.budget import Limits
 from engine.errors import RunFailed, RunOwnerAlive, RunStillRunning
 from engine.execute import EngineConfig, resume_run, start_run
-from engine.fence import Claim, Owner
+from engine.fence import Claim, Owner, host_id
 from engine.runner import RunOutcome
 from engine.runs import Runs
 
@@ -72,7 +71,7 @@ def _process_start_ms() -> int:
 
 
 def _runs(settings: Settings) -> Runs:
-    return Runs(settings.db_path)
+    return Runs(settings.database)
 
 
 def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConfig:
@@ -294,7 +293,7 @@ def supervise_command(run_ids: list[str], all_runs: bool, stale_after: int,
     logging.basicConfig(level=logging.INFO, format="durability supervise: %(message)s")
     settings = options.settings()
     with _runs(settings) as runs:
-        sup = Supervisor(runs, supervisor_id=supervisor_id or f"{socket.gethostname()}-"
+        sup = Supervisor(runs, supervisor_id=supervisor_id or f"{host_id()}-"
                          f"{os.getpid()}", launch=_launcher(settings), stale_after_ms=stale_after,
                          max_concurrent=max_concurrent, run_ids=list(run_ids) or None)
         if once:

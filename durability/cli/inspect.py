@@ -59,7 +59,7 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     from engine.remotes import Remotes
 
     # {remote: pushed | pending | failed} (docs/REMOTE.md); {} without a remote.
-    replicated = Remotes(store.path).states([shown.checkpoint]).get(
+    replicated = Remotes(store.location).states([shown.checkpoint]).get(
         shown.checkpoint.request_id, {})
     if as_json:
         return options.emit({**shown.to_dict(), "replicated": replicated})

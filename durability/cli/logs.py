@@ -74,7 +74,7 @@ def logs_command(run_id: str, follow: bool, as_json: bool) -> None:
     """
     from engine import NotFound
 
-    with Runs(options.settings().db_path) as runs:
+    with Runs(options.settings().database) as runs:
         if not runs.run_exists(run_id) and not runs.events(run_id, limit=1):
             raise NotFound(f"no run {run_id!r}")
         after = 0

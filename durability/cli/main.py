@@ -20,6 +20,7 @@ from durability.cli import (
     agent,
     browse,
     checkpoints,
+    database,
     engine,
     fork,
     inspect,
@@ -70,7 +71,7 @@ def cli() -> None:
 
 
 for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent, remote,
-                logs, retention):
+                logs, retention, database):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

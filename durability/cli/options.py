@@ -87,7 +87,7 @@ def settings() -> Settings:
 
 
 def store(s: Settings) -> Store:
-    return Store(s.db_path)
+    return Store(s.database)
 
 
 def emit(data: Any) -> None:

@@ -72,7 +72,7 @@ def remote_add(name: str, url: str, worktree: Path | None, as_json: bool) -> Non
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     key = worktree_key(worktree)
-    added = Remotes(options.settings().db_path).add(key, name, url)
+    added = Remotes(options.settings().database).add(key, name, url)
     if as_json:
         return options.emit(added.to_dict())
     click.echo(f"remote {name} added for {ids.printable(key)}: {url}")
@@ -92,7 +92,7 @@ def remote_list(worktree: Path | None, every: bool, as_json: bool) -> None:
     from engine.remotes import Remotes
 
     key = None if every else worktree_key(worktree)
-    rows = Remotes(options.settings().db_path).all(key)
+    rows = Remotes(options.settings().database).all(key)
     options.listing([r.to_dict() for r in rows], as_json,
                     lambda: "\n".join(f"{r.name}\t{r.url}\t{r.worktree}" for r in rows),
                     "no remotes" + (f" for {key}" if key else ""))
@@ -116,7 +116,7 @@ def remote_remove(name: str, worktree: Path | None, as_json: bool) -> None:
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     key = worktree_key(worktree)
-    gone = Remotes(options.settings().db_path).remove(key, name)
+    gone = Remotes(options.settings().database).remove(key, name)
     if as_json:
         return options.emit(gone.to_dict())
     click.echo(f"remote {name} removed for {ids.printable(key)}")

@@ -25,6 +25,7 @@ from durability.errors import (
     ServiceUnreachable,
 )
 from engine import EngineError, Store
+from engine.backend import describe
 
 __all__ = ["run_checks"]
 
@@ -101,12 +102,13 @@ def _git(root: str) -> Check:
 def _state(settings: Settings) -> Check:
     try:
         paths.ensure_private_dir(settings.state_dir)
-        verdict = Store(settings.db_path).integrity_check()
+        with Store(settings.database) as store:
+            verdict = store.integrity_check()
     except (DurabilityError, EngineError, OSError) as exc:
-        return Check("state", FAIL, f"{settings.db_path}: {exc}",
+        return Check("state", FAIL, f"{describe(settings.database)}: {exc}",
                      "check the folder's owner and mode, or set DURABILITY_HOME")
     return Check("state", OK if verdict == "ok" else FAIL,
-                 f"{settings.db_path} (integrity: {verdict})",
+                 f"{describe(settings.database)} (integrity: {verdict})",
                  "" if verdict == "ok" else "move state.db aside; checkpoints stay in the repo")
 
 
@@ -147,7 +149,7 @@ def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check |
 
     try:
         root = str(resolve_worktree(where))
-        remotes = Remotes(settings.db_path)
+        remotes = Remotes(settings.database)
         named = remotes.all(root)
         if not named:
             return None

@@ -102,7 +102,11 @@ def _store_gap(env: Mapping[str, str], record: dict[str, Any]) -> None:
     from durability.gaps.ingest import ingest_records
     from engine import Store
 
-    with Store(paths.state_dir(env) / "state.db") as store:
+    # The store the settings would name (the hook does not build Settings).
+    url = env.get("DURABILITY_DATABASE_URL", "").strip()
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("DURABILITY_DATABASE_URL must be a postgresql:// URL")
+    with Store(url or paths.state_dir(env) / "state.db") as store:
         ingest_records(store, [record])
 
 

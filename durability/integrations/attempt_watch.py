@@ -204,7 +204,7 @@ class AttemptWatches:
             if root in self._watchers:
                 return  # this process watches it now
             try:
-                stale = [w for w in Watches(self.settings.db_path).all()
+                stale = [w for w in Watches(self.settings.database).all()
                          if Path(w.worktree) == root and w.key.run_id == run_id]
                 if stale:
                     request_unwatch(self.settings, root, self.env)

@@ -94,7 +94,7 @@ class Here:
     @contextmanager
     def store(self) -> Iterator[Store]:
         # One connection per call, opened in the worker thread that uses it.
-        with Store(self.settings.db_path) as store:
+        with Store(self.settings.database) as store:
             yield store
 
 
@@ -354,7 +354,7 @@ def _must(side: m.SideOut | None) -> m.SideOut:
 def runs(here: Here, args: m.NoIn) -> m.RunsOut:
     from engine.runs import Runs
 
-    with Runs(here.settings.db_path) as r:
+    with Runs(here.settings.database) as r:
         return m.RunsOut(runs=[row.to_dict() for row in r.list_runs()])
 
 
@@ -362,7 +362,7 @@ def run_status(here: Here, args: m.RunStatusIn) -> m.RunStatusOut:
     from engine.runs import Runs
     from engine.status import run_status as status
 
-    with Runs(here.settings.db_path) as r:
+    with Runs(here.settings.database) as r:
         return m.RunStatusOut.model_validate(status(r, args.run_id))
 
 
@@ -387,7 +387,7 @@ def _decide(here: Here, run_id: str, node_id: str, decision: str,
             reason: str | None) -> m.DecisionOut:
     from engine.runs import Runs
 
-    with Runs(here.settings.db_path) as r:
+    with Runs(here.settings.database) as r:
         r.decide(run_id, node_id, decision, reason)
     return m.DecisionOut(run_id=run_id, node_id=node_id,
                          decision="approved" if decision == "approved" else "denied",

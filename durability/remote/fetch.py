@@ -67,7 +67,7 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
     """Fetch run ``run_id``'s checkpoints from remote ``name`` into the
     worktree at ``folder`` and record them in the local store."""
     root = prepare_folder(folder)
-    remotes = Remotes(settings.db_path)
+    remotes = Remotes(settings.database)
     remote = remotes.get(str(root), name)
     repo = open_checkpoints(root, env)
     mirror = f"refs/durability/remotes/{name}/"

@@ -71,7 +71,7 @@ class Replicator:
         self.settings = settings
         self._store = store
         self._env = env
-        self._remotes = Remotes(settings.db_path)
+        self._remotes = Remotes(settings.database)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -72,7 +72,7 @@ def extra_keepers(settings: Settings) -> list[Keeper]:
     force-pushed, would then refuse every later push of that attempt.  jj
     checkpoints are thinned by unpinning, which the remote does not see.
     """
-    remotes = Remotes(settings.db_path)
+    remotes = Remotes(settings.database)
     with_remote = {r.worktree for r in remotes.all()}
     if not with_remote:
         return []

@@ -109,7 +109,7 @@ class Service:
             raise ServiceRunning(f"a service is already running on {path}") from None
         try:
             self._claim_socket(path)
-            self.store = Store(self.settings.db_path)
+            self.store = Store(self.settings.database)
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
             self.coalescer = Coalescer(
                 self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,

@@ -35,7 +35,7 @@ def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> Watch
         return store() if callable(store) else store  # type: ignore[no-any-return]
 
     try:
-        registry: Watches | None = Watches(settings.db_path)
+        registry: Watches | None = Watches(settings.database)
     except EngineError as exc:  # the service still captures; watches are not kept
         log.warning("watches will not be recorded: %s", exc)
         registry = None

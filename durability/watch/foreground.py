@@ -102,7 +102,7 @@ def _unwatch_offline(settings: Settings, worktree: Path,
                      env: Mapping[str, str]) -> dict[str, Any]:
     from engine.watches import Watches
 
-    row = Watches(settings.db_path).remove(str(worktree))
+    row = Watches(settings.database).remove(str(worktree))
     if row is None:
         raise NotFound(f"{worktree} is not watched")
     # The dead service's open window, if any, is on record before the final

@@ -67,7 +67,7 @@ def _hammer(repo: Path) -> None:
 
 
 def _check_store(repo: Path, settings: Settings) -> int:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         rows = store.checkpoints(RUN)
         gaps = store.gaps(RUN)
     assert gaps == []

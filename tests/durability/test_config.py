@@ -17,7 +17,7 @@ from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.gaps import spool
 from durability.ids import safe_filename
-from engine import Store
+from tests import pg
 from tests.helpers import ServiceProcess, cli, hook_payload
 
 BAD = ["abc", "nan", "inf", "-5", "0.5", "1e12", "10s"]
@@ -31,10 +31,10 @@ def _spool(run_id: str) -> list[dict[str, Any]]:
 
 
 def _checkpoints(run_id: str) -> list[Any]:
-    db = Path(os.environ["DURABILITY_HOME"]) / "state.db"
-    if not db.exists():
+    store = pg.existing_store()
+    if store is None:
         return []
-    with Store(db) as store:
+    with store:
         return store.checkpoints(run_id)
 
 

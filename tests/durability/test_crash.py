@@ -46,7 +46,7 @@ def _send(settings: Settings, repo: Path, request_id: str) -> dict[str, Any]:
 
 
 def _rows(settings: Settings) -> list[Any]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert store.integrity_check() == "ok"
         return store.checkpoints(RUN)
 

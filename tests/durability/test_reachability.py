@@ -74,7 +74,7 @@ def test_checkpoints_survive_abandon_op_abandon_and_gc(
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["restored"]["commit_id"] == answer["commit_id"]
         assert tree_manifest(repo) == manifest
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         rows = store.checkpoints(RUN)
     # Each pre-restore checkpoint is pinned too, and restorable after another gc.
     _rewrite_history(repo)
@@ -122,7 +122,7 @@ def test_a_forgotten_commit_is_restored_byte_exact_from_git(
         cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
         trees.append(tree_manifest(repo))
     _rewrite_history(repo)
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         commits = [c.commit_id for c in store.checkpoints(RUN)]
     # jj itself no longer knows them: the restore must go to the git store.
     assert jj(repo, "log", "-r", commits[0], check=False).returncode != 0

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from durability import ids, paths
+from durability.config import Settings
 from durability.errors import InsecurePath
 from durability.gaps import spool
 from engine import Store
@@ -50,7 +51,7 @@ def capture_req(worktree: str, **fields: Any) -> dict[str, Any]:
 
 
 def store() -> Store:
-    return Store(Path(os.environ["DURABILITY_HOME"]) / "state.db")
+    return Store(Settings.from_env().database)
 
 
 def store_checkpoints(run_id: str) -> list[Any]:
@@ -269,6 +270,7 @@ def test_default_socket_skips_a_runtime_folder_that_is_not_private(tmp_path: Pat
         assert chosen.name == "service.sock"
 
 
+@pytest.mark.sqlite_file
 def test_state_files_are_private(repo: Path) -> None:
     state = Path(os.environ["DURABILITY_HOME"])
     assert not state.exists()

@@ -13,6 +13,9 @@ import pytest
 from engine import AttemptKey, NewCheckpoint, Store, StoreUnavailable
 from tests.helpers import cli
 
+# About the SQLite file itself: stays on SQLite when the suite runs on PostgreSQL.
+pytestmark = pytest.mark.sqlite_file
+
 KEY = AttemptKey("run-p", "n", 0, 1)
 
 

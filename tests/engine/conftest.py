@@ -12,10 +12,10 @@ from tests.engine import wfkit
 
 
 @pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    """A fresh run store; ``wfkit``'s gates, call log and clock are reset
-    around it so no test sees another's."""
+def runs(db_location: Path | str) -> Iterator[Runs]:
+    """A fresh run store, on each backend (``db_location``); ``wfkit``'s
+    gates, call log and clock are reset around it so no test sees another's."""
     wfkit.reset()
-    with Runs(tmp_path / "state.db") as store:
+    with Runs(db_location) as store:
         yield store
     wfkit.reset()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from durability.config import Settings
 from engine import AttemptKey
 from engine.runs import Runs
 from tests.engine import wfkit
@@ -28,7 +29,9 @@ def _setup(tmp_path: Path, name: str) -> tuple[Path, Path]:
 
 
 def _runs(tmp_path: Path) -> Runs:
-    return Runs(tmp_path / "state" / "state.db")
+    # The store the CLI uses: state.db under the test's DURABILITY_HOME, or
+    # PostgreSQL when the suite runs on it (tests/pg.py).
+    return Runs(Settings.from_env().database)
 
 
 def _outputs(tmp_path: Path, run_id: str) -> list[tuple[str, int, object]]:

@@ -17,8 +17,8 @@ def new(commit: str, request_id: str, key: AttemptKey = KEY) -> NewCheckpoint:
                          request_id=request_id)
 
 
-def test_first_capture_creates_run_attempt_and_seq_1(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_first_capture_creates_run_attempt_and_seq_1(db_location: Path | str) -> None:
+    store = Store(db_location)
     done = store.record_checkpoint(new("a" * 40, "r1"))
     assert (done.seq, done.deduped) == (1, False)
     assert store.run_exists("run-1")
@@ -27,16 +27,16 @@ def test_first_capture_creates_run_attempt_and_seq_1(tmp_path: Path) -> None:
     assert attempt.worktree == "/w"
 
 
-def test_same_commit_is_deduped_and_names_existing_seq(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_same_commit_is_deduped_and_names_existing_seq(db_location: Path | str) -> None:
+    store = Store(db_location)
     store.record_checkpoint(new("a" * 40, "r1"))
     again = store.record_checkpoint(new("a" * 40, "r2"))
     assert (again.seq, again.deduped) == (1, True)
     assert len(store.checkpoints("run-1")) == 1
 
 
-def test_seq_follows_commits_and_pointer_moves(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_seq_follows_commits_and_pointer_moves(db_location: Path | str) -> None:
+    store = Store(db_location)
     for i, c in enumerate("abcab"):
         store.record_checkpoint(new(c * 40, f"r{i}"))
     rows = store.checkpoints("run-1")
@@ -44,8 +44,8 @@ def test_seq_follows_commits_and_pointer_moves(tmp_path: Path) -> None:
     assert store.attempts("run-1")[0].jj_pointer == "b" * 40
 
 
-def test_request_id_replay_returns_original_row(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_request_id_replay_returns_original_row(db_location: Path | str) -> None:
+    store = Store(db_location)
     store.record_checkpoint(new("a" * 40, "r1"))
     store.record_checkpoint(new("b" * 40, "r2"))
     replay = store.record_checkpoint(new("c" * 40, "r1"))
@@ -53,14 +53,14 @@ def test_request_id_replay_returns_original_row(tmp_path: Path) -> None:
     assert len(store.checkpoints("run-1")) == 2
 
 
-def test_seq_survives_reopen_and_other_connections(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_seq_survives_reopen_and_other_connections(db_location: Path | str) -> None:
+    path = db_location
     Store(path).record_checkpoint(new("a" * 40, "r1"))
     assert Store(path).record_checkpoint(new("b" * 40, "r2")).seq == 2
 
 
-def test_concurrent_writers_get_contiguous_seqs(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_concurrent_writers_get_contiguous_seqs(db_location: Path | str) -> None:
+    path = db_location
     Store(path)
     errors: list[BaseException] = []
 
@@ -84,8 +84,8 @@ def test_concurrent_writers_get_contiguous_seqs(tmp_path: Path) -> None:
     assert seqs == list(range(1, 121))
 
 
-def test_attempts_are_separate_seq_spaces(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_attempts_are_separate_seq_spaces(db_location: Path | str) -> None:
+    store = Store(db_location)
     other = AttemptKey("run-1", "node-a", 0, 2)
     store.record_checkpoint(new("a" * 40, "r1"))
     assert store.record_checkpoint(new("a" * 40, "r2", other)).seq == 1
@@ -93,16 +93,16 @@ def test_attempts_are_separate_seq_spaces(tmp_path: Path) -> None:
     assert store.checkpoint(KEY).commit_id == "a" * 40
 
 
-def test_missing_checkpoint_is_not_found(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_missing_checkpoint_is_not_found(db_location: Path | str) -> None:
+    store = Store(db_location)
     with pytest.raises(NotFound):
         store.checkpoint(KEY, 3)
     with pytest.raises(NotFound):
         store.latest_attempt("nope", "n")
 
 
-def test_gaps_are_idempotent_by_request_id(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_gaps_are_idempotent_by_request_id(db_location: Path | str) -> None:
+    store = Store(db_location)
     gap = Gap(ts_ms=1, run_id="run-1", request_id="q1", reason="jj-failed", detail="boom")
     assert store.add_gaps([gap, gap]) == 1
     assert store.add_gaps([gap]) == 0

@@ -24,8 +24,8 @@ def _gap(request_id: str, reason: str = "timeout") -> Gap:
                tool_use_id="t", detail="gave up")
 
 
-def test_a_checkpoint_for_a_request_already_a_gap_is_refused(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_a_checkpoint_for_a_request_already_a_gap_is_refused(db_location: Path | str) -> None:
+    with Store(db_location) as store:
         assert store.add_gaps([_gap("r1")]) == 1
         with pytest.raises(RecordRefused) as refused:
             store.record_checkpoint(_new("r1"))
@@ -33,17 +33,17 @@ def test_a_checkpoint_for_a_request_already_a_gap_is_refused(tmp_path: Path) -> 
         assert store.checkpoints(KEY.run_id) == []
 
 
-def test_a_gap_for_a_request_already_a_checkpoint_is_skipped(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_a_gap_for_a_request_already_a_checkpoint_is_skipped(db_location: Path | str) -> None:
+    with Store(db_location) as store:
         store.record_checkpoint(_new("r1"))
         assert store.add_gaps([_gap("r1"), _gap("r2")]) == 1
         assert [g.request_id for g in store.gaps(KEY.run_id)] == ["r2"]
 
 
-def test_what_is_on_record_for_a_request(tmp_path: Path) -> None:
+def test_what_is_on_record_for_a_request(db_location: Path | str) -> None:
     # The hook's fallback asks this under the worktree lock before capturing,
     # so a late answer of the service is found instead of captured again.
-    with Store(tmp_path / "state.db") as store:
+    with Store(db_location) as store:
         assert store.request_record("r1") is None
         store.record_checkpoint(_new("r1"))
         store.add_gaps([_gap("r2", "jj-failed")])

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from durability.config import Settings
 from engine.runs import Runs
 from tests.engine import wfkit
 from tests.engine.test_resume import NODES, _setup, _start_and_kill
@@ -18,7 +19,7 @@ def test_two_supervisors_one_winner_the_other_silent(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path, "sup")
     _start_and_kill(folder, repo, "s1", random.Random(3))
     # Let the dead owner's heartbeat go stale (threshold 2s below).
-    db = tmp_path / "state" / "state.db"
+    db = Settings.from_env().database
     with Runs(db) as runs:
         beat = runs.get_run("s1").heartbeat_at_ms or 0
     wait_for(lambda: time.time() * 1000 - beat > 2_500, timeout=10, interval=0.1)

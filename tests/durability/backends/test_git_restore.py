@@ -208,7 +208,7 @@ def test_hook_through_the_service_on_plain_git(grepo: Path, tmp_path: Path) -> N
         assert (done.returncode, done.stderr) == (0, "")
     finally:
         assert service.stop() == 0
-    with Store(Settings.from_env().db_path) as store:
+    with Store(Settings.from_env().database) as store:
         [row] = store.checkpoints("run-s")
     assert (row.source, row.tool_use_id) == ("hook", "toolu_s")
     message = git(grepo, "log", "-1", "--format=%B", row.commit_id).stdout

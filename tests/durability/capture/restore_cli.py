@@ -41,5 +41,5 @@ def state(root: Path) -> dict[str, Any]:
 
 def records(settings: Settings) -> tuple[list[Any], list[Any]]:
     """The run's checkpoint rows and its attempts' pointers."""
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(RUN), [a.jj_pointer for a in store.attempts(RUN)]

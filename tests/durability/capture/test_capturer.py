@@ -44,7 +44,7 @@ def _snap(repo: Path, *extra: str) -> dict[str, Any]:
 
 
 def _rows(settings: Settings, run: str = RUN) -> list[Any]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(run)
 
 
@@ -218,6 +218,7 @@ def _spooled(settings: Settings) -> list[dict[str, Any]]:
             for r in spool.read_spool(path).records]
 
 
+@pytest.mark.sqlite_file
 def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
     repo: Path, settings: Settings
 ) -> None:
@@ -234,6 +235,7 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
     assert git(repo, "rev-parse", f"refs/durability/jj/{commit}").stdout.strip() == commit
 
 
+@pytest.mark.sqlite_file
 def test_a_locked_store_with_the_service_running(
     repo: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

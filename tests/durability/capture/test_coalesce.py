@@ -272,7 +272,7 @@ def test_real_capture_answers_late_requests_with_the_next_snapshot(
     assert "written-during-capture.txt" not in commit_manifest(root, str(a.commit_id))
     assert "written-during-capture.txt" in commit_manifest(root, str(answers[0].commit_id))
     assert coalescer.captures == 2
-    assert [c.seq for c in Store(settings.db_path).checkpoints(KEY.run_id)] == [1, 2]
+    assert [c.seq for c in Store(settings.database).checkpoints(KEY.run_id)] == [1, 2]
 
 
 # -- end to end: a real service whose jj is held ----------------------------

@@ -224,7 +224,7 @@ def test_a_restore_and_service_captures_never_interleave(
 
 
 def _rows(settings: Settings) -> list[Any]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(RUN)
 
 
@@ -259,12 +259,12 @@ def test_restore_into_a_repository_without_the_commit_records_nothing(
     source, other = (jrepo, grepo) if source_kind == "jj" else (grepo, jrepo)
     cli_json("snapshot", str(source), "--run", RUN, "--node", "n")
     rows_before = _rows(settings)
-    pointer_before = [a.jj_pointer for a in Store(settings.db_path).attempts(RUN)]
+    pointer_before = [a.jj_pointer for a in Store(settings.database).attempts(RUN)]
     files_before = tree_manifest(other)
     done = cli("restore", RUN, "--node", "n", "--worktree", str(other))
     assert done.returncode == 5 and done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(("durability: git-failed: ", "durability: jj-failed: "))
     assert _rows(settings) == rows_before
-    assert [a.jj_pointer for a in Store(settings.db_path).attempts(RUN)] == pointer_before
+    assert [a.jj_pointer for a in Store(settings.database).attempts(RUN)] == pointer_before
     assert tree_manifest(other) == files_before

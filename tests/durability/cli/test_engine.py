@@ -275,16 +275,16 @@ def test_a_multi_line_task_error_is_one_line_on_stderr(tmp_path: Path) -> None:
 def _own(run_id: str, **row: object) -> None:
     """Make the run's row say a live claim holds it (the row is ours to write:
     this is how another process, or another host, appears to a resume)."""
-    import os
-    import sqlite3
     import time
 
+    from durability.config import Settings
+    from engine.backend import open_database
+
     sets = ", ".join(f"{k}=?" for k in row)
-    db = sqlite3.connect(Path(os.environ["DURABILITY_HOME"]) / "state.db")
-    with db:
-        db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
-                   f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
-                   (time.time_ns() // 1_000_000, *row.values(), run_id))
+    db = open_database(Settings.from_env().database)  # autocommit, on either database
+    db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
+               f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
+               (time.time_ns() // 1_000_000, *row.values(), run_id))
     db.close()
 
 

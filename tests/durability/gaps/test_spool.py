@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from durability.config import Settings
 from durability.errors import InsecurePath
 from durability.gaps import spool
 from durability.gaps.ingest import ingest_spool
@@ -30,7 +31,7 @@ def spool_dir() -> Path:
 
 @pytest.fixture
 def store() -> Iterator[Store]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as s:
+    with Store(Settings.from_env().database) as s:
         yield s
 
 
@@ -146,7 +147,7 @@ def test_gaps_command_refuses_a_foreign_spool(spool_dir: Path, tmp_path: Path,
     skipped, not_found = done.stderr.strip().splitlines()
     assert skipped.startswith(f"durability: spool folder skipped: {spool_dir}: ")
     assert not_found.startswith("durability: not-found: no run or session 'run-p'")
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as s:
+    with Store(Settings.from_env().database) as s:
         assert s.gaps("run-p") == []
 
 
@@ -171,7 +172,7 @@ def test_service_with_an_unusable_spool_still_answers_and_records(
     assert answer["ok"] is False and answer["error"]["code"] == "not-a-jj-repo"
     # The spool could not take it; the store did.
     assert answer["gap_recorded"] is True
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as s:
+    with Store(Settings.from_env().database) as s:
         assert [g.request_id for g in s.gaps("run-u")] == ["r-unspooled"]
     assert list(real.iterdir()) == []
     assert "Traceback" not in svc.log()
@@ -226,7 +227,7 @@ def test_service_ingests_the_spool_at_start(spool_dir: Path, tmp_path: Path) -> 
     spool.append_gap(spool_dir, record("run-svc", "early"))
     svc: ServiceProcess = start_service(tmp_path)
     try:
-        with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as s:
+        with Store(Settings.from_env().database) as s:
             wait_for(lambda: s.gaps("run-svc"), timeout=30)
             assert [g.request_id for g in s.gaps("run-svc")] == ["early"]
     finally:

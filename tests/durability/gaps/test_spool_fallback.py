@@ -26,6 +26,7 @@ from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
 from engine import Store
+from tests import pg
 from tests.helpers import cli, cli_json, durability_exe
 
 PAGE = 4096
@@ -49,10 +50,10 @@ def _lines(folder: Path) -> list[dict[str, Any]]:
 
 
 def _store_gaps(run_id: str) -> list[str]:
-    db = Path(os.environ["DURABILITY_HOME"]) / "state.db"
-    if not db.exists():
+    store = pg.existing_store()
+    if store is None:
         return []
-    with Store(db) as s:
+    with store as s:
         return [g.reason for g in s.gaps(run_id)]
 
 
@@ -322,7 +323,7 @@ def test_ingest_skips_an_unusable_folder_and_reads_the_rest(
     spool_dir_env.symlink_to(tmp_path)
     from durability.gaps.ingest import ingest_spool
 
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         result = ingest_spool(store, Settings.from_env().spool_dirs)
         assert (result.added, len(result.skipped)) == (1, 1)
         assert "symlink" in result.skipped[0]

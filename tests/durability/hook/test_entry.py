@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from durability.config import Settings
 from durability.gaps import spool
 from durability.hook import entry as hook_module
 from durability.ids import safe_filename
@@ -49,7 +50,7 @@ def run_hook(payload: Any = None, *, raw: bytes | None = None,
 
 
 def checkpoints(run_id: str) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         return store.checkpoints(run_id)
 
 

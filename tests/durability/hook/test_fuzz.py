@@ -26,6 +26,9 @@ from hypothesis import strategies as st
 from durability.gaps import spool
 from tests.helpers import durability_exe, make_git_repo
 
+# About the SQLite file itself: stays on SQLite when the suite runs on PostgreSQL.
+pytestmark = pytest.mark.sqlite_file
+
 BUDGET_MS = 5000
 # Beyond the budget: interpreter start and exit, on a loaded machine.  The hook
 # enforces the budget itself; this only turns a hang into a failure.

@@ -14,7 +14,7 @@ from tests.helpers import cli, hook_payload, jj
 
 
 def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(run_id)
 
 

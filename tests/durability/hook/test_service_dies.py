@@ -51,7 +51,7 @@ def _spool_lines(settings: Settings) -> list[dict[str, Any]]:
 
 def _record(settings: Settings) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
     """The run's checkpoints, gaps (after ingesting) and spool lines."""
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         ingest_spool(store, settings.spool_dirs)
         return store.checkpoints(RUN), store.gaps(RUN), _spool_lines(settings)
 

@@ -69,7 +69,7 @@ def _installed_command(harness: str, project: Path) -> str:
 
 
 def _checkpoints(run_id: str) -> list[Any]:
-    with Store(Settings.from_env().db_path) as store:
+    with Store(Settings.from_env().database) as store:
         return store.checkpoints(run_id)
 
 

@@ -23,16 +23,18 @@ from claude_agent_sdk import (
 import durability
 from durability.config import Settings
 from durability.integrations.sdk import hook_matchers, post_tool_use
-from engine import Checkpoint, Store
+from engine import Checkpoint
+from tests import pg
 from tests.helpers import cli, jj
 
 CTX = HookContext(signal=None)
 
 
 def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
-    if not settings.db_path.exists():
+    found = pg.existing_store()
+    if found is None:
         return []
-    with Store(settings.db_path) as store:
+    with found as store:
         return store.checkpoints(run_id)
 
 
@@ -87,6 +89,7 @@ def test_the_same_call_from_the_sdk_and_the_plugin_hook_is_one_row(
     assert len(rows) == 1
 
 
+@pytest.mark.sqlite_file
 def test_unusable_input_never_reaches_the_agent(settings: Settings) -> None:
     bad = {"session_id": "../x", "cwd": "relative", "hook_event_name": "PostToolUse"}
     assert asyncio.run(post_tool_use(bad, None, CTX)) == {}  # type: ignore[arg-type]

@@ -16,13 +16,15 @@ from durability.errors import InvalidInput, NotARepo
 from durability.gaps.ingest import ingest_spool
 from durability.service.server import Service
 from engine import Checkpoint, Store
+from tests import pg
 from tests.helpers import jj, make_jj_repo
 
 
 def _rows(settings: Settings, run_id: str = "run-1") -> list[Checkpoint]:
-    if not settings.db_path.exists():
+    found = pg.existing_store()
+    if found is None:
         return []
-    with Store(settings.db_path) as store:
+    with found as store:
         return store.checkpoints(run_id)
 
 
@@ -75,6 +77,7 @@ def test_a_raising_tool_is_captured_and_its_exception_propagates(
     assert "half.txt" in _files(repo, row.commit_id)
 
 
+@pytest.mark.sqlite_file
 def test_outside_an_attempt_the_tool_is_only_called(settings: Settings, repo: Path) -> None:
     assert durability.current_attempt() is None
     assert write_file(repo, "plain.txt", "x") == "plain.txt"
@@ -125,7 +128,7 @@ def test_a_failed_capture_is_a_gap_not_an_error(settings: Settings, tmp_path: Pa
     plain.mkdir()
     with durability.attempt("run-1", "task", worktree=plain):
         assert write_file(plain, "x.txt", "x") == "x.txt"
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         ingest_spool(store, settings.spool_dir)
         [gap] = store.gaps("run-1")
     assert (gap.reason, gap.source) == (NotARepo.code, "wrap")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from durability.config import Settings
 from durability.service import protocol
 from engine import Store
 from tests.helpers import (
@@ -62,12 +63,12 @@ def line(obj: object) -> bytes:
 
 
 def store_gaps(run_id: str) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         return store.gaps(run_id)
 
 
 def store_checkpoints(run_id: str) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         return store.checkpoints(run_id)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from durability.config import Settings
 from durability.gaps import spool
 from durability.ids import safe_filename
 from engine import Store
@@ -66,7 +67,7 @@ def _hook(repo: Path, run_id: str, tool_use_id: str, **env: str) -> str:
 
 
 def _checkpoints(run_id: str) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         return store.checkpoints(run_id)
 
 
@@ -78,7 +79,7 @@ def _gaps(run_id: str) -> list[dict[str, Any]]:
         for ln in path.read_text().splitlines():
             record = json.loads(ln)
             found[record["request_id"]] = record
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(Settings.from_env().database) as store:
         for gap in store.gaps(run_id):
             found.setdefault(gap.request_id, {"reason": gap.reason,
                                               "tool_use_id": gap.tool_use_id})

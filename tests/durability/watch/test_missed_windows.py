@@ -34,13 +34,13 @@ SETTLE_MS = 8000
 
 
 def _gaps(settings: Settings) -> list[Gap]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         ingest_spool(store, settings.spool_dirs)
         return store.gaps(RUN)
 
 
 def _rows(settings: Settings) -> list[Checkpoint]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(RUN)
 
 

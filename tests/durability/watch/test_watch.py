@@ -58,7 +58,7 @@ def _watch(settings: Settings, repo: Path, *, settle_ms: int = 300,
 
 
 def _rows(settings: Settings) -> list[Checkpoint]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return store.checkpoints(RUN)
 
 
@@ -204,7 +204,7 @@ def test_a_deleted_worktree_ends_its_watch_with_a_gap(
     _wait_rows(settings, 1)
     shutil.rmtree(repo)
     wait_for(lambda: _call(settings, op="watches")["watches"] == [], timeout=30)
-    wait_for(lambda: Watches(settings.db_path).all() == [])
+    wait_for(lambda: Watches(settings.database).all() == [])
     assert "worktree-missing" in _gap_reasons(settings)
     other = make_jj_repo(tmp_path / "other")  # the service still works
     answer = _call(settings, op="capture", request_id="after", run_id=RUN, node_id="m",
@@ -220,7 +220,7 @@ def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
     assert answer["ok"], answer
     assert "late.txt" in _files(repo, answer["final"]["commit_id"])
     assert _rows(settings)[-1].label == "watch final"
-    assert Watches(settings.db_path).all() == []
+    assert Watches(settings.database).all() == []
     assert _call(settings, op="unwatch", worktree=str(repo))["error"]["code"] == "not-found"
 
 
@@ -258,7 +258,7 @@ def test_unwatch_without_a_service_captures_in_process(tmp_path: Path, repo: Pat
     (repo / "orphan.txt").write_text("x\n")
     answer = cli_json("unwatch", str(repo))
     assert "orphan.txt" in _files(repo, answer["final"]["commit_id"])
-    assert Watches(settings.db_path).all() == []
+    assert Watches(settings.database).all() == []
     done = cli("unwatch", str(repo))
     assert done.returncode == 3 and done.stderr.startswith("durability: not-found:")
 
@@ -296,7 +296,7 @@ def test_foreground_watch_runs_without_a_service(repo: Path, settings: Settings)
 
 @pytest.fixture
 def manager(settings: Settings) -> Iterator[WatchManager]:
-    store = Store(settings.db_path)
+    store = Store(settings.database)
     capturer = Capturer(settings=settings, store=lambda: store)
     coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=60))
     holder: list[WatchManager] = []
@@ -314,7 +314,7 @@ def manager(settings: Settings) -> Iterator[WatchManager]:
 
 
 def _gap_reasons(settings: Settings) -> list[str]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         ingest_spool(store, settings.spool_dir)
         return [g.reason for g in store.gaps(RUN)]
 
@@ -395,7 +395,7 @@ def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path:
     """The watcher-informed capture (docs/GIT_BACKEND.md): paths only when no
     event can have been lost, and the checkpoint still holds every change."""
     grepo = make_git_repo(tmp_path / "g").resolve()
-    store = Store(settings.db_path)
+    store = Store(settings.database)
     capturer = Capturer(settings=settings, store=lambda: store)
     coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=60))
     seen: list[CaptureRequest] = []
@@ -432,11 +432,11 @@ def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path:
 def test_a_polling_watch_resumes_polling(manager: Any, settings: Settings, repo: Path) -> None:
     """--poll is chosen where inotify sees nothing (network filesystems): a
     restarted service that resumed with inotify would silently miss edits."""
-    registry = Watches(settings.db_path)
+    registry = Watches(settings.database)
     first = manager(registry=registry)
     assert first.add(_spec(repo, poll=True)).mode == "poll"
     first.close(final=False)
-    second = manager(registry=Watches(settings.db_path))
+    second = manager(registry=Watches(settings.database))
     assert second.resume() == 1
     resumed = second.get(repo.resolve())
     assert resumed is not None and resumed.spec.poll and resumed.mode == "poll"

@@ -1,0 +1,43 @@
+"""Which database holds the state: a SQLite file (the default) or PostgreSQL.
+
+A *location* is either a path (SQLite) or a ``postgresql://`` URL.  Both open
+to a connection with the same surface (``Connection``): SQLite's own, or
+``engine.postgres.PgConnection``, which translates the store's SQL.  The
+store, the run records and the watches are written once against it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from engine import db, postgres
+from engine.db import DB_ERRORS, Connection, Cursor
+from engine.postgres import PgConnection, is_url, redact
+
+__all__ = ["DB_ERRORS", "Connection", "Cursor", "Location", "describe", "is_url", "migrate",
+           "open_database"]
+
+#: A SQLite file, or a ``postgresql://`` URL.
+Location = Path | str
+
+
+def open_database(location: Location, *,
+                  busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> Connection:
+    """A connection to ``location``, not yet migrated."""
+    if is_url(location):
+        return postgres.connect(str(location), busy_timeout_ms=busy_timeout_ms)
+    return db.connect(Path(location), busy_timeout_ms=busy_timeout_ms)
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the schema of ``conn``'s database up to date."""
+    if isinstance(conn, PgConnection):
+        return postgres.migrate(conn)
+    assert isinstance(conn, sqlite3.Connection)
+    return db.migrate(conn)
+
+
+def describe(location: Location) -> str:
+    """``location`` for a message: a path, or a URL without its password."""
+    return redact(str(location)) if is_url(location) else str(location)
