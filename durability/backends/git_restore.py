@@ -44,7 +44,7 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
@@ -248,15 +248,23 @@ def _check_conflicts(repo: pygit2.Repository, tree: ConfinedTree, plan: Plan) ->
     checked: set[str] = set()
     unrecorded: list[str] = []
     for old, new in plan.writes:
-        for parent in reversed(PurePosixPath(new.path).parents[:-1]):
-            folder = str(parent)
-            if folder in checked:
-                continue
+        # The folders above it not checked yet, outermost first (a checked
+        # folder's own parents were checked with it).
+        unchecked: list[str] = []
+        folder = new.path.rpartition("/")[0]
+        while folder and folder not in checked:
+            unchecked.append(folder)
             checked.add(folder)
+            folder = folder.rpartition("/")[0]
+        for folder in reversed(unchecked):
             st = tree.lstat(folder)
             if st is not None and not is_dir(st) and folder not in going:
                 raise _conflict(f"{folder} is a file or symlink where a folder of {new.path} goes")
         if new.mode == FileMode.COMMIT:
+            continue
+        if old is not None and old.mode != FileMode.COMMIT:
+            # The tree just staged has a file or link here, not a folder: a
+            # folder made there since is refused when the write meets it.
             continue
         st = tree.lstat(new.path)
         if is_dir(st):
