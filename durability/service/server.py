@@ -41,7 +41,9 @@ from durability.gaps.ingest import ingest_spool
 from durability.hook import autostart
 from durability.paths import ensure_private_dir
 from durability.service import protocol, watch_ops
+from durability.service.informed import InformedCaptures
 from durability.watch.manager import WatchManager
+from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, Store
 
 __all__ = ["VERSION", "Service"]
@@ -84,6 +86,7 @@ class Service:
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
+        self.informed: InformedCaptures | None = None
         self.requests = 0
 
     # -- lifecycle ---------------------------------------------------------
@@ -107,6 +110,9 @@ class Service:
             self._claim_socket(path)
             self.store = Store(self.settings.db_path)
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
+            tracker = Tracker(max_worktrees=self.settings.informed_worktrees,
+                              max_watches=self.settings.informed_watches)
+            self.informed = InformedCaptures(self.capturer, tracker, self._get_store)
             self.coalescer = Coalescer(
                 self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
                 burst_max_s=self.settings.burst_max_ms / 1000)
@@ -158,6 +164,8 @@ class Service:
             self.watcher.close(final=True)  # rows stay: a restarted service resumes them
         if self.coalescer is not None:
             self.coalescer.close()
+        if self.informed is not None:
+            self.informed.tracker.close()
         for thread in conns:
             thread.join(5)
         self._release()
@@ -285,7 +293,8 @@ class Service:
             assert self.coalescer is not None
             return {"v": 1, "ok": True, "pid": os.getpid(), "version": VERSION,
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
-                    "requests": self.requests, "expired": self.coalescer.expired}
+                    "requests": self.requests, "expired": self.coalescer.expired,
+                    "informed": self.informed.stats() if self.informed else None}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
@@ -332,9 +341,9 @@ class Service:
             return Outcome(req.request_id, error_code="timeout", error_message="cancelled")
 
     def _run_batch(self, requests: list[CaptureRequest]) -> list[Outcome]:
-        assert self.capturer is not None
+        assert self.informed is not None
         lock_timeout = self.settings.jj_timeout_s + 30
-        return self.capturer.capture(requests, lock_timeout_s=lock_timeout)
+        return self.informed.run_batch(requests, lock_timeout_s=lock_timeout)
 
 
 def _request(req: protocol.CaptureReq) -> CaptureRequest:
