@@ -247,3 +247,22 @@ def test_a_queue_overflow_sends_the_next_capture_to_a_full_scan(
         assert again.ok and again.commit_id == first.commit_id and again.deduped
         capture()  # the watch still works after the overflow
         assert svc.informed.quiet == 2
+
+
+def test_rapid_write_then_capture_never_gets_a_stale_answer(
+    worktree: Path, settings: Settings
+) -> None:
+    """No process start between the write and the capture here: only the
+    event barrier stands between the write's event and a quiet answer."""
+    with Service(settings) as svc:
+        assert svc.informed is not None
+        capture = _capture_inprocess(svc, worktree)
+        capture()
+        target = worktree / "src" / "a.txt"
+        for i in range(15):
+            target.write_text(f"rapid {i}\n")
+            outcome = capture()
+            assert outcome.ok
+            assert _files(worktree, outcome.commit_id)["src/a.txt"] == f"rapid {i}\n".encode()
+            assert capture().commit_id == outcome.commit_id  # and then quiet
+        assert svc.informed.quiet == 15
