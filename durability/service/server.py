@@ -37,7 +37,7 @@ from durability.errors import (
     ProtocolError,
     ServiceRunning,
 )
-from durability.gaps.ingest import ingest_spool
+from durability.gaps.ingest import SpoolCursor, ingest_spool
 from durability.hook import autostart
 from durability.paths import ensure_private_dir
 from durability.service import protocol, watch_ops
@@ -87,6 +87,8 @@ class Service:
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
         self.informed: InformedCaptures | None = None
+        #: Where the last ingest stopped in each spool file.
+        self.spool_cursor = SpoolCursor()
         self.requests = 0
 
     # -- lifecycle ---------------------------------------------------------
@@ -232,7 +234,8 @@ class Service:
 
     def _ingest(self) -> None:
         try:
-            result = ingest_spool(self._get_store(), self.settings.spool_dirs)
+            result = ingest_spool(self._get_store(), self.settings.spool_dirs,
+                                  self.spool_cursor)
         except (EngineError, DurabilityError, OSError) as exc:
             log.warning("gap ingestion failed: %s", exc)
             return
