@@ -8,6 +8,7 @@ backends).  Why the quiet answer keeps contract 2: docs/DESIGN.md.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import filelock
 
 from durability.backends.base import MOVING
+from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.errors import DurabilityError
 from durability.watch.changed import Informed
@@ -42,6 +44,8 @@ class InformedCaptures:
         #: Per worktree, per attempt: the answer of the last capture, valid
         #: for as long as no event arrives (the tree is still the one it saw).
         self._answers: dict[Path, dict[AttemptKey, Outcome]] = {}
+        #: Per jj worktree: jj's operation heads right after that capture.
+        self._ops: dict[Path, tuple[str, ...] | None] = {}
         #: Batches answered without a capture, captured with changed paths
         #: only, and captured with a full scan (the ping shows them).
         self.quiet = 0
@@ -87,7 +91,12 @@ class InformedCaptures:
         may have recorded one since)."""
         with self._lock:
             known = dict(self._answers.get(worktree, {}))
+            ops = self._ops.get(worktree)
         if any(r.key not in known for r in requests):
+            return None
+        if ops is not None and _op_heads(worktree) != ops:
+            # A jj command (describe, new, a commit in another workspace)
+            # may have moved @ without touching a file: jj must answer.
             return None
         try:
             lock = self.capturer.lock(worktree, _LOCK_WAIT_S)
@@ -127,7 +136,9 @@ class InformedCaptures:
             return
         usable = [(r.key, o) for r, o in zip(requests, outcomes, strict=True)
                   if o.fresh and not any(s.reason == MOVING for s in o.skipped)]
+        ops = _op_heads(worktree)
         with self._lock:
+            self._ops[worktree] = ops
             known = self._answers.setdefault(worktree, {})
             for request in requests:
                 known.pop(request.key, None)
@@ -137,10 +148,26 @@ class InformedCaptures:
             tracked = set(self.tracker.worktrees())
             for gone in [w for w in self._answers if w not in tracked]:
                 del self._answers[gone]
+                self._ops.pop(gone, None)
 
     def _forget(self, worktree: Path) -> None:
         with self._lock:
             self._answers.pop(worktree, None)
+            self._ops.pop(worktree, None)
+
+
+def _op_heads(worktree: Path) -> tuple[str, ...] | None:
+    """jj's operation heads for a jj worktree (one listing), else None.
+
+    Read after a capture, they can include a jj command that ran in the few
+    milliseconds after its snapshot: a later quiet answer then names the
+    snapshot's commit, whose tree is still the tree on disk."""
+    if not (worktree / ".jj").is_dir():
+        return None
+    try:
+        return tuple(sorted(os.listdir(repo_dir(worktree) / "op_heads" / "heads")))
+    except OSError:
+        return (os.urandom(8).hex(),)  # unreadable: equal to nothing, never quiet
 
 
 def _with_paths(request: CaptureRequest, informed: Informed | None) -> CaptureRequest:

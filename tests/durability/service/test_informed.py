@@ -24,6 +24,8 @@ from tests.helpers import (
     ServiceProcess,
     cli,
     hook_payload,
+    jj,
+    jj_at,
     make_git_repo,
     make_jj_repo,
     ping,
@@ -266,3 +268,28 @@ def test_rapid_write_then_capture_never_gets_a_stale_answer(
             assert _files(worktree, outcome.commit_id)["src/a.txt"] == f"rapid {i}\n".encode()
             assert capture().commit_id == outcome.commit_id  # and then quiet
         assert svc.informed.quiet == 15
+
+
+def test_a_jj_command_that_moves_the_working_copy_commit_is_not_answered_quietly(
+    tmp_path: Path
+) -> None:
+    """``jj describe`` rewrites @ without touching a file: no file event, yet
+    a capture would name a new commit, so jj must answer."""
+    repo = make_jj_repo(tmp_path / "jjwt")
+    (repo / "f.txt").write_text("f\n")
+    svc = _start(tmp_path)
+    try:
+        _hook(repo)
+        _hook(repo)
+        assert _stats(svc)["quiet"] == 1
+        jj(repo, "describe", "-m", "described elsewhere")
+        _hook(repo)
+        assert _stats(svc)["quiet"] == 1
+        _hook(repo)  # and quiet again once jj has answered
+        stats = _stats(svc)
+    finally:
+        svc.stop()
+    assert stats["quiet"] == 2
+    first, second = _checkpoints()
+    assert second.commit_id != first.commit_id
+    assert second.commit_id == jj_at(repo)
