@@ -66,6 +66,12 @@ class _Tracked:
 
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
+        # Files inside .git and .jj (never a change themselves) whose change can
+        # change what a capture takes: the ignore rules and the repository's
+        # settings.  Their events send the next capture to a full scan.
+        self._settings_files = {str(worktree / ".git" / "info" / "exclude"),
+                                str(worktree / ".git" / "config"),
+                                str(worktree / ".jj" / "repo" / "config.toml")}
         self.rules = IgnoreRules(worktree)
         self.changed = ChangedPaths(worktree, self.rules)
         self.inode = _inode(worktree)
@@ -77,6 +83,9 @@ class _Tracked:
 
     def on_event(self, event: Any) -> None:
         """A watchdog event (on the observer thread: cheap)."""
+        if {_text(event.src_path), _text(getattr(event, "dest_path", ""))} & self._settings_files:
+            self.rules.forget()
+            self.changed.lost()
         ends = change_ends(event, self.rules, self.changed)
         if ends is None:
             return
@@ -268,6 +277,10 @@ class Tracker:
             tracked = list(self._tracked.values())
         for t in tracked:
             t.changed.lost()
+
+
+def _text(path: str | bytes) -> str:
+    return os.fsdecode(path) if isinstance(path, bytes) else path
 
 
 def _inode(path: Path) -> int | None:

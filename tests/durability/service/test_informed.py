@@ -293,3 +293,28 @@ def test_a_jj_command_that_moves_the_working_copy_commit_is_not_answered_quietly
     first, second = _checkpoints()
     assert second.commit_id != first.commit_id
     assert second.commit_id == jj_at(repo)
+
+
+def test_a_change_to_the_repositorys_own_ignore_rules_sends_the_next_call_to_a_capture(
+    worktree: Path, tmp_path: Path
+) -> None:
+    """``.git/info/exclude`` lives where events never count, yet changes what
+    a capture takes."""
+    exclude = worktree / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("*.log\n")
+    (worktree / "kept.log").write_text("was ignored\n")
+    svc = _start(tmp_path)
+    try:
+        _hook(worktree)
+        _hook(worktree)
+        assert _stats(svc)["quiet"] == 1
+        exclude.write_text("# nothing excluded now\n")
+        _hook(worktree)
+        stats = _stats(svc)
+    finally:
+        svc.stop()
+    assert stats["quiet"] == 1
+    first, second = _checkpoints()
+    assert "kept.log" not in _files(worktree, first.commit_id)
+    assert _files(worktree, second.commit_id)["kept.log"] == b"was ignored\n"
