@@ -8,6 +8,7 @@ backends).  Why the quiet answer keeps contract 2: docs/DESIGN.md.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, NotFound, Store
 
 __all__ = ["InformedCaptures"]
+
+log = logging.getLogger("durability.service")
 
 # The quiet answer takes the worktree lock only if it is free at once: a
 # capture by another process holds it, and then the full path waits its turn.
@@ -54,7 +57,7 @@ class InformedCaptures:
 
     def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         worktree = requests[0].worktree
-        informed = self.tracker.prepare(worktree)
+        informed = self._prepare(worktree)
         if informed is not None and informed.quiet:
             answers = self._quiet_answers(worktree, requests)
             if answers is not None:
@@ -70,6 +73,16 @@ class InformedCaptures:
         outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout_s)
         self._remember(worktree, requests, outcomes)
         return outcomes
+
+    def _prepare(self, worktree: Path) -> Informed | None:
+        """The internal watch's word, or None: a capture never fails because
+        of the watch that only makes it cheaper."""
+        try:
+            return self.tracker.prepare(worktree)
+        except Exception:
+            # Whatever it took is covered: this capture scans the whole tree.
+            log.exception("internal watch of %s failed; capturing the whole tree", worktree)
+            return None
 
     def stats(self) -> dict[str, Any]:
         """The counters the ping answer carries under ``informed``."""

@@ -62,6 +62,8 @@ class ChangedPaths:
         #: An event (or a loss) since the last take: the tree may differ from
         #: what the capture after that take saw.
         self._stirred = True
+        #: Barriers that never arrived (or could not be made).
+        self.barrier_misses = 0
         self._barrier: str | None = None
         self._barrier_seen = threading.Event()
 
@@ -112,6 +114,7 @@ class ChangedPaths:
         """As ``take``, and whether nothing happened at all since the last
         take; on either backend (jj names no paths, but can be quiet)."""
         if not self._wait_barrier(timeout_s):
+            self.barrier_misses += 1
             self.lost()
         with self._lock:
             quiet = not (self._stirred or self._unknown)

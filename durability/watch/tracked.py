@@ -16,7 +16,6 @@ armed is always a full scan: what changed before the watch began is unknown.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -151,11 +150,21 @@ class Tracker:
             # The first take, right after arming: names nothing (the capture
             # it precedes scans the whole tree) and starts the count of
             # events the next capture relies on.
-            return tracked.changed.take_informed(self._barrier_timeout_s)
+            return self._take(worktree, tracked)
         if not self._emitter_alive(tracked):
             self._drop(worktree, tracked)
             return None
-        return tracked.changed.take_informed(self._barrier_timeout_s)
+        return self._take(worktree, tracked)
+
+    def _take(self, worktree: Path, tracked: _Tracked) -> Informed:
+        misses = tracked.changed.barrier_misses
+        informed = tracked.changed.take_informed(self._barrier_timeout_s)
+        if tracked.changed.barrier_misses != misses:
+            # Never wait out a barrier on every call: this worktree is captured
+            # by full scans for a while.
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "its event barrier did not arrive")
+        return informed
 
     def lost(self, worktree: Path) -> None:
         """A capture failed: the next one scans the whole tree."""
@@ -202,9 +211,7 @@ class Tracker:
             self._make_room(folders)
             try:
                 tracked.observed = self._schedule(tracked)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EMFILE, errno.ENOENT, errno.EACCES):
-                    raise
+            except OSError as exc:  # the watch limit, or the folder just went away
                 self._refuse(worktree, f"inotify refused it ({exc.strerror or exc})")
                 return None
             tracked._watched = watched_folders(self._observer, tracked.observed)

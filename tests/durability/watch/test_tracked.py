@@ -55,7 +55,7 @@ def test_a_new_folder_the_watch_could_not_cover_rearms_it(tmp_path: Path) -> Non
         # it may have been before the check, or only for the next call.
         after = tracker.prepare(repo)
         if tracker.rearmed == 0:
-            assert after is not None and "sub" in (after.paths or ())
+            assert after is not None and (after.paths is None or "sub" in after.paths)
             after = tracker.prepare(repo)
         assert tracker.rearmed == 1
         assert after is not None and after.paths is None and not after.quiet  # a full scan
@@ -74,5 +74,19 @@ def test_least_recently_captured_worktrees_are_dropped_first(tmp_path: Path) -> 
         assert tracker.worktrees() == [repos[0], repos[2]] and tracker.evicted == 1
         folders = tracker.watches()
         assert folders >= 2 * len(os.listdir(repos[0] / ".git"))  # .git is watched too
+    finally:
+        tracker.close()
+
+
+def test_a_barrier_that_does_not_arrive_is_not_waited_for_on_every_call(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    # No time at all for the barrier's event: as if it never came.
+    tracker = Tracker(max_worktrees=4, max_watches=1000, barrier_timeout_s=0)
+    try:
+        first = tracker.prepare(repo)
+        assert first is not None and first.paths is None and not first.quiet
+        assert tracker.refused == 1 and tracker.worktrees() == []
+        assert tracker.prepare(repo) is None  # full scans, no watch, no wait
+        assert tracker.armed == 1
     finally:
         tracker.close()
