@@ -80,8 +80,11 @@ def test_least_recently_captured_worktrees_are_dropped_first(tmp_path: Path) -> 
 
 def test_a_barrier_that_does_not_arrive_is_not_waited_for_on_every_call(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
-    # No time at all for the barrier's event: as if it never came.
-    tracker = Tracker(max_worktrees=4, max_watches=1000, barrier_timeout_s=0)
+    # The git folder is a symlink to one outside the tree: the watch does not
+    # follow it, so the barrier made in it is never seen.
+    (repo / ".git").rename(tmp_path / "elsewhere.git")
+    (repo / ".git").symlink_to(tmp_path / "elsewhere.git")
+    tracker = Tracker(max_worktrees=4, max_watches=1000, barrier_timeout_s=0.2)
     try:
         first = tracker.prepare(repo)
         assert first is not None and first.paths is None and not first.quiet
