@@ -173,7 +173,7 @@ class Bench:
     # -- the service -----------------------------------------------------------
 
     def start_service(self) -> int:
-        _, done = timed([self.durability, "serve", "--detach"], env=self.env)
+        _, done = timed([self.durability, "serve", "--detach", "--json"], env=self.env)
         self.service_pid = int(json.loads(done.stdout)["pid"])
         return self.service_pid
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from durability import envms, paths
 from durability.errors import InvalidInput
@@ -44,6 +45,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
                                        "replication-failed gap",
     "DURABILITY_CONFIG": "the config file (retention policy; docs/RETENTION.md)",
     "DURABILITY_GC_INTERVAL_MS": "how often the service runs gc (0: never)",
+    "DURABILITY_INFORMED_WORKTREES": "worktrees the service watches to inform hook captures "
+                                     "(0: none)",
+    "DURABILITY_INFORMED_WATCHES": "inotify watches (folders) those internal watches may use",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB
@@ -52,6 +56,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
 #: (on a 2-core box jj took 1.5 s and 216 MB of memory to snapshot a new
 #: 64 MiB file).  A larger new file is left out and filed as a gap.
 DEFAULT_MAX_NEW_FILE_SIZE = 64 * 1024 * 1024
+#: Worktrees the service watches internally (``durability.watch.tracked``).
+DEFAULT_INFORMED_WORKTREES = 32
 @dataclass(frozen=True)
 class Settings:
     state_dir: Path
@@ -79,6 +85,12 @@ class Settings:
     #: The state store in PostgreSQL (``postgresql://...``); None: SQLite at
     #: ``db_path``.
     database_url: str | None = None
+    #: Worktrees the service keeps an internal watch on (least recently
+    #: captured dropped first; 0: none, every hook capture scans fully).
+    informed_worktrees: int = DEFAULT_INFORMED_WORKTREES
+    #: inotify watches (one per folder) those internal watches may use in
+    #: all; None: a quarter of the user's limit (``watch.tracked``).
+    informed_watches: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -99,6 +111,9 @@ class Settings:
                                     DEFAULT_MAX_NEW_FILE_SIZE),
             replication_bound_ms=int(_number(env, "DURABILITY_REPLICATION_BOUND_MS")),
             database_url=_database_url(env),
+            informed_worktrees=_count(env, "DURABILITY_INFORMED_WORKTREES",
+                                      DEFAULT_INFORMED_WORKTREES),
+            informed_watches=_count(env, "DURABILITY_INFORMED_WATCHES", None),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -117,6 +132,9 @@ class Settings:
             "DURABILITY_SERVICE_ANSWER_MS": str(self.service_answer_ms),
             "DURABILITY_MAX_NEW_FILE_SIZE": str(self.max_new_file_size),
             "DURABILITY_REPLICATION_BOUND_MS": str(self.replication_bound_ms),
+            "DURABILITY_INFORMED_WORKTREES": str(self.informed_worktrees),
+            **({} if self.informed_watches is None
+               else {"DURABILITY_INFORMED_WATCHES": str(self.informed_watches)}),
         }
 
     @property
@@ -172,3 +190,17 @@ def _size(env: Mapping[str, str], name: str, default: int) -> int:
         return envms.read_size(env, name, default)
     except envms.InvalidSetting as exc:
         raise InvalidInput(str(exc)) from None
+
+
+@overload
+def _count(env: Mapping[str, str], name: str, default: int) -> int: ...
+@overload
+def _count(env: Mapping[str, str], name: str, default: None) -> int | None: ...
+def _count(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """A non-negative whole number, or ``default`` when unset or empty."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput(f"{name}={raw!r} is not a whole number from 0 to 999999999")
+    return int(raw)

@@ -82,6 +82,9 @@ class Outcome:
     gap_recorded: bool = False
     #: Paths the checkpoint left out (each filed as a gap once per attempt).
     skipped: tuple[Skipped, ...] = ()
+    #: Answered by a snapshot taken for this batch (not the record of an
+    #: earlier one): the service's internal watch reads it, the wire never.
+    fresh: bool = False
 
     @property
     def ok(self) -> bool:
@@ -165,7 +168,7 @@ class Capturer:
         late answer of the service the hook gave up on) is answered from the
         record instead of captured again.
         """
-        settled = {id(r): o for r in requests if (o := self._settled(r)) is not None}
+        settled = {id(r): o for r in requests if (o := self.settled(r)) is not None}
         todo = [r for r in requests if id(r) not in settled]
         if todo:
             settled.update(zip(map(id, todo), self._snapshot(todo), strict=True))
@@ -181,7 +184,7 @@ class Capturer:
             return [self.fail(r, exc) for r in requests]
         return [self._record(r, snap) for r in requests]
 
-    def _settled(self, request: CaptureRequest) -> Outcome | None:
+    def settled(self, request: CaptureRequest) -> Outcome | None:
         """The answer to a request that must not be captured now, if any."""
         if request.expired():
             return expired_outcome(request)
@@ -257,7 +260,7 @@ class Capturer:
 
             file_path_gaps(self.settings, self._store, request, snap.skipped)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
-                       skipped=snap.skipped)
+                       skipped=snap.skipped, fresh=True)
 
     def fail(
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,

@@ -14,7 +14,7 @@ from durability.gaps import spool
 from durability.paths import ensure_private_dir
 from engine import EngineError, Gap, Store
 
-__all__ = ["IngestResult", "ingest_records", "ingest_spool", "write_gap"]
+__all__ = ["IngestResult", "SpoolCursor", "ingest_records", "ingest_spool", "write_gap"]
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,43 @@ class IngestResult:
     skipped: tuple[str, ...] = ()
 
 
-def ingest_spool(store: Store, directories: Path | Sequence[Path]) -> IngestResult:
+class SpoolCursor:
+    """Where a long-lived reader (the service) stopped in each spool file, so
+    its periodic ingest reads only lines appended since, and a file that did
+    not change is not even opened.  A replaced or shortened file is read
+    again from the start (the store ignores gaps it already has)."""
+
+    def __init__(self) -> None:
+        self._at: dict[Path, spool.SpoolRead] = {}
+
+    def start(self, path: Path) -> tuple[int, bytes] | None:
+        """Where to read ``path`` from, and the first bytes it must still
+        begin with; None: unchanged since the last read."""
+        at = self._at.get(path)
+        if at is None:
+            return 0, b""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return 0, b""  # the read says why
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == at.stamp:
+            return None
+        return at.end, at.head
+
+    def done(self, path: Path, read: spool.SpoolRead) -> None:
+        self._at[path] = spool.SpoolRead([], 0, read.end, read.stamp, read.head)
+
+    def keep_only(self, paths: Iterable[Path]) -> None:
+        """Forget files that are gone (bounded by the files that exist)."""
+        keep = set(paths)
+        for path in [p for p in self._at if p not in keep]:
+            del self._at[path]
+
+
+def ingest_spool(store: Store, directories: Path | Sequence[Path],
+                 cursor: SpoolCursor | None = None) -> IngestResult:
     """Read every spool file of every folder and insert the gaps the store
-    does not have.
+    does not have; with ``cursor``, only the lines new since its last read.
 
     A folder reached through a symlink or owned by someone else is skipped and
     named in ``skipped`` (whoever controls it could plant gaps), never an
@@ -38,6 +72,7 @@ def ingest_spool(store: Store, directories: Path | Sequence[Path]) -> IngestResu
         directories = [directories]
     added = torn = files = 0
     skipped: list[str] = []
+    seen: list[Path] = []
     for directory in directories:
         try:
             if os.path.lexists(directory):
@@ -46,14 +81,22 @@ def ingest_spool(store: Store, directories: Path | Sequence[Path]) -> IngestResu
         except (DurabilityError, OSError) as exc:
             skipped.append(f"{directory}: {exc}")
             continue
+        seen += paths_found
         for path in paths_found:
+            start = cursor.start(path) if cursor is not None else (0, b"")
+            if start is None:
+                continue  # unchanged since the last read
             try:
-                read = spool.read_spool(path)
+                read = spool.read_spool(path, *start)
             except OSError:
                 continue  # unreadable now; a later ingest tries again
             files += 1
             torn += read.torn
             added += ingest_records(store, read.records)
+            if cursor is not None:  # only once the store has the lines
+                cursor.done(path, read)
+    if cursor is not None:
+        cursor.keep_only(seen)
     return IngestResult(added, torn, files, tuple(skipped))
 
 

@@ -159,27 +159,44 @@ def _cut_back(fd: int, size: int) -> None:
         pass  # the reader skips and counts a torn line: still no false record
 
 
+#: How much of a spool file's start identifies it (a file replaced by
+#: another can get the same inode number).
+_HEAD = 256
+
+
 @dataclass
 class SpoolRead:
     records: list[dict[str, Any]]
     torn: int
+    #: Where the complete lines read end: the next read of new lines starts
+    #: here (an unfinished last line is read again then).
+    end: int = 0
+    #: The file as read: (device, inode, size, mtime in ns), and its first
+    #: bytes; a later read from ``end`` checks it still is this file.
+    stamp: tuple[int, int, int, int] = (0, 0, 0, 0)
+    head: bytes = b""
 
 
-def read_spool(path: Path) -> SpoolRead:
-    """Parse one spool file; a line that is not a complete JSON object with a
-    run id, request id and reason is torn: skipped and counted."""
+def read_spool(path: Path, start: int = 0, head: bytes = b"") -> SpoolRead:
+    """Parse one spool file from byte ``start`` (the ``end`` of an earlier
+    read whose file began with ``head``, or 0); a line that is not a complete
+    JSON object with a run id, request id and reason is torn: skipped and
+    counted.  A file that no longer begins with ``head`` is read whole."""
     records: list[dict[str, Any]] = []
     torn = 0
     with open(path, "rb") as f:
         # Shared lock: a line being appended right now is not mistaken for torn.
         fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        st = os.fstat(f.fileno())
+        first = os.pread(f.fileno(), _HEAD, 0)
+        if start > st.st_size or not first.startswith(head[:len(first)]) or not head:
+            start = 0
+        f.seek(start)
         data = f.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:
+    complete = data.rfind(b"\n") + 1
+    lines = data[:complete].split(b"\n")[:-1] if complete else []
+    if complete < len(data):
         # No final newline: a writer died mid-line, or is writing right now.
-        lines.pop()
         torn += 1
     for raw in lines:
         if not raw.strip():
@@ -189,7 +206,8 @@ def read_spool(path: Path) -> SpoolRead:
             torn += 1
         else:
             records.append(record)
-    return SpoolRead(records, torn)
+    stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return SpoolRead(records, torn, start + complete, stamp, first)
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

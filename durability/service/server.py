@@ -38,12 +38,14 @@ from durability.errors import (
     ProtocolError,
     ServiceRunning,
 )
-from durability.gaps.ingest import ingest_spool
+from durability.gaps.ingest import SpoolCursor, ingest_spool
 from durability.hook import autostart
 from durability.paths import ensure_private_dir
 from durability.remote.replicator import Replicator
 from durability.service import gc_schedule, protocol, watch_ops
+from durability.service.informed import InformedCaptures
 from durability.watch.manager import WatchManager
+from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, Store
 
 __all__ = ["VERSION", "Service"]
@@ -87,6 +89,9 @@ class Service:
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
         self.replicator: Replicator | None = None
+        self.informed: InformedCaptures | None = None
+        #: Where the last ingest stopped in each spool file.
+        self.spool_cursor = SpoolCursor()
         self.requests = 0
         self.gc: gc_schedule.GcSchedule | None = None
 
@@ -111,6 +116,9 @@ class Service:
             self._claim_socket(path)
             self.store = Store(self.settings.database)
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
+            tracker = Tracker(max_worktrees=self.settings.informed_worktrees,
+                              max_watches=self.settings.informed_watches)
+            self.informed = InformedCaptures(self.capturer, tracker, self._get_store)
             self.coalescer = Coalescer(
                 self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
                 burst_max_s=self.settings.burst_max_ms / 1000)
@@ -167,6 +175,8 @@ class Service:
             self.watcher.close(final=True)  # rows stay: a restarted service resumes them
         if self.coalescer is not None:
             self.coalescer.close()
+        if self.informed is not None:
+            self.informed.tracker.close()
         for thread in conns:
             thread.join(5)
         if self.replicator is not None:
@@ -235,7 +245,8 @@ class Service:
 
     def _ingest(self) -> None:
         try:
-            result = ingest_spool(self._get_store(), self.settings.spool_dirs)
+            result = ingest_spool(self._get_store(), self.settings.spool_dirs,
+                                  self.spool_cursor)
         except (EngineError, DurabilityError, OSError) as exc:
             log.warning("gap ingestion failed: %s", exc)
             return
@@ -298,7 +309,8 @@ class Service:
                     "captures": self.coalescer.captures, "queued": self.coalescer.queued(),
                     "requests": self.requests, "expired": self.coalescer.expired,
                     "pushes": self.replicator.pushes if self.replicator else 0,
-                    "pushed": self.replicator.pushed if self.replicator else 0}
+                    "pushed": self.replicator.pushed if self.replicator else 0,
+                    "informed": self.informed.stats() if self.informed else None}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
@@ -345,9 +357,9 @@ class Service:
             return Outcome(req.request_id, error_code="timeout", error_message="cancelled")
 
     def _run_batch(self, requests: list[CaptureRequest]) -> list[Outcome]:
-        assert self.capturer is not None
+        assert self.informed is not None
         lock_timeout = self.settings.jj_timeout_s + 30
-        outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout)
+        outcomes = self.informed.run_batch(requests, lock_timeout_s=lock_timeout)
         if self.replicator is not None and any(o.ok and not o.deduped for o in outcomes):
             self.replicator.poke()
         return outcomes

@@ -17,11 +17,12 @@ import itertools
 import os
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from durability.watch.ignore import IgnoreRules
 
-__all__ = ["MAX_PATHS", "ChangedPaths"]
+__all__ = ["MAX_PATHS", "ChangedPaths", "Informed"]
 
 #: Past this many paths a full scan is cheaper than naming them (and memory
 #: stays bounded in a flood).
@@ -32,6 +33,17 @@ BARRIER_TIMEOUT_S = 5.0
 _counter = itertools.count()
 
 
+@dataclass(frozen=True)
+class Informed:
+    """What a watch can say before a capture, behind a passed barrier."""
+
+    #: The paths changed since the previous take, or None (scan everything).
+    paths: frozenset[str] | None
+    #: No event at all since the previous take, and none lost: the tree is
+    #: the one the capture after that take saw.
+    quiet: bool
+
+
 class ChangedPaths:
     """The paths changed since the last request, or "unknown"."""
 
@@ -40,9 +52,18 @@ class ChangedPaths:
         self._git = worktree / ".git"
         # Only plain git worktrees use the paths; jj always snapshots fully.
         self.enabled = self._git.is_dir() and not (worktree / ".jj").exists()
+        # The barrier goes where captures write anyway and the ignore rules
+        # never look: the git folder, or jj's for a jj-only worktree.
+        self._barrier_dir: Path | None = next(
+            (d for d in (self._git, worktree / ".jj") if d.is_dir()), None)
         self._lock = threading.Lock()
         self._paths: set[str] = set()
         self._unknown = True
+        #: An event (or a loss) since the last take: the tree may differ from
+        #: what the capture after that take saw.
+        self._stirred = True
+        #: Barriers that never arrived (or could not be made).
+        self.barrier_misses = 0
         self._barrier: str | None = None
         self._barrier_seen = threading.Event()
 
@@ -55,10 +76,11 @@ class ChangedPaths:
 
     def add(self, paths: Iterable[str]) -> None:
         """Paths named by one event (both ends of a move)."""
-        if not self.enabled:
-            return
         with self._lock:
-            if self._unknown:
+            # Under the lock: a take between reading and clearing the flag
+            # would otherwise swallow this event.
+            self._stirred = True
+            if self._unknown or not self.enabled:
                 return  # the next request scans everything anyway
             for path in paths:
                 rel = self._rules.relative(path) if path else None
@@ -73,6 +95,7 @@ class ChangedPaths:
             self._lose()
 
     def _lose(self) -> None:
+        self._stirred = True
         self._unknown = True
         self._paths = set()
 
@@ -84,11 +107,25 @@ class ChangedPaths:
             self.lost()
         with self._lock:
             taken = None if self._unknown else frozenset(self._paths)
-            self._paths, self._unknown = set(), False
+            self._paths, self._unknown, self._stirred = set(), False, False
         return taken
 
+    def take_informed(self, timeout_s: float = BARRIER_TIMEOUT_S) -> Informed:
+        """As ``take``, and whether nothing happened at all since the last
+        take; on either backend (jj names no paths, but can be quiet)."""
+        if not self._wait_barrier(timeout_s):
+            self.barrier_misses += 1
+            self.lost()
+        with self._lock:
+            quiet = not (self._stirred or self._unknown)
+            taken = None if self._unknown or not self.enabled else frozenset(self._paths)
+            self._paths, self._unknown, self._stirred = set(), False, False
+        return Informed(taken, quiet)
+
     def _wait_barrier(self, timeout_s: float) -> bool:
-        path = self._git / f"durability-barrier-{os.getpid()}-{next(_counter)}"
+        if self._barrier_dir is None:
+            return False
+        path = self._barrier_dir / f"durability-barrier-{os.getpid()}-{next(_counter)}"
         self._barrier_seen.clear()
         self._barrier = str(path)
         try:

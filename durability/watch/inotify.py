@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OverflowListener", "default_observer", "event_filter", "too_big_for_inotify"]
+__all__ = ["OverflowListener", "default_observer", "event_filter", "folders_within",
+           "too_big_for_inotify", "watched_folders"]
 
 # Use at most this share of the user's inotify watches for one worktree; past
 # it the tree is polled (another watcher, an IDE, may need the rest).
@@ -50,6 +51,36 @@ def too_big_for_inotify(worktree: Path) -> str | None:
             return (f"{worktree} has more than {budget} folders, over half the inotify watch "
                     f"limit ({limit}); polling instead")
     return None
+
+
+def folders_within(worktree: Path, budget: int) -> int | None:
+    """How many folders ``worktree`` holds (each costs one inotify watch), or
+    None as soon as there are more than ``budget`` (the walk stops there)."""
+    folders = 1
+    for _root, dirs, _files in os.walk(worktree):
+        folders += len(dirs)
+        if folders > budget:
+            return None
+    return folders
+
+
+def watched_folders(observer: Any, observed: Any) -> Collection[bytes] | None:
+    """The folders watchdog really watches for ``observed`` (a dead emitter:
+    none), or None when this watchdog does not let us tell.
+
+    watchdog swallows a failure to watch a new subfolder (the user's watch
+    limit reached), after which that folder's events are lost without a
+    word; only its own bookkeeping shows it.
+    """
+    emitters = getattr(observer, "_emitter_for_watch", None)
+    emitter = emitters.get(observed) if isinstance(emitters, dict) else None
+    if emitter is None:
+        return None
+    if not emitter.is_alive():
+        return ()
+    group = getattr(emitter, "_inotify", None)
+    paths = getattr(group, "_active_callbacks_by_path", None)
+    return paths if isinstance(paths, dict) else None
 
 
 class OverflowListener(logging.Handler):

@@ -25,7 +25,8 @@ from durability.watch.poll import Poller
 from durability.watch.window import WindowMarker
 from engine import AttemptKey
 
-__all__ = ["DEFAULT_MAX_DELAY_MS", "DEFAULT_SETTLE_MS", "Capture", "Watch", "WatchSpec"]
+__all__ = ["DEFAULT_MAX_DELAY_MS", "DEFAULT_SETTLE_MS", "Capture", "Watch", "WatchSpec",
+           "change_ends"]
 
 DEFAULT_SETTLE_MS = 300
 DEFAULT_MAX_DELAY_MS = 5000
@@ -95,22 +96,12 @@ class Watch:
 
     def on_event(self, event: Any) -> None:
         """A watchdog event (called on the observer thread: must stay cheap)."""
-        if event.event_type not in _CHANGES:
+        ends = change_ends(event, self.rules, self.changed)
+        if ends is None:
             return
-        if event.is_directory and event.event_type in ("modified", "closed", "attrib"):
-            return  # a folder's own mtime: its child's event says what changed
-        src = _text(event.src_path)
-        if self.changed.is_barrier(src):
-            return
-        if event.event_type == "deleted" and src == str(self.spec.worktree):
+        if event.event_type == "deleted" and ends[0] == str(self.spec.worktree):
             self.report_missing()
             return
-        ends = (src, _text(getattr(event, "dest_path", "")))
-        triggering = [p for p in ends if p and self.rules.triggers(p, is_dir=event.is_directory)]
-        if not triggering:
-            return
-        if any(os.path.basename(p) == ".gitignore" for p in triggering):
-            self.rules.forget()
         self.changed.add(ends)  # both ends of a move, even an ignored one
         self.debouncer.touch()
 
@@ -153,6 +144,26 @@ class Watch:
         if outcome.error_code == "worktree-missing" and reason != "final":
             self.report_missing()
         return outcome.ok or outcome.gap_recorded
+
+
+def change_ends(event: Any, rules: IgnoreRules, changed: ChangedPaths) -> tuple[str, str] | None:
+    """Both ends of a watchdog event that may change what a capture sees (a
+    move's two paths, an ignored end included), or None: not a change, the
+    barrier, or only ignored paths and the ``.jj``/``.git`` folders."""
+    if event.event_type not in _CHANGES:
+        return None
+    if event.is_directory and event.event_type in ("modified", "closed", "attrib"):
+        return None  # a folder's own mtime: its child's event says what changed
+    src = _text(event.src_path)
+    if changed.is_barrier(src):
+        return None
+    ends = (src, _text(getattr(event, "dest_path", "")))
+    triggering = [p for p in ends if p and rules.triggers(p, is_dir=event.is_directory)]
+    if not triggering:
+        return None
+    if any(os.path.basename(p) == ".gitignore" for p in triggering):
+        rules.forget()
+    return ends
 
 
 def _inode(path: Path) -> int | None:

@@ -1,0 +1,191 @@
+"""The service's captures, informed by its internal watches
+(``durability.watch.tracked``): a capture of a worktree seen before stages
+only the paths that changed (git), and a call after which nothing changed is
+answered with the previous checkpoint without running jj or scanning (both
+backends).  Why the quiet answer keeps contract 2: docs/DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from durability.backends.base import MOVING
+from durability.backends.jj import repo_dir
+from durability.capture.capturer import Capturer, CaptureRequest, Outcome
+from durability.errors import DurabilityError
+from durability.watch.changed import Informed
+from durability.watch.tracked import Tracker
+from engine import AttemptKey, EngineError, NotFound, Store
+
+__all__ = ["InformedCaptures"]
+
+log = logging.getLogger("durability.service")
+
+# The quiet answer takes the worktree lock only if it is free at once: a
+# capture by another process holds it, and then the full path waits its turn.
+_LOCK_WAIT_S = 0.05
+# Attempts remembered per worktree while its tree stays the same.
+_KEYS_PER_WORKTREE = 64
+
+
+class InformedCaptures:
+    """Runs the coalescer's batches: informed, quiet, or a full capture."""
+
+    def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store]) -> None:
+        self.capturer = capturer
+        self.tracker = tracker
+        self._store = store
+        self._lock = threading.Lock()
+        #: Per worktree, per attempt: the answer of the last capture, valid
+        #: for as long as no event arrives (the tree is still the one it saw).
+        self._answers: dict[Path, dict[AttemptKey, Outcome]] = {}
+        #: Per jj worktree: jj's operation heads right after that capture.
+        self._ops: dict[Path, tuple[str, ...] | None] = {}
+        #: Batches answered without a capture, captured with changed paths
+        #: only, and captured with a full scan (the ping shows them).
+        self.quiet = 0
+        self.informed = 0
+        self.full = 0
+
+    def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
+        worktree = requests[0].worktree
+        informed = self._prepare(worktree)
+        if informed is not None and informed.quiet:
+            answers = self._quiet_answers(worktree, requests)
+            if answers is not None:
+                self.quiet += 1
+                return answers
+        else:
+            self._forget(worktree)  # the tree moved on: no earlier answer stands
+        requests = [_with_paths(r, informed) for r in requests]
+        if informed is not None and informed.paths is not None:
+            self.informed += 1
+        else:
+            self.full += 1
+        outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout_s)
+        self._remember(worktree, requests, outcomes)
+        return outcomes
+
+    def _prepare(self, worktree: Path) -> Informed | None:
+        """The internal watch's word, or None: a capture never fails because
+        of the watch that only makes it cheaper."""
+        try:
+            return self.tracker.prepare(worktree)
+        except Exception:
+            # Whatever it took is covered: this capture scans the whole tree.
+            log.exception("internal watch of %s failed; capturing the whole tree", worktree)
+            return None
+
+    def stats(self) -> dict[str, Any]:
+        """The counters the ping answer carries under ``informed``."""
+        t = self.tracker
+        return {"quiet": self.quiet, "informed": self.informed, "full": self.full,
+                "worktrees": len(t.worktrees()), "watches": t.watches(), "armed": t.armed,
+                "evicted": t.evicted, "refused": t.refused, "rearmed": t.rearmed}
+
+    # -- the quiet answer ----------------------------------------------------
+
+    def _quiet_answers(self, worktree: Path,
+                       requests: list[CaptureRequest]) -> list[Outcome] | None:
+        """Each request's answer from the last capture, or None (capture).
+
+        Exactly what the full path would answer on an unchanged tree: a
+        request already on record is answered from its record, one past its
+        deadline expires, and every other dedups onto its attempt's latest
+        checkpoint, which must still be the one remembered (another process
+        may have recorded one since)."""
+        with self._lock:
+            known = dict(self._answers.get(worktree, {}))
+            ops = self._ops.get(worktree)
+        if any(r.key not in known for r in requests):
+            return None
+        if ops is not None and _op_heads(worktree) != ops:
+            # A jj command (describe, new, a commit in another workspace)
+            # may have moved @ without touching a file: jj must answer.
+            return None
+        try:
+            lock = self.capturer.lock(worktree, _LOCK_WAIT_S)
+            lock.acquire()
+        except (filelock.Timeout, DurabilityError, OSError):
+            return None
+        try:
+            answers = []
+            for request in requests:
+                answer = self.capturer.settled(request) or self._dedup(request, known[request.key])
+                if answer is None:
+                    return None
+                answers.append(answer)
+            return answers
+        finally:
+            lock.release()
+
+    def _dedup(self, request: CaptureRequest, last: Outcome) -> Outcome | None:
+        try:
+            latest = self._store().checkpoint(request.key)
+        except (NotFound, EngineError):
+            return None
+        if (latest.seq, latest.commit_id) != (last.seq, last.commit_id):
+            return None
+        return Outcome(request.request_id, last.seq, last.commit_id, deduped=True,
+                       skipped=last.skipped)
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _remember(self, worktree: Path, requests: list[CaptureRequest],
+                  outcomes: list[Outcome]) -> None:
+        if not any(o.fresh for o in outcomes):
+            # No snapshot ran (it failed, or every request was answered from
+            # the record or expired): the paths taken were never staged.
+            self.tracker.lost(worktree)
+            self._forget(worktree)
+            return
+        usable = [(r.key, o) for r, o in zip(requests, outcomes, strict=True)
+                  if o.fresh and not any(s.reason == MOVING for s in o.skipped)]
+        ops = _op_heads(worktree)
+        with self._lock:
+            self._ops[worktree] = ops
+            known = self._answers.setdefault(worktree, {})
+            for request in requests:
+                known.pop(request.key, None)
+            known.update(usable)
+            while len(known) > _KEYS_PER_WORKTREE:
+                known.pop(next(iter(known)))
+            tracked = set(self.tracker.worktrees())
+            for gone in [w for w in self._answers if w not in tracked]:
+                del self._answers[gone]
+                self._ops.pop(gone, None)
+
+    def _forget(self, worktree: Path) -> None:
+        with self._lock:
+            self._answers.pop(worktree, None)
+            self._ops.pop(worktree, None)
+
+
+def _op_heads(worktree: Path) -> tuple[str, ...] | None:
+    """jj's operation heads for a jj worktree (one listing), else None.
+
+    Read after a capture, they can include a jj command that ran in the few
+    milliseconds after its snapshot: a later quiet answer then names the
+    snapshot's commit, whose tree is still the tree on disk."""
+    if not (worktree / ".jj").is_dir():
+        return None
+    try:
+        return tuple(sorted(os.listdir(repo_dir(worktree) / "op_heads" / "heads")))
+    except OSError:
+        return (os.urandom(8).hex(),)  # unreadable: equal to nothing, never quiet
+
+
+def _with_paths(request: CaptureRequest, informed: Informed | None) -> CaptureRequest:
+    """``request`` with the internal watch's changed paths, unless it brings
+    its own (a user's watch: the union is staged) or nothing is known."""
+    if request.changed_paths is not None or informed is None or informed.paths is None:
+        return request
+    return dataclasses.replace(request, changed_paths=informed.paths)

@@ -1,0 +1,298 @@
+"""The service's internal watches: what makes a hook capture informed.
+
+The service keeps an inotify watch on each worktree it captures (no settle
+captures: those are only for a user's ``watch``), so a later capture of that
+worktree knows, behind an event barrier (``durability.watch.changed``), which
+paths changed since the previous capture, or that nothing did.
+
+Bounded: at most ``max_worktrees`` worktrees and about ``max_watches`` inotify
+watches (one per folder) in all, least recently captured dropped first.  A
+worktree that cannot be watched whole (over the budget, the user's watch limit
+reached, a subfolder watchdog could not watch, a queue overflow) is captured
+by a full scan, never by a guess: ``prepare`` then answers None, or an
+``Informed`` with no paths and not quiet.  The first capture after a watch is
+armed is always a full scan: what changed before the watch began is unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from durability.watch.changed import ChangedPaths, Informed
+from durability.watch.ignore import IgnoreRules
+from durability.watch.inotify import (
+    OverflowListener,
+    default_observer,
+    event_filter,
+    folders_within,
+    watched_folders,
+)
+from durability.watch.watch import change_ends
+
+__all__ = ["DEFAULT_MAX_WORKTREES", "Tracker", "default_max_watches"]
+
+log = logging.getLogger("durability.watch")
+
+#: Worktrees watched at once (the git backend keeps as many open).
+DEFAULT_MAX_WORKTREES = 32
+# A worktree refused (too big, limit reached) is not walked again for this long.
+_REFUSED_FOR_S = 300.0
+_REFUSED_MAX = 256
+
+ObserverFactory = Callable[[], Any]
+
+
+def default_max_watches() -> int:
+    """A quarter of the user's inotify watch limit (a user's ``watch``, an
+    IDE and other tools need the rest), or 65,536 where there is no such limit."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            return max(int(f.read().strip()) // 4, 1)
+    except (OSError, ValueError):
+        return 65_536
+
+
+class _Tracked:
+    """One internally watched worktree."""
+
+    def __init__(self, worktree: Path) -> None:
+        self.worktree = worktree
+        # Files inside .git and .jj (never a change themselves) whose change can
+        # change what a capture takes: the ignore rules and the repository's
+        # settings.  Their events send the next capture to a full scan.
+        self._settings_files = {str(worktree / ".git" / "info" / "exclude"),
+                                str(worktree / ".git" / "config"),
+                                str(worktree / ".jj" / "repo" / "config.toml")}
+        self.rules = IgnoreRules(worktree)
+        self.changed = ChangedPaths(worktree, self.rules)
+        self.inode = _inode(worktree)
+        self.observed: Any = None
+        self.folders = 0
+        #: A subfolder went unwatched, or the root vanished: re-arm.
+        self.broken = False
+        self._watched: Any = None  # watched_folders(), read on the observer thread
+
+    def on_event(self, event: Any) -> None:
+        """A watchdog event (on the observer thread: cheap)."""
+        if {_text(event.src_path), _text(getattr(event, "dest_path", ""))} & self._settings_files:
+            self.rules.forget()
+            self.changed.lost()
+        ends = change_ends(event, self.rules, self.changed)
+        if ends is None:
+            return
+        self.changed.add(ends)
+        if event.is_directory and event.event_type in ("created", "moved"):
+            folder = ends[1] or ends[0]
+            if self.rules.relative(folder) is not None:  # not a folder moved out
+                self._check_watched(folder)
+        elif event.event_type == "deleted" and ends[0] == str(self.worktree):
+            self.broken = True
+
+    def _check_watched(self, folder: str) -> None:
+        """A new folder must be watched, or its later events are lost."""
+        watched = self._watched
+        unwatched = watched is None or os.fsencode(folder) not in watched
+        # A folder already gone (or a symlink, never watched) needs no watch.
+        if unwatched and os.path.isdir(folder) and not os.path.islink(folder):
+            self.broken = True
+            self.changed.lost()
+
+
+class Tracker:
+    """The internal watches of one service."""
+
+    def __init__(self, *, max_worktrees: int = DEFAULT_MAX_WORKTREES,
+                 max_watches: int | None = None,
+                 observer_factory: ObserverFactory | None = None,
+                 barrier_timeout_s: float = 5.0) -> None:
+        self.max_worktrees = max_worktrees
+        self.max_watches = default_max_watches() if max_watches is None else max_watches
+        self._observer_factory = observer_factory or default_observer
+        self._observer: Any = None
+        self._barrier_timeout_s = barrier_timeout_s
+        self._lock = threading.RLock()
+        self._tracked: OrderedDict[Path, _Tracked] = OrderedDict()
+        self._refused: OrderedDict[Path, float] = OrderedDict()
+        self._overflow = OverflowListener(self._all_lost, self._all_lost)
+        self._closed = False
+        #: Counters (the service's ping shows them; tests and the bench read them).
+        self.armed = 0
+        self.evicted = 0
+        self.refused = 0
+        self.rearmed = 0
+
+    def prepare(self, worktree: Path) -> Informed | None:
+        """Before a capture of ``worktree``: what changed since the last one
+        (behind a passed barrier), or None (a full scan; the worktree is
+        watched from now on when it can be)."""
+        if self.max_worktrees <= 0 or self.max_watches <= 0:
+            return None
+        with self._lock:
+            tracked = self._tracked.get(worktree)
+            if tracked is not None:
+                self._tracked.move_to_end(worktree)
+        if tracked is not None and (tracked.broken or _inode(worktree) != tracked.inode):
+            self._drop(worktree, tracked)
+            self.rearmed += 1
+            tracked = None
+        if tracked is None:
+            tracked = self._arm(worktree)
+            if tracked is None:
+                return None
+            # The first take, right after arming: names nothing (the capture
+            # it precedes scans the whole tree) and starts the count of
+            # events the next capture relies on.
+            return self._take(worktree, tracked)
+        if not self._emitter_alive(tracked):
+            self._drop(worktree, tracked)
+            return None
+        return self._take(worktree, tracked)
+
+    def _take(self, worktree: Path, tracked: _Tracked) -> Informed:
+        misses = tracked.changed.barrier_misses
+        informed = tracked.changed.take_informed(self._barrier_timeout_s)
+        if tracked.changed.barrier_misses != misses:
+            # Never wait out a barrier on every call: this worktree is captured
+            # by full scans for a while.
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "its event barrier did not arrive")
+        return informed
+
+    def lost(self, worktree: Path) -> None:
+        """A capture failed: the next one scans the whole tree."""
+        with self._lock:
+            tracked = self._tracked.get(worktree)
+        if tracked is not None:
+            tracked.changed.lost()
+
+    def worktrees(self) -> list[Path]:
+        """The watched worktrees, least recently captured first."""
+        with self._lock:
+            return list(self._tracked)
+
+    def watches(self) -> int:
+        with self._lock:
+            return sum(t.folders for t in self._tracked.values())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            tracked = list(self._tracked.items())
+            self._tracked.clear()
+            observer, self._observer = self._observer, None
+        for _, t in tracked:
+            self._unschedule(observer, t)
+        if observer is not None:
+            observer.stop()
+            observer.join(30)
+            self._overflow.detach()
+
+    # -- arming --------------------------------------------------------------
+
+    def _arm(self, worktree: Path) -> _Tracked | None:
+        """Watch ``worktree`` (before its first, full, capture), within the bounds."""
+        with self._lock:
+            if self._closed or self._refused_recently(worktree):
+                return None
+        folders = folders_within(worktree, self.max_watches)
+        if folders is None:
+            self._refuse(worktree, f"more than {self.max_watches} folders")
+            return None
+        tracked = _Tracked(worktree)
+        with self._lock:
+            self._make_room(folders)
+            try:
+                tracked.observed = self._schedule(tracked)
+            except OSError as exc:  # the watch limit, or the folder just went away
+                self._refuse(worktree, f"inotify refused it ({exc.strerror or exc})")
+                return None
+            tracked._watched = watched_folders(self._observer, tracked.observed)
+            tracked.folders = len(tracked._watched) if tracked._watched else folders
+            self._tracked[worktree] = tracked
+            self.armed += 1
+        return tracked
+
+    def _make_room(self, folders: int) -> None:
+        """Drop the least recently captured worktrees until one more of
+        ``folders`` folders fits.  The caller holds the lock."""
+        while self._tracked and (len(self._tracked) >= self.max_worktrees
+                                 or self.watches() + folders > self.max_watches):
+            worktree, old = self._tracked.popitem(last=False)
+            self._unschedule(self._observer, old)
+            self.evicted += 1
+            log.info("internal watch of %s dropped (least recently captured)", worktree)
+
+    def _schedule(self, tracked: _Tracked) -> Any:
+        from watchdog.events import FileSystemEventHandler
+
+        handler = FileSystemEventHandler()
+        handler.dispatch = tracked.on_event  # type: ignore[method-assign]
+        warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
+        if self._observer is None:
+            observer = self._observer_factory()
+            observer.start()
+            self._observer = observer
+            self._overflow.attach()
+        return self._observer.schedule(handler, str(tracked.worktree), recursive=True,
+                                       event_filter=event_filter())
+
+    def _refuse(self, worktree: Path, why: str) -> None:
+        log.info("no internal watch of %s: %s; its captures scan the whole tree", worktree, why)
+        with self._lock:
+            self.refused += 1
+            self._refused[worktree] = time.monotonic()
+            while len(self._refused) > _REFUSED_MAX:
+                self._refused.popitem(last=False)
+
+    def _refused_recently(self, worktree: Path) -> bool:
+        at = self._refused.get(worktree)
+        return at is not None and time.monotonic() - at < _REFUSED_FOR_S
+
+    # -- dropping ------------------------------------------------------------
+
+    def _emitter_alive(self, tracked: _Tracked) -> bool:
+        watched = watched_folders(self._observer, tracked.observed)
+        return watched is None or len(watched) > 0
+
+    def _drop(self, worktree: Path, tracked: _Tracked) -> None:
+        with self._lock:
+            if self._tracked.get(worktree) is tracked:
+                del self._tracked[worktree]
+            self._unschedule(self._observer, tracked)
+
+    @staticmethod
+    def _unschedule(observer: Any, tracked: _Tracked) -> None:
+        observed, tracked.observed = tracked.observed, None
+        if observer is None or observed is None:
+            return
+        try:
+            observer.unschedule(observed)
+        except (KeyError, OSError):
+            pass  # its emitter already stopped (the root was deleted)
+
+    def _all_lost(self) -> None:
+        """Events were lost (a queue overflow): every next capture scans fully."""
+        with self._lock:
+            tracked = list(self._tracked.values())
+        for t in tracked:
+            t.changed.lost()
+
+
+def _text(path: str | bytes) -> str:
+    return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino if os.path.isdir(path) else None
