@@ -219,7 +219,9 @@ class Remotes:
                             f"run {c.run_id!r} node {c.node_id!r} seq {c.seq} is commit "
                             f"{str(there[0])[:12]} here and {c.commit_id[:12]} on the remote")
                     continue
-                added += self._import_one(conn, c, now)
+                if not self._import_one(conn, c, now):
+                    continue  # its request id is another checkpoint's: not this one's record
+                added += 1
                 if pushed_to is not None:
                     conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
                                  (to_db(c.request_id), pushed_to))

@@ -13,13 +13,15 @@ from typing import Any
 
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import Store
+from engine import AttemptKey, Store
 from tests.durability.remote.remotekit import (
     KEY,
     add_remote,
     bare_remote,
     capture,
+    manifest_commits,
     remote_refs,
+    states,
 )
 from tests.helpers import cli, git, make_git_repo
 
@@ -74,3 +76,30 @@ def test_a_forged_jj_pin_never_moves_a_local_pin(tmp_path: Path) -> None:
     cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
         "--seq", "1", "--dry-run")
     assert git(there, "rev-parse", pin).stdout.strip() == mine
+
+
+def test_a_forged_entry_never_marks_another_checkpoint_pushed(tmp_path: Path) -> None:
+    """An entry of the run being restored that carries the request id of a
+    checkpoint of another run (here: one not pushed yet): it is not recorded,
+    and the other checkpoint stays due to be pushed."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "pushed")
+    _push_all()
+    other = AttemptKey("run-other", "agent", 0, 1)
+    capture(repo, "not pushed yet", key=other)
+    with Store(Settings.from_env().db_path) as store:
+        [waiting] = store.checkpoints(other.run_id)
+    assert states(other.run_id) == [{"backup": "pending"}]
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": waiting.request_id})
+    there = tmp_path / "b"
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri())
+    done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+               "--seq", "1", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    # The replicator still pushes it: it is on the remote afterwards.
+    _push_all()
+    assert waiting.commit_id in manifest_commits(remote)
+    assert states(other.run_id) == [{"backup": "pushed"}]
