@@ -7,11 +7,12 @@ store as checkpoints of this worktree (their seq as captured).  The restore
 itself is then an ordinary local restore: the same confined writer, the same
 guard, the same verification.
 
-Fetched refs never replace local ones: a jj pin is named by its commit (the
-same on both sides); an attempt's git pin and the manifest land under
-``refs/durability/remotes/<name>/`` and only seed the local ref when there is
-none yet, so later captures of that attempt continue the remote's chain and
-their pushes fast-forward.
+Fetched refs never replace local ones: pins and manifests land under
+``refs/durability/remotes/<name>/``; a pin then seeds the local ref when there
+is none yet (a jj pin only when it holds the commit it is named for), so later
+captures of an attempt continue the remote's chain and their pushes
+fast-forward.  This machine's own manifest is a chain of its own (its name
+holds this state store's replica id), never a continuation of the remote's.
 """
 
 from __future__ import annotations
@@ -80,8 +81,6 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
     specs = sorted({f"+{e.ref}:{_mirrored(mirror, e.ref)}" for e in entries})
     transport.fetch(repo.path, remote.url, specs, env=env)
     _seed(repo, mirror, entries)
-    own = manifest.local_ref(str(root), name)  # the same name when A's path was the same
-    _seed_ref(repo, own, f"{mirror}manifests/{own[len(manifest.PREFIX):]}")
     rows = [replace(e.checkpoint, worktree=str(root)) for e in entries]
     missing = [c for c in rows if c.commit_id not in repo]
     if missing:

@@ -80,9 +80,16 @@ class Replicator:
         self._errors: dict[tuple[str, str], str] = {}
         #: (worktree, remote) pairs whose remote manifest was compared since start.
         self._compared: set[tuple[str, str]] = set()
+        #: This state store's id in the names of its manifests (``manifest.replica_id``).
+        self._replica_id: str | None = None
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
+
+    def _replica(self) -> str:
+        if self._replica_id is None:
+            self._replica_id = manifest.replica_id(self.settings.state_dir)
+        return self._replica_id
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="replicate", daemon=True)
@@ -185,7 +192,7 @@ class Replicator:
         if missing:
             raise DurabilityError(f"{len(missing)} checkpoint pin(s) missing, e.g. {missing[0]}",
                                   code="remote-failed")
-        mref = manifest.local_ref(worktree, remote.name)
+        mref = manifest.local_ref(worktree, remote.name, self._replica())
         manifest.add(repo, mref, entries)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
@@ -204,7 +211,7 @@ class Replicator:
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         if (worktree, remote.name) in self._compared:
             return []
-        mref = manifest.local_ref(worktree, remote.name)
+        mref = manifest.local_ref(worktree, remote.name, self._replica())
         tip = repo.references.get(mref)
         if tip is None:
             self._compared.add((worktree, remote.name))
