@@ -1,0 +1,50 @@
+"""Replication racing the user and failing halfway (docs/REMOTE.md): a remote
+removed while a push to it is under way, a push of several batches whose
+later batch is refused.  Real git repositories, file:// remotes whose hooks
+hold or refuse pushes, the installed CLI and service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.durability.remote.remotekit import (
+    add_remote,
+    bare_remote,
+    capture,
+    cli,
+    manifest_commits,
+    quick_states,
+)
+from tests.helpers import make_git_repo, start_service, wait_for, write_script
+
+
+def _push_started(remote: Path) -> bool:
+    """Whether a push is inside the remote (its objects are in git's
+    quarantine folder while the pre-receive hook runs)."""
+    return any((remote / "objects").glob("*incoming-*"))
+
+
+def test_a_remote_replaced_while_a_push_to_it_hangs_gets_everything(tmp_path: Path) -> None:
+    """`remote remove backup` then `remote add backup OTHER` while a push to
+    the first one is under way: when that push ends, its record must not
+    count for the new remote of the same name, which gets the checkpoint."""
+    repo = make_git_repo(tmp_path / "repo")
+    old = bare_remote(tmp_path / "old.git")
+    new = bare_remote(tmp_path / "new.git")
+    gate = tmp_path / "gate"
+    gate.touch()
+    write_script(old / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ncat > /dev/null\nwhile [ -e {gate} ]; do sleep 0.05; done\n")
+    add_remote(repo, "backup", old.as_uri())
+    svc = start_service(tmp_path)
+    try:
+        commit = capture(repo, "pushed while the remote changes")
+        wait_for(lambda: _push_started(old), timeout=20)
+        assert cli("remote", "remove", "backup", "--worktree", str(repo)).returncode == 0
+        add_remote(repo, "backup", new.as_uri())
+        gate.unlink()
+        wait_for(lambda: commit in manifest_commits(new), timeout=30)
+        wait_for(lambda: quick_states() == [{"backup": "pushed"}], timeout=10)
+    finally:
+        gate.unlink(missing_ok=True)
+        assert svc.stop() == 0
