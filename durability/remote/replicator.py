@@ -157,23 +157,26 @@ class Replicator:
 
     def _replicate(self, key: tuple[str, str], items: list[Pending]) -> int:
         at, delay = self._backoff.get(key, (0.0, 0.0))
+        sent = 0
         if time.monotonic() >= at:
             try:
                 for start in range(0, len(items), MAX_BATCH):
                     batch = items[start:start + MAX_BATCH]
                     self._push(batch)
                     self._remotes.mark(batch, PUSHED)
+                    sent += len(batch)
                 self._backoff.pop(key, None)
                 self._errors.pop(key, None)
-                return len(items)
+                return sent
             except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
                 delay = min(max(delay * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
                 self._backoff[key] = (time.monotonic() + delay, delay)
                 self._errors[key] = str(exc)
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
-        self._file_overdue(items, self._errors.get(key, "not pushed yet"))
-        return 0
+        # Only what is still not there: the batches before a refused one are.
+        self._file_overdue(items[sent:], self._errors.get(key, "not pushed yet"))
+        return sent
 
     def _push(self, items: list[Pending]) -> None:
         worktree, remote = items[0].checkpoint.worktree, items[0].remote

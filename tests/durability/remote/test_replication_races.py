@@ -5,8 +5,16 @@ hold or refuse pushes, the installed CLI and service."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
+import pytest
+
+from durability.config import Settings
+from durability.remote import replicator
+from durability.remote.replicator import Replicator
+from engine import Store
 from tests.durability.remote.remotekit import (
     add_remote,
     bare_remote,
@@ -48,3 +56,30 @@ def test_a_remote_replaced_while_a_push_to_it_hangs_gets_everything(tmp_path: Pa
     finally:
         gate.unlink(missing_ok=True)
         assert svc.stop() == 0
+
+
+def test_a_push_refused_halfway_files_gaps_only_for_what_is_not_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog pushed in batches whose second batch the remote refuses,
+    past the bound: the first batch is on the remote and stays ``pushed``
+    with no gap; only the refused checkpoint is a replication-failed gap."""
+    from dataclasses import replace
+
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    # The remote takes one push, then refuses every later one.
+    write_script(remote / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ncat > /dev/null\n[ ! -e {remote}/took-one ] || exit 1\n"
+                 f"touch {remote}/took-one\n")
+    add_remote(repo, "backup", remote.as_uri())
+    first = capture(repo, "first")
+    capture(repo, "second")
+    monkeypatch.setattr(replicator, "MAX_BATCH", 1)
+    settings = replace(Settings.from_env(), replication_bound_ms=0)
+    with Store(settings.db_path) as store:
+        assert Replicator(settings, lambda: store, os.environ).run_once() == 1
+    assert first in manifest_commits(remote)
+    assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
+    gaps = json.loads(cli("gaps", "run-r", "--json").stdout)
+    assert [g["reason"] for g in gaps] == ["replication-failed"]
+    assert "seq 2 " in gaps[0]["detail"]
