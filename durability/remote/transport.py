@@ -6,7 +6,8 @@ own keys and credential helpers, which libgit2 would need callbacks for.  The
 URL is always the one stored for the remote, never a remote of the user's git
 configuration, so nothing goes to ``origin`` unless the user named it.  No
 hook of the user's repository runs (``core.hooksPath`` is emptied, and
-``--no-verify``), git never prompts (``GIT_TERMINAL_PROMPT=0``), and only the
+``--no-verify``), no tag or submodule goes along whatever the user's
+configuration says, git never prompts (``GIT_TERMINAL_PROMPT=0``), and only the
 file, ssh and https transports are allowed.
 """
 
@@ -62,15 +63,19 @@ def push(git_dir: str, url: str, refspecs: Sequence[str], *,
     the state recorded afterwards is exact.
     """
     if refspecs:
-        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet", "--",
+        # Whatever the user's configuration asks of an ordinary push
+        # (push.followTags, submodule.recurse): no tag, no submodule's
+        # commits to the submodule's own remote; only these refspecs.
+        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet",
+                       "--no-follow-tags", "--no-recurse-submodules", "--",
                        url, *refspecs], env, timeout)
 
 
 def fetch(git_dir: str, url: str, refspecs: Sequence[str], *,
           env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S) -> None:
     """Fetch ``refspecs`` (``+src:dst``) from ``url`` into ``git_dir``."""
-    _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", url,
-                   *refspecs], env, timeout)
+    _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet",
+                   "--no-recurse-submodules", "--", url, *refspecs], env, timeout)
 
 
 def ls_remote(git_dir: str, url: str, refs: Sequence[str], *,
