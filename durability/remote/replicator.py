@@ -157,17 +157,17 @@ class Replicator:
 
     def _replicate(self, key: tuple[str, str], items: list[Pending]) -> int:
         at, delay = self._backoff.get(key, (0.0, 0.0))
-        sent = 0
+        sent: list[Pending] = []
+        unpinned: list[Pending] = []
         if time.monotonic() >= at:
             try:
                 for start in range(0, len(items), MAX_BATCH):
-                    batch = items[start:start + MAX_BATCH]
-                    self._push(batch)
-                    self._remotes.mark(batch, PUSHED)
-                    sent += len(batch)
+                    done, lost = self._push(items[start:start + MAX_BATCH])
+                    self._remotes.mark(done, PUSHED)
+                    sent += done
+                    unpinned += lost
                 self._backoff.pop(key, None)
                 self._errors.pop(key, None)
-                return sent
             except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
                 delay = min(max(delay * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
                 self._backoff[key] = (time.monotonic() + delay, delay)
@@ -175,32 +175,38 @@ class Replicator:
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
         # Only what is still not there: the batches before a refused one are.
-        self._file_overdue(items[sent:], self._errors.get(key, "not pushed yet"))
-        return sent
+        handled = {id(p) for p in sent + unpinned}
+        self._file_overdue([p for p in items if id(p) not in handled],
+                           self._errors.get(key, "not pushed yet"))
+        if unpinned:
+            self._file_overdue(unpinned, "its pin is missing here: it cannot be pushed")
+        return len(sent)
 
-    def _push(self, items: list[Pending]) -> None:
+    def _push(self, items: list[Pending]) -> tuple[list[Pending], list[Pending]]:
+        """Push ``items``: those now on the remote, and those left out because
+        their pin is gone (one lost pin must not hold back the rest)."""
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         repo = open_checkpoints(Path(worktree), self._env)
         there = self._already_there(repo, items)
         if there:
             self._remotes.mark(there, PUSHED)
             items = [p for p in items if p not in there]
-            if not items:
-                return
-        entries = [manifest.Entry(p.checkpoint, pin_ref(repo, p.checkpoint)) for p in items]
+        pins = {id(p): pin_ref(repo, p.checkpoint) for p in items}
+        lost = [p for p in items if pins[id(p)] not in repo.references]
+        items = [p for p in items if pins[id(p)] in repo.references]
+        if not items:
+            return there, lost
+        entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
         refs = {e.ref for e in entries}
         refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
                  if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
-        missing = sorted(r for r in refs if r not in repo.references)
-        if missing:
-            raise DurabilityError(f"{len(missing)} checkpoint pin(s) missing, e.g. {missing[0]}",
-                                  code="remote-failed")
         mref = manifest.local_ref(worktree, remote.name, self._replica())
         manifest.add(repo, mref, entries)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
         self.pushes += 1
         self.pushed += len(items)
+        return there + items, lost
 
     def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
         """Items a push before a crash carried but did not get recorded.

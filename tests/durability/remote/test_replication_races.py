@@ -83,3 +83,27 @@ def test_a_push_refused_halfway_files_gaps_only_for_what_is_not_there(
     gaps = json.loads(cli("gaps", "run-r", "--json").stdout)
     assert [g["reason"] for g in gaps] == ["replication-failed"]
     assert "seq 2 " in gaps[0]["detail"]
+
+
+def test_a_checkpoint_whose_pin_is_gone_does_not_hold_back_the_others(tmp_path: Path) -> None:
+    """One checkpoint of the outbox lost its pin (a ref deleted by hand, a
+    collector): the checkpoints after it are pushed all the same, and only
+    the one that cannot be is a replication-failed gap (past the bound)."""
+    from dataclasses import replace
+
+    from tests.helpers import git, make_jj_repo
+
+    repo = make_jj_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    lost = capture(repo, "its pin is deleted")
+    kept = [capture(repo, f"call {i}") for i in range(2)]
+    git(repo, "update-ref", "-d", f"refs/durability/jj/{lost}")
+    settings = replace(Settings.from_env(), replication_bound_ms=0)
+    with Store(settings.db_path) as store:
+        assert Replicator(settings, lambda: store, os.environ).run_once() == 2
+    assert manifest_commits(remote) == set(kept)
+    assert quick_states() == [{"backup": "failed"}, {"backup": "pushed"}, {"backup": "pushed"}]
+    gaps = json.loads(cli("gaps", "run-r", "--json").stdout)
+    assert [g["reason"] for g in gaps] == ["replication-failed"]
+    assert "seq 1 " in gaps[0]["detail"] and "pin" in gaps[0]["detail"]
