@@ -24,6 +24,14 @@ __all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
 
 #: Ceiling on one push or fetch.
 TIMEOUT_S = 120.0
+#: The user's own settings for reaching a remote, kept from the environment
+#: (CI names its deploy key with GIT_SSH_COMMAND); every other GIT_ variable
+#: goes: a hook's GIT_DIR or GIT_INDEX_FILE must not steer this git.
+_KEPT = frozenset({
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
+    "GIT_SSL_CERT", "GIT_SSL_KEY", "GIT_PROXY_SSL_CAINFO", "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+})
 
 
 class RemoteFailed(DurabilityError):
@@ -36,7 +44,7 @@ def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: flo
     git = shutil.which("git", path=env.get("PATH"))
     if git is None:
         raise RemoteFailed("git not found on PATH: replication needs git")
-    child = {k: v for k, v in env.items() if not k.startswith("GIT_")}
+    child = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in _KEPT}
     child.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL="file:ssh:https",
                  LC_ALL="C", GIT_DIR=git_dir)
     argv = [git, "-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass=",
