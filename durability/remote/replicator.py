@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import filelock
 import pygit2
 
 from durability.backends.git_commit import key_ref
@@ -138,7 +139,25 @@ class Replicator:
         return min(POLL_S, max(soonest - time.monotonic(), 0.01))
 
     def run_once(self) -> int:
-        """Push what is due; returns how many checkpoints were pushed."""
+        """Push what is due; returns how many checkpoints were pushed.
+
+        One pass at a time per state store: two services of one state
+        folder (on other sockets) share one outbox, and must neither push
+        the same checkpoints twice nor race for the local manifest ref."""
+        lock = filelock.FileLock(str(self.settings.state_dir / "replicate.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return 0  # the other service's replicator is at it
+        except OSError as exc:
+            log.warning("cannot take the replication lock: %s", exc)
+            return 0
+        try:
+            return self._pass()
+        finally:
+            lock.release()
+
+    def _pass(self) -> int:
         try:
             pending = self._remotes.pending()
         except EngineError as exc:
