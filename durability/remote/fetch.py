@@ -96,11 +96,19 @@ def _sound(entry: manifest.Entry) -> bool:
     its attempt's git pin): a remote is data from outside."""
     c = entry.checkpoint
     if not (ids.is_valid_id(c.run_id) and ids.is_valid_id(c.node_id)
-            and isinstance(c.seq, int) and isinstance(c.iteration, int)
-            and isinstance(c.attempt, int) and isinstance(c.commit_id, str)
-            and bool(_COMMIT.fullmatch(c.commit_id))):
+            and all(_is_int(v) for v in (c.seq, c.iteration, c.attempt, c.created_at_ms))
+            and isinstance(c.commit_id, str) and bool(_COMMIT.fullmatch(c.commit_id))
+            and isinstance(c.request_id, str) and bool(c.request_id)
+            and isinstance(c.worktree, str) and isinstance(c.source, str)
+            and all(v is None or isinstance(v, str) for v in (
+                c.change_id, c.operation_id, c.tool_use_id, c.label, c.harness, c.agent_id,
+                c.agent_type))):
         return False
     return entry.ref in (_JJ_PREFIX + c.commit_id, key_ref(c.key))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _mirrored(mirror: str, ref: str) -> str:

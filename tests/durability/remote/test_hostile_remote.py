@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.config import Settings
 from durability.remote.replicator import Replicator
 from engine import AttemptKey, Store
@@ -103,3 +105,29 @@ def test_a_forged_entry_never_marks_another_checkpoint_pushed(tmp_path: Path) ->
     _push_all()
     assert waiting.commit_id in manifest_commits(remote)
     assert states(other.run_id) == [{"backup": "pushed"}]
+
+
+@pytest.mark.parametrize("bad", [{"label": ["not", "text"]}, {"created_at_ms": "soon"},
+                                 {"seq": True}, {"request_id": 7}])
+def test_an_entry_with_fields_of_the_wrong_type_is_ignored(tmp_path: Path,
+                                                           bad: dict[str, Any]) -> None:
+    """A field the replicator never writes that way (a list for a label, text
+    for a time): the entry is ignored, the run's good entries restore, and
+    nothing of the bad one reaches the store."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    good = capture(repo, "good")
+    _push_all()
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": "forged-request", **bad})
+    there = tmp_path / "b"
+    there.mkdir()
+    b_env = {**os.environ, "DURABILITY_HOME": str(tmp_path / "b-state"),
+             "DURABILITY_SPOOL_DIR": str(tmp_path / "b-spool")}
+    add_remote(there, "backup", remote.as_uri(), env=b_env)
+    done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+               "--json", env=b_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["restored"] == {"seq": 1, "commit_id": good}
+    rows = json.loads(cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
+    assert [r["commit_id"] for r in rows if r["source"] != "pre-restore"] == [good]
