@@ -230,9 +230,13 @@ REMOTE_SCHEMES = ("file://", "ssh://", "https://")
 def remote_name(value: str) -> str:
     """``value`` if it is a usable remote name, else ``ValueError``."""
     if not (0 < len(value) <= 64 and value[0].isascii() and value[0].isalnum()
-            and all(c in _REMOTE_REST for c in value)):
+            and all(c in _REMOTE_REST for c in value)
+            # It is a component of refs here (refs/durability/remotes/NAME/):
+            # git refuses one holding "..", ending in "." or ".lock".
+            and ".." not in value and not value.endswith((".", ".lock"))):
         raise ValueError(f"invalid remote name {value[:80]!r}: use 1-64 letters, digits and "
-                         "_ . -, starting with a letter or digit")
+                         "_ . -, starting with a letter or digit, no '..', not ending in "
+                         "'.' or '.lock'")
     return value
 
 

@@ -165,10 +165,15 @@ class Remotes:
         return list(seen.values())
 
     def mark(self, items: Iterable[Pending], state: str, error: str | None = None) -> None:
-        """Record ``state`` for each item, over any earlier row."""
+        """Record ``state`` for each item, over any earlier row; an item whose
+        remote was removed meanwhile (a push under way when the user removed
+        it, or named another repository under its name) is not recorded."""
         now = now_ms()
         with self._open() as conn, write_transaction(conn):
+            live = {r: self._still_there(conn, r) for r in {i.remote for i in items}}
             for item in items:
+                if not live[item.remote]:
+                    continue
                 key = (to_db(item.checkpoint.request_id), item.remote.name)
                 conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?", key)
                 conn.execute(
@@ -176,6 +181,13 @@ class Remotes:
                     "updated_at_ms, error) VALUES (?,?,?,?,?,?)",
                     (key[0], to_db(item.checkpoint.worktree), item.remote.name, state, now,
                      error))
+
+    @staticmethod
+    def _still_there(conn: sqlite3.Connection, remote: Remote) -> bool:
+        return conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=? AND url=? AND "
+                            "created_at_ms=?", (to_db(remote.worktree), remote.name,
+                                               remote.url, remote.created_at_ms)
+                            ).fetchone() is not None
 
     def states(self, checkpoints: Iterable[Checkpoint]) -> dict[str, dict[str, str]]:
         """``{request id: {remote: pushed | pending | failed}}`` for each
@@ -219,7 +231,9 @@ class Remotes:
                             f"run {c.run_id!r} node {c.node_id!r} seq {c.seq} is commit "
                             f"{str(there[0])[:12]} here and {c.commit_id[:12]} on the remote")
                     continue
-                added += self._import_one(conn, c, now)
+                if not self._import_one(conn, c, now):
+                    continue  # its request id is another checkpoint's: not this one's record
+                added += 1
                 if pushed_to is not None:
                     conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
                                  (to_db(c.request_id), pushed_to))

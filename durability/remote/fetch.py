@@ -7,11 +7,12 @@ store as checkpoints of this worktree (their seq as captured).  The restore
 itself is then an ordinary local restore: the same confined writer, the same
 guard, the same verification.
 
-Fetched refs never replace local ones: a jj pin is named by its commit (the
-same on both sides); an attempt's git pin and the manifest land under
-``refs/durability/remotes/<name>/`` and only seed the local ref when there is
-none yet, so later captures of that attempt continue the remote's chain and
-their pushes fast-forward.
+Fetched refs never replace local ones: pins and manifests land under
+``refs/durability/remotes/<name>/``; a pin then seeds the local ref when there
+is none yet (a jj pin only when it holds the commit it is named for), so later
+captures of an attempt continue the remote's chain and their pushes
+fast-forward.  This machine's own manifest is a chain of its own (its name
+holds this state store's replica id), never a continuation of the remote's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pygit2
 from durability import ids
 from durability.backends import resolve_worktree
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
+from durability.backends.git_commit import key_ref
 from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.inspect.repository import open_checkpoints
@@ -36,8 +38,7 @@ from engine.remotes import Remotes
 
 __all__ = ["Fetched", "fetch_run", "prepare_folder"]
 
-_JJ_PIN = re.compile(r"refs/durability/jj/[0-9a-f]{40}")
-_GIT_PIN = re.compile(re.escape(GIT_PIN_PREFIX) + r"[0-9a-f]{40}")
+_JJ_PREFIX = "refs/durability/jj/"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -77,13 +78,9 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
                if e.checkpoint.run_id == run_id and _sound(e)]
     if not entries:
         raise NotFound(f"remote {name!r} lists no checkpoints of run {run_id!r}")
-    specs = sorted({f"+{e.ref}:{e.ref}" if e.ref.startswith("refs/durability/jj/")
-                    else f"+{e.ref}:{mirror}git/{e.ref[len(GIT_PIN_PREFIX):]}"
-                    for e in entries})
+    specs = sorted({f"+{e.ref}:{_mirrored(mirror, e.ref)}" for e in entries})
     transport.fetch(repo.path, remote.url, specs, env=env)
     _seed(repo, mirror, entries)
-    own = manifest.local_ref(str(root), name)  # the same name when A's path was the same
-    _seed_ref(repo, own, f"{mirror}manifests/{own[len(manifest.PREFIX):]}")
     rows = [replace(e.checkpoint, worktree=str(root)) for e in entries]
     missing = [c for c in rows if c.commit_id not in repo]
     if missing:
@@ -95,18 +92,42 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
 
 def _sound(entry: manifest.Entry) -> bool:
     """An entry a restore can use: ids that are ids, a commit that is a
-    commit, a pin under our own refs (a remote is data from outside)."""
+    commit, the pin our replicator names for it (a jj commit's own pin, else
+    its attempt's git pin): a remote is data from outside."""
     c = entry.checkpoint
-    return (ids.is_valid_id(c.run_id) and ids.is_valid_id(c.node_id)
-            and isinstance(c.seq, int) and isinstance(c.iteration, int)
-            and isinstance(c.attempt, int) and isinstance(c.commit_id, str)
-            and bool(_COMMIT.fullmatch(c.commit_id))
-            and bool(_JJ_PIN.fullmatch(entry.ref) or _GIT_PIN.fullmatch(entry.ref)))
+    if not (ids.is_valid_id(c.run_id) and ids.is_valid_id(c.node_id)
+            and all(_is_int(v) for v in (c.seq, c.iteration, c.attempt, c.created_at_ms))
+            and isinstance(c.commit_id, str) and bool(_COMMIT.fullmatch(c.commit_id))
+            and isinstance(c.request_id, str) and bool(c.request_id)
+            and isinstance(c.worktree, str) and isinstance(c.source, str)
+            and all(v is None or isinstance(v, str) for v in (
+                c.change_id, c.operation_id, c.tool_use_id, c.label, c.harness, c.agent_id,
+                c.agent_type))):
+        return False
+    return entry.ref in (_JJ_PREFIX + c.commit_id, key_ref(c.key))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mirrored(mirror: str, ref: str) -> str:
+    """Where a pin of the remote lands here: under the remote's own refs,
+    never over a local ref (a local pin keeps a local commit alive)."""
+    if ref.startswith(_JJ_PREFIX):
+        return f"{mirror}jj/{ref[len(_JJ_PREFIX):]}"
+    return f"{mirror}git/{ref[len(GIT_PIN_PREFIX):]}"
 
 
 def _seed(repo: pygit2.Repository, mirror: str, entries: list[manifest.Entry]) -> None:
-    for ref in {e.ref for e in entries if e.ref.startswith(GIT_PIN_PREFIX)}:
-        _seed_ref(repo, ref, f"{mirror}git/{ref[len(GIT_PIN_PREFIX):]}")
+    """Give each fetched pin its local name where there is none yet; a jj pin
+    only when it holds the commit it is named for."""
+    for ref in {e.ref for e in entries}:
+        fetched = _mirrored(mirror, ref)
+        if ref.startswith(_JJ_PREFIX) and fetched in repo.references and (
+                str(repo.references[fetched].target) != ref[len(_JJ_PREFIX):]):
+            continue
+        _seed_ref(repo, ref, fetched)
 
 
 def _seed_ref(repo: pygit2.Repository, local: str, fetched: str) -> None:

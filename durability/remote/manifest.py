@@ -1,10 +1,12 @@
 """The manifest: which checkpoints a remote holds, readable on a machine
 that has none of the store.
 
-A commit chain per worktree and remote, under the same name locally and on
-the remote: ``refs/durability/manifests/<hash of worktree and remote name>``
-(one per worktree, so the worktrees of a project can share a remote without
-overwriting each other's list).  Its tree holds one small JSON blob per
+A commit chain per worktree, remote and state store, under the same name
+locally and on the remote: ``refs/durability/manifests/<hash of worktree,
+remote name and replica id>`` (one per worktree, so the worktrees of a project
+can share a remote without overwriting each other's list; one per state
+store, so machines that clone a project to the same path, as a fleet of
+containers does, never push over each other's list either).  Its tree holds one small JSON blob per
 checkpoint, named by a hash of the checkpoint's place (run, node, iteration,
 attempt, seq): the store row as captured, plus ``ref``, the ref that pins its
 commit on the remote.  Each push adds the batch's entries on top of the last
@@ -17,21 +19,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import secrets
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from engine import Checkpoint
 
-__all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all"]
+__all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all", "replica_id"]
 
 #: Where the manifests are, locally and on the remote.
 PREFIX = "refs/durability/manifests/"
 _NAME = "worktree-durability"
 _EMAIL = "durability@localhost"
 _VERSION = 1
+_REPLICA_FILE = "replica-id"
+_REPLICA = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -41,10 +49,46 @@ class Entry:
     ref: str
 
 
-def local_ref(worktree: str, remote: str) -> str:
-    """The local manifest of ``worktree``'s checkpoints on ``remote``."""
-    basis = f"{worktree}\0{remote}".encode("utf-8", "surrogateescape")
+def local_ref(worktree: str, remote: str, replica: str) -> str:
+    """The manifest of ``worktree``'s checkpoints on ``remote`` that the
+    state store ``replica`` (``replica_id``) writes."""
+    basis = f"{worktree}\0{remote}\0{replica}".encode("utf-8", "surrogateescape")
     return PREFIX + hashlib.sha256(basis).hexdigest()[:40]
+
+
+def replica_id(state_dir: Path) -> str:
+    """The random id of the state store in ``state_dir``, made on first use
+    (``state_dir/replica-id``): a worktree path and a remote name are not
+    unique across machines, this is."""
+    path = state_dir / _REPLICA_FILE
+    found = _read_id(path)
+    if found is not None:
+        return found
+    fresh = secrets.token_hex(16)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{_REPLICA_FILE}.{fresh}")
+    draft.write_text(fresh + "\n")
+    try:
+        if path.exists():  # unreadable as an id: replace it
+            os.replace(draft, path)
+        else:
+            os.link(draft, path)  # two services racing: the first one's id wins
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink(missing_ok=True)
+    won = _read_id(path)
+    if won is None:
+        raise OSError(f"cannot keep the replica id in {path}")
+    return won
+
+
+def _read_id(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return text if _REPLICA.fullmatch(text) else None
 
 
 def _entry_name(c: Checkpoint) -> str:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import filelock
 import pygit2
 
 from durability.backends.git_commit import key_ref
@@ -80,9 +81,16 @@ class Replicator:
         self._errors: dict[tuple[str, str], str] = {}
         #: (worktree, remote) pairs whose remote manifest was compared since start.
         self._compared: set[tuple[str, str]] = set()
+        #: This state store's id in the names of its manifests (``manifest.replica_id``).
+        self._replica_id: str | None = None
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
+
+    def _replica(self) -> str:
+        if self._replica_id is None:
+            self._replica_id = manifest.replica_id(self.settings.state_dir)
+        return self._replica_id
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="replicate", daemon=True)
@@ -131,7 +139,25 @@ class Replicator:
         return min(POLL_S, max(soonest - time.monotonic(), 0.01))
 
     def run_once(self) -> int:
-        """Push what is due; returns how many checkpoints were pushed."""
+        """Push what is due; returns how many checkpoints were pushed.
+
+        One pass at a time per state store: two services of one state
+        folder (on other sockets) share one outbox, and must neither push
+        the same checkpoints twice nor race for the local manifest ref."""
+        lock = filelock.FileLock(str(self.settings.state_dir / "replicate.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return 0  # the other service's replicator is at it
+        except OSError as exc:
+            log.warning("cannot take the replication lock: %s", exc)
+            return 0
+        try:
+            return self._pass()
+        finally:
+            lock.release()
+
+    def _pass(self) -> int:
         try:
             pending = self._remotes.pending()
         except EngineError as exc:
@@ -150,47 +176,56 @@ class Replicator:
 
     def _replicate(self, key: tuple[str, str], items: list[Pending]) -> int:
         at, delay = self._backoff.get(key, (0.0, 0.0))
+        sent: list[Pending] = []
+        unpinned: list[Pending] = []
         if time.monotonic() >= at:
             try:
                 for start in range(0, len(items), MAX_BATCH):
-                    batch = items[start:start + MAX_BATCH]
-                    self._push(batch)
-                    self._remotes.mark(batch, PUSHED)
+                    done, lost = self._push(items[start:start + MAX_BATCH])
+                    self._remotes.mark(done, PUSHED)
+                    sent += done
+                    unpinned += lost
                 self._backoff.pop(key, None)
                 self._errors.pop(key, None)
-                return len(items)
             except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
                 delay = min(max(delay * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
                 self._backoff[key] = (time.monotonic() + delay, delay)
                 self._errors[key] = str(exc)
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
-        self._file_overdue(items, self._errors.get(key, "not pushed yet"))
-        return 0
+        # Only what is still not there: the batches before a refused one are.
+        handled = {id(p) for p in sent + unpinned}
+        self._file_overdue([p for p in items if id(p) not in handled],
+                           self._errors.get(key, "not pushed yet"))
+        if unpinned:
+            self._file_overdue(unpinned, "its pin is missing here: it cannot be pushed")
+        return len(sent)
 
-    def _push(self, items: list[Pending]) -> None:
+    def _push(self, items: list[Pending]) -> tuple[list[Pending], list[Pending]]:
+        """Push ``items``: those now on the remote, and those left out because
+        their pin is gone (one lost pin must not hold back the rest)."""
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         repo = open_checkpoints(Path(worktree), self._env)
         there = self._already_there(repo, items)
         if there:
             self._remotes.mark(there, PUSHED)
             items = [p for p in items if p not in there]
-            if not items:
-                return
-        entries = [manifest.Entry(p.checkpoint, pin_ref(repo, p.checkpoint)) for p in items]
+        pins = {id(p): pin_ref(repo, p.checkpoint) for p in items}
+        lost = [p for p in items if pins[id(p)] not in repo.references]
+        items = [p for p in items if pins[id(p)] in repo.references]
+        if not items:
+            return there, lost
+        entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
         refs = {e.ref for e in entries}
         refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
                  if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
-        missing = sorted(r for r in refs if r not in repo.references)
-        if missing:
-            raise DurabilityError(f"{len(missing)} checkpoint pin(s) missing, e.g. {missing[0]}",
-                                  code="remote-failed")
-        mref = manifest.local_ref(worktree, remote.name)
+        mref = manifest.local_ref(worktree, remote.name, self._replica())
         manifest.add(repo, mref, entries)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
         self.pushes += 1
         self.pushed += len(items)
+        return there + items, lost
 
     def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
         """Items a push before a crash carried but did not get recorded.
@@ -204,7 +239,7 @@ class Replicator:
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         if (worktree, remote.name) in self._compared:
             return []
-        mref = manifest.local_ref(worktree, remote.name)
+        mref = manifest.local_ref(worktree, remote.name, self._replica())
         tip = repo.references.get(mref)
         if tip is None:
             self._compared.add((worktree, remote.name))

@@ -6,7 +6,8 @@ own keys and credential helpers, which libgit2 would need callbacks for.  The
 URL is always the one stored for the remote, never a remote of the user's git
 configuration, so nothing goes to ``origin`` unless the user named it.  No
 hook of the user's repository runs (``core.hooksPath`` is emptied, and
-``--no-verify``), git never prompts (``GIT_TERMINAL_PROMPT=0``), and only the
+``--no-verify``), no tag or submodule goes along whatever the user's
+configuration says, git never prompts (``GIT_TERMINAL_PROMPT=0``), and only the
 file, ssh and https transports are allowed.
 """
 
@@ -23,6 +24,14 @@ __all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
 
 #: Ceiling on one push or fetch.
 TIMEOUT_S = 120.0
+#: The user's own settings for reaching a remote, kept from the environment
+#: (CI names its deploy key with GIT_SSH_COMMAND); every other GIT_ variable
+#: goes: a hook's GIT_DIR or GIT_INDEX_FILE must not steer this git.
+_KEPT = frozenset({
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
+    "GIT_SSL_CERT", "GIT_SSL_KEY", "GIT_PROXY_SSL_CAINFO", "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+})
 
 
 class RemoteFailed(DurabilityError):
@@ -35,7 +44,7 @@ def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: flo
     git = shutil.which("git", path=env.get("PATH"))
     if git is None:
         raise RemoteFailed("git not found on PATH: replication needs git")
-    child = {k: v for k, v in env.items() if not k.startswith("GIT_")}
+    child = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in _KEPT}
     child.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL="file:ssh:https",
                  LC_ALL="C", GIT_DIR=git_dir)
     argv = [git, "-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass=",
@@ -62,15 +71,19 @@ def push(git_dir: str, url: str, refspecs: Sequence[str], *,
     the state recorded afterwards is exact.
     """
     if refspecs:
-        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet", "--",
+        # Whatever the user's configuration asks of an ordinary push
+        # (push.followTags, submodule.recurse): no tag, no submodule's
+        # commits to the submodule's own remote; only these refspecs.
+        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet",
+                       "--no-follow-tags", "--no-recurse-submodules", "--",
                        url, *refspecs], env, timeout)
 
 
 def fetch(git_dir: str, url: str, refspecs: Sequence[str], *,
           env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S) -> None:
     """Fetch ``refspecs`` (``+src:dst``) from ``url`` into ``git_dir``."""
-    _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", url,
-                   *refspecs], env, timeout)
+    _git(git_dir, ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet",
+                   "--no-recurse-submodules", "--", url, *refspecs], env, timeout)
 
 
 def ls_remote(git_dir: str, url: str, refs: Sequence[str], *,

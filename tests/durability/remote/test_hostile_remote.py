@@ -1,0 +1,133 @@
+"""``restore --from-remote`` against a remote someone else wrote (docs/REMOTE.md):
+its manifest and refs are data from outside, so what it says may be a lie.
+Real git repositories, the installed CLI, manifests forged with git plumbing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.config import Settings
+from durability.remote.replicator import Replicator
+from engine import AttemptKey, Store
+from tests.durability.remote.remotekit import (
+    KEY,
+    add_remote,
+    bare_remote,
+    capture,
+    manifest_commits,
+    remote_refs,
+    states,
+)
+from tests.helpers import cli, git, make_git_repo
+
+
+def _push_all() -> None:
+    settings = Settings.from_env()
+    with Store(settings.db_path) as store:
+        assert Replicator(settings, lambda: store, os.environ).run_once() > 0
+
+
+def _forge(remote: Path, tmp_path: Path, extra: Callable[[dict[str, Any]], dict[str, Any]]
+           ) -> None:
+    """Write on the remote a manifest of someone else's: one entry, made from
+    the first entry of the remote's manifest by ``extra``."""
+    [ref] = [r for r in remote_refs(remote) if r.startswith("refs/durability/manifests/")]
+    name = git(remote, "ls-tree", "--name-only", ref).stdout.split()[0]
+    entry = extra(json.loads(git(remote, "cat-file", "blob", f"{ref}:{name}").stdout))
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(entry))
+    blob = git(remote, "hash-object", "-w", str(forged)).stdout.strip()
+    tree = subprocess.run(["git", "-C", str(remote), "mktree"],
+                          input=f"100644 blob {blob}\t{'f' * 40}.json\n",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    commit = git(remote, "commit-tree", tree, "-m", "forged").stdout.strip()
+    git(remote, "update-ref", f"refs/durability/manifests/{'f' * 40}", commit)
+
+
+def test_a_forged_jj_pin_never_moves_a_local_pin(tmp_path: Path) -> None:
+    """An entry naming ``refs/durability/jj/<X>`` where X is one of this
+    machine's checkpoints, while the remote's ref of that name points at
+    another commit: the fetch must not repoint the local pin (X would lose
+    what keeps it from garbage collection, and a restore of X would get the
+    other tree)."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    theirs = capture(repo, "theirs")
+    _push_all()
+    there = tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(repo), str(there))
+    (there / "mine.txt").write_text("a checkpoint of this machine\n")
+    git(there, "add", "mine.txt")
+    git(there, "commit", "-q", "-m", "mine")
+    mine = git(there, "rev-parse", "HEAD").stdout.strip()
+    pin = f"refs/durability/jj/{mine}"
+    git(there, "update-ref", pin, mine)  # as a jj checkpoint's pin on this machine
+    # The remote's ref of that name holds its own commit, and an entry names it.
+    git(remote, "update-ref", pin, theirs)
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "commit_id": mine, "ref": pin,
+                                        "request_id": "forged-request"})
+    add_remote(there, "backup", remote.as_uri())
+    cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+        "--seq", "1", "--dry-run")
+    assert git(there, "rev-parse", pin).stdout.strip() == mine
+
+
+def test_a_forged_entry_never_marks_another_checkpoint_pushed(tmp_path: Path) -> None:
+    """An entry of the run being restored that carries the request id of a
+    checkpoint of another run (here: one not pushed yet): it is not recorded,
+    and the other checkpoint stays due to be pushed."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "pushed")
+    _push_all()
+    other = AttemptKey("run-other", "agent", 0, 1)
+    capture(repo, "not pushed yet", key=other)
+    with Store(Settings.from_env().db_path) as store:
+        [waiting] = store.checkpoints(other.run_id)
+    assert states(other.run_id) == [{"backup": "pending"}]
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": waiting.request_id})
+    there = tmp_path / "b"
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri())
+    done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+               "--seq", "1", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    # The replicator still pushes it: it is on the remote afterwards.
+    _push_all()
+    assert waiting.commit_id in manifest_commits(remote)
+    assert states(other.run_id) == [{"backup": "pushed"}]
+
+
+@pytest.mark.parametrize("bad", [{"label": ["not", "text"]}, {"created_at_ms": "soon"},
+                                 {"seq": True}, {"request_id": 7}])
+def test_an_entry_with_fields_of_the_wrong_type_is_ignored(tmp_path: Path,
+                                                           bad: dict[str, Any]) -> None:
+    """A field the replicator never writes that way (a list for a label, text
+    for a time): the entry is ignored, the run's good entries restore, and
+    nothing of the bad one reaches the store."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    good = capture(repo, "good")
+    _push_all()
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": "forged-request", **bad})
+    there = tmp_path / "b"
+    there.mkdir()
+    b_env = {**os.environ, "DURABILITY_HOME": str(tmp_path / "b-state"),
+             "DURABILITY_SPOOL_DIR": str(tmp_path / "b-spool")}
+    add_remote(there, "backup", remote.as_uri(), env=b_env)
+    done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+               "--json", env=b_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["restored"] == {"seq": 1, "commit_id": good}
+    rows = json.loads(cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
+    assert [r["commit_id"] for r in rows if r["source"] != "pre-restore"] == [good]
