@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
+from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import Store
+from engine import AttemptKey, Store
 from tests.durability.mcp.test_server import Mcp, serve
 from tests.durability.remote.remotekit import bare_remote, remote_refs
 from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo
@@ -31,10 +33,13 @@ def gate(ctx):
 
 
 def _snapshots(repo: Path, run_id: str, n: int) -> None:
+    """``n`` checkpoints of ``repo``, in this process (as the hook takes them
+    with no service): a CLI process each would only add start-up time."""
     for i in range(n):
         (repo / "README.md").write_text(f"version {i}\n")
-        done = cli("snapshot", str(repo), "--run", run_id, "--node", "session")
-        assert done.returncode == 0, done.stderr
+        done = snapshot_now(Settings.from_env(), key=AttemptKey(run_id, "session", 0, 1),
+                            path=repo, request_id=str(uuid.uuid4()))
+        assert done.commit_id is not None and not done.deduped
 
 
 def _projects(tmp_path: Path) -> tuple[Path, Path]:
