@@ -18,7 +18,7 @@ from engine.db import Connection
 from engine.models import AttemptKey
 from engine.text import row_from_db
 
-__all__ = ["KINDS", "Event", "append", "append_for", "read"]
+__all__ = ["KINDS", "Event", "append", "append_for", "newest", "read"]
 
 #: Every kind of event, as ``durability logs`` prints it.
 KINDS = (
@@ -79,6 +79,17 @@ def read(conn: Connection, run_id: str, *, after_id: int = 0,
         f"SELECT {_COLS} FROM events WHERE run_id=? AND id>? ORDER BY id LIMIT ?",
         (run_id, after_id, limit)).fetchall()
     return [_event(r) for r in rows]
+
+
+def newest(conn: sqlite3.Connection, run_id: str, limit: int) -> tuple[list[Event], int]:
+    """The run's newest ``limit`` events, oldest first, and how many it has
+    (a long session logs one per tool call: a reader wants the tail, bounded)."""
+    total = int(conn.execute("SELECT COUNT(*) FROM events WHERE run_id=?",
+                             (run_id,)).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM events WHERE run_id=? ORDER BY id DESC LIMIT ?",
+        (run_id, limit)).fetchall()
+    return [_event(r) for r in reversed(rows)], total
 
 
 def _event(r: tuple[Any, ...]) -> Event:

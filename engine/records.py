@@ -11,6 +11,7 @@ from engine.backend import DB_ERRORS
 from engine.budget import Usage
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
 from engine.events import Event, append, append_for
+from engine.events import newest as newest_events
 from engine.events import read as read_events
 from engine.fence import Claim, FencedStore
 from engine.models import AttemptKey
@@ -142,6 +143,14 @@ class TaskRecords(FencedStore):
             with self._conn() as conn:
                 return read_events(conn, run_id, after_id=after_id, limit=limit)
         except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
+
+    def newest_events(self, run_id: str, limit: int) -> tuple[list[Event], int]:
+        """The run's newest ``limit`` events, oldest first, and its total."""
+        try:
+            with self._conn() as conn:
+                return newest_events(conn, run_id, limit)
+        except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
     def note(self, run_id: str, kind: str, *, node_id: str | None = None,

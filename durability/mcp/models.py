@@ -26,14 +26,22 @@ __all__ = [
     "DiffIn",
     "DiffOut",
     "ErrorOut",
+    "EventOut",
     "FileChangeOut",
     "GapOut",
     "GapsIn",
     "GapsOut",
+    "GcPreviewIn",
+    "GcPreviewOut",
     "LogIn",
     "LogOut",
+    "LogsIn",
+    "LogsOut",
     "NoIn",
     "PickIn",
+    "RemoteOut",
+    "RemotesIn",
+    "RemotesOut",
     "RestoreIn",
     "RestoreOut",
     "RunIdIn",
@@ -158,6 +166,33 @@ class SnapshotIn(_In):
 class LogIn(_In):
     worktree: PathText | None = Field(default=None, description=_WORKTREE)
     limit: int | None = Field(default=50, ge=1, le=10_000, description="Only the newest N entries.")
+
+
+class LogsIn(RunIdIn):
+    limit: int = Field(default=100, ge=1, le=10_000, description="Only the newest N events "
+                       "(a session logs one per checkpoint).")
+
+
+#: A retention window in days, as the config file and `gc`'s options take it.
+Days = Annotated[float, Field(ge=0, le=36_500)]
+
+
+class GcPreviewIn(_In):
+    worktree: PathText | None = Field(default=None, description=_WORKTREE)
+    keep_all_days: Days | None = Field(default=None, description="Override: every checkpoint "
+                                       "younger than this is kept.")
+    hourly_days: Days | None = Field(default=None, description="Override: then the newest per "
+                                     "attempt and hour, up to this age.")
+    daily_days: Days | None = Field(default=None, description="Override: then the newest per "
+                                    "attempt and day, up to this age.")
+    pre_restore_days: Days | None = Field(default=None, description="Override: pre-restore "
+                                          "checkpoints are kept this long.")
+    limit: int = Field(default=100, ge=1, le=10_000, description="List only the newest N "
+                       "checkpoints that would be dropped.")
+
+
+class RemotesIn(_In):
+    worktree: PathText | None = Field(default=None, description=_WORKTREE)
 
 
 class RunStatusIn(_In):
@@ -371,6 +406,55 @@ class DecisionOut(_Out):
     node_id: str
     decision: Literal["approved", "denied"]
     next: str
+
+
+class EventOut(_Out):
+    id: int
+    ts_ms: int
+    run_id: str
+    kind: str
+    node_id: str | None
+    iteration: int | None
+    attempt: int | None
+    seq: int | None
+    detail: dict[str, Any] | None
+
+
+class LogsOut(_Out):
+    run_id: str
+    events: list[EventOut] = Field(description="The newest `limit`, oldest first, as "
+                                   "`durability logs --json` prints them.")
+    total: int = Field(description="How many events the run has.")
+
+
+class GcPreviewOut(_Out):
+    dry_run: Literal[True] = True
+    worktree: str
+    policy: dict[str, Any]
+    checkpoints: dict[str, Any] = Field(description="{before, dropped, kept, kept_by}: over "
+                                        "the repository of the worktree.")
+    repositories: list[dict[str, Any]]
+    skipped: list[dict[str, str]]
+    would_drop: list[CheckpointOut] = Field(description="The newest `limit` of the "
+                                            "checkpoints gc would drop, oldest first.")
+    would_drop_total: int
+
+
+class RemoteOut(_Out):
+    name: str
+    url: str
+    worktree: str
+    created_at_ms: int
+    pushed: int = Field(description="Checkpoints of the worktree on this remote.")
+    pending: int = Field(description="Not pushed yet (the service pushes them).")
+    failed: int = Field(description="Not pushed within the bound (each a "
+                        "replication-failed gap); retried.")
+
+
+class RemotesOut(_Out):
+    worktree: str
+    checkpoints: int = Field(description="How many checkpoints the worktree has.")
+    remotes: list[RemoteOut]
 
 
 class ErrorOut(_Out):

@@ -29,6 +29,7 @@ from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
+    from engine.runs import Runs
 
 __all__ = ["TOOLS", "Here", "Tool", "tools"]
 
@@ -375,6 +376,84 @@ def service_status(here: Here, args: m.NoIn) -> m.ServiceStatusOut:
          **(answer or {})})
 
 
+def logs(here: Here, args: m.LogsIn) -> m.LogsOut:
+    from engine.runs import Runs
+
+    with Runs(here.settings.db_path) as r:
+        if args.run_id is None:
+            with here.store() as store:
+                run_id = _run_id(here, store, None, args.worktree)
+        else:
+            run_id = args.run_id
+            if not _engine_run(r, run_id):
+                # A hook session (its runs row has no state): bound to the served
+                # worktree as `snapshots` is, for it names that worktree's commits.
+                if not r.events(run_id, limit=1):
+                    raise NotFound(f"no run {run_id!r}: the sessions and runs tools list them")
+                with here.store() as store:
+                    here.check_run(store, run_id)
+        events, total = r.newest_events(run_id, args.limit)
+    return m.LogsOut(run_id=run_id, events=[m.EventOut(**e.to_dict()) for e in events],
+                     total=total)
+
+
+def _engine_run(r: Runs, run_id: str) -> bool:
+    """Whether the engine started ``run_id`` (served as ``run_status`` is)."""
+    try:
+        r.get_run(run_id)
+    except NotFound:
+        return False
+    return True
+
+
+def gc_preview(here: Here, args: m.GcPreviewIn) -> m.GcPreviewOut:
+    from durability.retention.gc import extra_keepers, run_gc
+    from durability.retention.policy import load_policy
+    from engine import now_ms
+
+    root = str(here.worktree(args.worktree))
+    overrides = {k: v for k in ("keep_all_days", "hourly_days", "daily_days",
+                                "pre_restore_days") if (v := getattr(args, k)) is not None}
+    policy = load_policy().with_values(overrides)
+    with here.store() as store:
+        # Always a dry run: the agent may see what gc would drop, never drop it.
+        report = run_gc(here.settings, store, policy, now_ms=now_ms(), dry_run=True,
+                        keepers=extra_keepers(here.settings), measure=False,
+                        lock_timeout_s=_GC_LOCK_TIMEOUT_S, only=[root])
+    data = report.to_dict()
+    expired = sorted((c for r in report.repositories for c in r.expired),
+                     key=lambda c: (c.created_at_ms, c.seq))
+    return m.GcPreviewOut(worktree=root, policy=data["policy"], checkpoints=data["checkpoints"],
+                          repositories=data["repositories"], skipped=data["skipped"],
+                          would_drop=[_checkpoint(c) for c in expired[-args.limit:]],
+                          would_drop_total=len(expired))
+
+
+#: A preview waits this long for a capture's worktree lock, then says it skipped.
+_GC_LOCK_TIMEOUT_S = 30.0
+
+
+def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
+    from collections import Counter
+
+    from engine.remotes import Remotes
+
+    root = str(here.worktree(args.worktree))
+    named = Remotes(here.settings.db_path)
+    with here.store() as store:
+        rows = store.worktree_checkpoints(root)
+    states = named.states(rows)
+    counts: dict[str, Counter[str]] = {}
+    for per_remote in states.values():
+        for name, state in per_remote.items():
+            counts.setdefault(name, Counter())[state] += 1
+    return m.RemotesOut(worktree=root, checkpoints=len(rows), remotes=[
+        m.RemoteOut(**r.to_dict(), pushed=counts.get(r.name, Counter())["pushed"],
+                    pending=counts.get(r.name, Counter())["pending"],
+                    failed=counts.get(r.name, Counter())["failed"])
+        for r in named.all(root)])
+
+
 def approve(here: Here, args: m.ApproveIn) -> m.DecisionOut:
     return _decide(here, args.run_id, args.node_id, "approved", None)
 
@@ -422,6 +501,15 @@ TOOLS = [
          "outputs. " + _READ, m.RunStatusIn, m.RunStatusOut, run_status),
     Tool("service_status", "Whether the snapshot service runs (without it, hooks capture "
          "in process). " + _READ, m.NoIn, m.ServiceStatusOut, service_status),
+    Tool("logs", "A run's event log (attempts, checkpoints, gaps, restores, approvals): the "
+         "newest `limit` events, oldest first, and the total. " + _READ,
+         m.LogsIn, m.LogsOut, logs),
+    Tool("gc_preview", "What `durability gc` would drop from this worktree's repository under "
+         "the retention policy (a dry run: nothing is deleted; gc itself is a person's "
+         "command). " + _READ, m.GcPreviewIn, m.GcPreviewOut, gc_preview),
+    Tool("remotes", "The git remotes this worktree's checkpoints are replicated to, and how "
+         "many checkpoints each holds, awaits or failed to get. " + _READ,
+         m.RemotesIn, m.RemotesOut, remotes),
     Tool("deny", "Deny a gated task of a run; its next resume fails the run there.",
          m.DenyIn, m.DecisionOut, deny, read_only=False),
 ]

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,8 @@ class RepoReport:
     collected: bool = False
     note: str | None = None
     kept_by: Counter[str] = field(default_factory=Counter)
+    #: The checkpoints judged expired (a dry run's "would drop"; not in to_dict).
+    expired: list[Checkpoint] = field(default_factory=list)
     before: backend_prune.StoreFigures | None = None
     after: backend_prune.StoreFigures | None = None
 
@@ -159,12 +161,16 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
            dry_run: bool = False, keepers: Sequence[Keeper] = (),
            env: Mapping[str, str] = os.environ, progress: Progress | None = None,
            lock_timeout_s: float = LOCK_TIMEOUT_S,
-           measure: bool = True) -> GcReport:
+           measure: bool = True, only: Collection[str] | None = None) -> GcReport:
     """Apply ``policy`` as of ``now_ms`` (the clock is the caller's: tests
-    move it, the CLI and the service pass the wall clock)."""
+    move it, the CLI and the service pass the wall clock).  ``only``: just
+    the repositories holding these worktrees (the MCP preview serves one)."""
     report = GcReport(dry_run, now_ms, policy)
     rows = store_prune.retention_rows(store)
     groups = _group(sorted({r.checkpoint.worktree for r in rows}), env, report)
+    if only is not None:
+        groups = [g for g in groups if set(g.worktrees) & set(only)]
+        report.skipped = [s for s in report.skipped if s["worktree"] in only]
     capturer = Capturer(settings=settings, store=lambda: store, env=env)
     total, done = len(rows), 0
     for repo in groups:
@@ -202,6 +208,7 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
     repo.checkpoints = len(verdicts)
     repo.kept_by.update(v.kept_by for v in verdicts if v.kept_by)
     expired = [v.row.checkpoint for v in verdicts if v.expired]
+    repo.expired = expired
     git_dir, measured = _store_paths(repo)
     if measure:
         repo.before = backend_prune.figures(git_dir, measured)

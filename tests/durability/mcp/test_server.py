@@ -18,7 +18,8 @@ from mcp.shared.exceptions import MCPError
 from tests.helpers import cli, cli_json, durability_exe, make_git_repo, make_jj_repo, tree_manifest
 
 TOOLS = {"sessions", "snapshots", "show", "diff", "log", "gaps", "attempts", "restore",
-         "snapshot_now", "runs", "run_status", "service_status", "deny"}
+         "snapshot_now", "runs", "run_status", "service_status", "deny", "logs", "gc_preview",
+         "remotes"}
 
 Body = Callable[["Mcp"], Awaitable[None]]
 
