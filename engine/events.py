@@ -81,7 +81,7 @@ def read(conn: Connection, run_id: str, *, after_id: int = 0,
     return [_event(r) for r in rows]
 
 
-def newest(conn: sqlite3.Connection, run_id: str, limit: int) -> tuple[list[Event], int]:
+def newest(conn: Connection, run_id: str, limit: int) -> tuple[list[Event], int]:
     """The run's newest ``limit`` events, oldest first, and how many it has
     (a long session logs one per tool call: a reader wants the tail, bounded)."""
     total = int(conn.execute("SELECT COUNT(*) FROM events WHERE run_id=?",

@@ -150,7 +150,7 @@ class TaskRecords(FencedStore):
         try:
             with self._conn() as conn:
                 return newest_events(conn, run_id, limit)
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read the state database: {exc}") from exc
 
     def note(self, run_id: str, kind: str, *, node_id: str | None = None,

@@ -183,7 +183,7 @@ class Remotes:
                      error))
 
     @staticmethod
-    def _still_there(conn: sqlite3.Connection, remote: Remote) -> bool:
+    def _still_there(conn: Connection, remote: Remote) -> bool:
         return conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=? AND url=? AND "
                             "created_at_ms=?", (to_db(remote.worktree), remote.name,
                                                remote.url, remote.created_at_ms)
