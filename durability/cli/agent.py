@@ -25,8 +25,8 @@ def mcp_command(allow_approve: bool, any_worktree: bool) -> None:
     """Serve the Model Context Protocol on stdin and stdout (for an agent).
 
     Tools: sessions, snapshots, show, diff, log, gaps, attempts, restore,
-    snapshot_now, runs, run_status, service_status, deny (and approve with
-    --allow-approve).
+    snapshot_now, runs, run_status, service_status, logs, gc_preview, remotes,
+    deny (and approve with --allow-approve).
     Run ids default to the newest session of the worktree it runs in, and
     only that worktree is served unless --any-worktree.
     Register it for Claude Code with `durability install-hook --mcp`.
