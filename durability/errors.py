@@ -240,7 +240,7 @@ _EXIT_CODES = {
     "restore-conflict": 7,
     # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).
     "remote-failed": 9,
-    "replication-failed": 8,
+    "replication-failed": 9,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,
