@@ -55,11 +55,12 @@ def files(ctx):
                            if p.is_file() and p.name.endswith(".txt"))) or "-"
 """
 
-# fast and slow share the worktree.  slow checkpoints first; fast then
-# writes fast.txt and finishes; once fast's output is on record, slow's
-# first attempt writes a stray file and is killed.
+# fast and slow share the worktree (refused at load unless the workflow
+# accepts it: it does).  slow checkpoints first; fast then writes fast.txt
+# and finishes; once fast's output is on record, slow's first attempt writes
+# a stray file and is killed.
 PARALLEL = HEADER + """
-workflow = Workflow("parallel", max_parallel=2)
+workflow = Workflow("parallel", max_parallel=2, shared_worktree_ok=True)
 
 
 def side_has(line):
