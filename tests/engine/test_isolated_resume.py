@@ -216,3 +216,67 @@ def test_a_resumed_isolated_task_that_conflicts_keeps_both_sides_until_resolved(
              if e["kind"] in ("restore", "merge", "merge-conflict")]
     assert story == [("merge", "fast", 1), ("restore", "slow", None),
                      ("merge-conflict", "slow", 2), ("merge", "slow", 3)]
+
+
+# With a service up, the service watches the isolated worktree for the
+# attempt; slow's attempt 1 dies once it sees that watch.
+SERVICE_WATCHED = """
+import signal
+
+from durability import client
+
+workflow = Workflow("served", worktree="isolated")
+
+
+@workflow.task()
+def slow(ctx):
+    log(node="slow", attempt=ctx.attempt, worktree=ctx.worktree, files=files(ctx))
+    Path(ctx.worktree, f"a{ctx.attempt}.txt").write_text("work\\n")
+    if ctx.attempt == 1:
+        sock = Settings.from_env(ctx.env).socket_path
+        mine = ("served", "slow", 1, ctx.worktree)
+        deadline = time.monotonic() + 60
+        while mine not in [(w["run_id"], w["node_id"], w["attempt"], w["worktree"])
+                           for w in client.call(sock, {"v": 1, "op": "watches"},
+                                                timeout_s=30)["watches"]]:
+            assert time.monotonic() < deadline, "the service never watched the attempt"
+            time.sleep(0.05)
+        checkpoint(ctx, "a1")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {}
+"""
+
+
+def test_the_service_watches_an_isolated_attempt_and_drops_a_dead_ones_watch(
+        tmp_path: Path) -> None:
+    from durability import client
+    from durability.config import Settings
+    from tests.helpers import start_service
+
+    settings = Settings.from_env()
+    folder = tmp_path / "wf"
+    isokit.write(folder, SERVICE_WATCHED)
+    repo = isokit.make_repo(tmp_path / "repo", "git")
+    service = start_service(tmp_path)
+    try:
+        killed = cli("run", str(folder / "wf.py"), "--run-id", "served",
+                     "--worktree", str(repo))
+        assert killed.returncode == -9, killed.stderr
+        own = isokit.side(folder)[0]["worktree"]
+        left = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+        assert [(w["attempt"], w["worktree"]) for w in left["watches"]] == [(1, own)]
+        done = cli("resume", "served")
+        assert done.returncode == 0, done.stderr
+        after = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+    finally:
+        service.stop()
+    assert after["watches"] == []
+    assert [s["files"] for s in isokit.side(folder)] == [["README.md"], ["README.md", "a1.txt"]]
+    assert sorted(p.name for p in repo.glob("a*.txt")) == ["a1.txt", "a2.txt"]
+    with _runs(tmp_path) as runs:
+        events = runs.events("served")
+    restore = next(e.id for e in events if e.kind == "restore")
+    dead = [e for e in events if e.kind == "checkpoint" and e.attempt == 1]
+    # The dead attempt's watch in the isolated worktree ended before the
+    # restore there: nothing was recorded in its name after it.
+    assert dead and all(e.id < restore for e in dead), (restore, dead)

@@ -189,8 +189,9 @@ def test_a_finished_parallel_task_keeps_its_files_when_the_other_is_resumed(
     assert restores[0].detail["reason"] == "newest"
 
 
-def test_a_second_crash_of_the_same_task_is_restored_too(tmp_path: Path) -> None:
-    repo = _repo(tmp_path, "jj")
+@pytest.mark.parametrize("backend", ["jj", "git"])
+def test_a_second_crash_of_the_same_task_is_restored_too(tmp_path: Path, backend: str) -> None:
+    repo = _repo(tmp_path, backend)
     path = _workflow(tmp_path, DOUBLE)
     _killed(path, repo, "dbl")
     again = cli("resume", "dbl")
