@@ -27,6 +27,7 @@ KINDS = (
     "attempt-started", "attempt-finished", "attempt-failed", "attempt-stopped",
     "attempt-abandoned",
     "checkpoint", "gap", "restore",
+    "merge", "merge-conflict", "fork",
     "approval", "pause", "cancel", "budget-hit",
 )
 

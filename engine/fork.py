@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.budget import Limits
 from engine.errors import InvalidValue, NotFound, WorkflowInvalid
+from engine.events import append
 from engine.execute import EngineConfig, drive, new_run_id
 from engine.fence import Claim, Owner
 from engine.loader import load_workflow
@@ -83,14 +84,13 @@ def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, res
     meta = compute(loaded.path, loaded.imported)
     # Checked and restored before anything is recorded: a fork that cannot
     # start from its tree leaves no half-made run behind.
-    if parent.worktree is not None:
-        restore(point, parent.worktree)
+    done = restore(point, parent.worktree) if parent.worktree is not None else None
     claim = runs.create_run(
         new_id, owner=owner or Owner.this_process(), workflow_path=meta.workflow_path,
         repo_root=meta.repo_root, worktree=parent.worktree, metadata_json=meta.to_json(),
         plan_json=json.dumps(loaded.workflow.plan()),
         limits_json=parent.limits_json or Limits().to_json())
-    _record(runs, claim, point, set(loaded.workflow.tasks))
+    _record(runs, claim, point, set(loaded.workflow.tasks), done)
     runs.start_running(claim)
     return drive(runs, loaded, claim, config)
 
@@ -103,9 +103,12 @@ def _exists(runs: Runs, run_id: str) -> bool:
     return True
 
 
-def _record(runs: Runs, claim: Claim, point: Checkpoint, tasks: set[str]) -> None:
+def _record(runs: Runs, claim: Claim, point: Checkpoint, tasks: set[str],
+            restored: str | None) -> None:
     """Copy the outputs recorded before the checkpoint (never the forked
-    task's own from its iteration on) and record the fork, in one write."""
+    task's own from its iteration on) and record the fork (its row and its
+    ``fork`` event), in one write."""
+    now = runs._clock()
     with runs.fenced(claim) as conn:
         rows = conn.execute(
             "SELECT node_id, iteration, attempt, output_json, created_at_ms FROM task_outputs "
@@ -120,7 +123,11 @@ def _record(runs: Runs, claim: Claim, point: Checkpoint, tasks: set[str]) -> Non
             "INSERT INTO run_forks (run_id, parent_run_id, node_id, iteration, attempt, seq, "
             "commit_id, copied, created_at_ms) VALUES (?,?,?,?,?,?,?,?,?)",
             (claim.run_id, point.run_id, point.node_id, point.iteration, point.attempt,
-             point.seq, point.commit_id, len(kept), runs._clock()))
+             point.seq, point.commit_id, len(kept), now))
+        append(conn, claim.run_id, "fork", now, node_id=point.node_id,
+               iteration=point.iteration, attempt=point.attempt, seq=point.seq,
+               detail={"parent_run_id": point.run_id, "commit_id": point.commit_id,
+                       "copied": len(kept), "done": restored})
 
 
 def forked_from(runs: Runs, run_id: str) -> ForkPoint | None:

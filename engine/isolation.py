@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from engine.events import append_for
 from engine.fence import Claim
 from engine.models import AttemptKey
 from engine.runs import Runs
@@ -132,10 +133,13 @@ class Isolation:
                                    "on record to merge back")
         try:
             done = self.ops.merge_back(row, key)
-        except WorktreeConflict:
-            self._set_state(row, "conflict")
+        except WorktreeConflict as exc:
+            self._set_state(row, "conflict", key=key, event=(
+                "merge-conflict", {"worktree": row.path, "into": row.shared,
+                                   "message": str(exc)[:2000]}))
             raise
-        self._set_state(row, "merged")
+        self._set_state(row, "merged", key=key, event=(
+            "merge", {"worktree": row.path, "into": row.shared, "done": done}))
         return done
 
     def remove(self, node_id: str, iteration: int) -> None:
@@ -167,11 +171,17 @@ class Isolation:
     def rows(self, run_id: str) -> list[TaskWorktree]:
         return task_worktrees(self.runs, run_id)
 
-    def _set_state(self, row: TaskWorktree, state: str) -> None:
+    def _set_state(self, row: TaskWorktree, state: str, *, key: AttemptKey | None = None,
+                   event: tuple[str, dict[str, Any]] | None = None) -> None:
+        """Move ``row`` to ``state``, logging ``event`` (kind, detail) about
+        ``key``'s attempt in the same write."""
+        now = self.runs._clock()
         with self.runs.fenced(self.claim) as conn:
             conn.execute("UPDATE task_worktrees SET state=?, updated_at_ms=? WHERE run_id=? AND "
                          "node_id=? AND iteration=?",
-                         (state, self.runs._clock(), row.run_id, row.node_id, row.iteration))
+                         (state, now, row.run_id, row.node_id, row.iteration))
+            if event is not None and key is not None:
+                append_for(conn, key, event[0], now, detail=event[1])
 
 
 def task_worktrees(runs: Runs, run_id: str) -> list[TaskWorktree]:

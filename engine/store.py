@@ -163,11 +163,14 @@ class Store:
         k = new.key
         self._ensure_attempt(conn, k, new.worktree, now)
         latest = conn.execute(
-            f"SELECT seq, commit_id FROM workspace_checkpoints WHERE {_KEY_WHERE} "
+            f"SELECT seq, commit_id, worktree FROM workspace_checkpoints WHERE {_KEY_WHERE} "
             "ORDER BY seq DESC LIMIT 1",
             (k.run_id, k.node_id, k.iteration, k.attempt),
         ).fetchone()
-        if latest and latest[1] == new.commit_id:
+        # The same commit in another worktree is a new checkpoint: an isolated
+        # task's tree merged back unchanged into the shared worktree is the
+        # shared worktree's state now, which its restores must find.
+        if latest and latest[1] == new.commit_id and latest[2] == to_db(new.worktree):
             return Recorded(seq=latest[0], commit_id=new.commit_id, deduped=True)
         seq = (latest[0] if latest else 0) + 1
         conn.execute(

@@ -103,7 +103,11 @@ class ChangedPaths:
         """For the next request: the paths, or None (scan the whole tree)."""
         if not self.enabled:
             return None
-        if not self._wait_barrier(timeout_s):
+        with self._lock:
+            unknown = self._unknown
+        # A full scan needs no proof that every event arrived (and a watch
+        # that is being torn down would never see its barrier).
+        if not unknown and not self._wait_barrier(timeout_s):
             self.lost()
         with self._lock:
             taken = None if self._unknown else frozenset(self._paths)

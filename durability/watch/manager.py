@@ -215,6 +215,10 @@ class WatchManager:
 
     def _teardown(self, watch: Watch, *, final: bool) -> Outcome | None:
         self._unschedule(watch)
+        # Unscheduled, the watch sees no more events, its final capture's
+        # barrier included: that capture scans fully instead of waiting for
+        # the barrier until it times out (5 s on every git unwatch).
+        watch.changed.lost()
         return watch.end(final=final)
 
     def _unschedule(self, watch: Watch) -> None:

@@ -34,9 +34,9 @@ make("t4", ["t3"])
 """
 
 
-# The fork itself does not depend on the backend (the restore it makes is
-# tested on both in tests/durability/capture); jj is the slower of the two.
-@pytest.mark.parametrize("backend", ["jj"])
+# On both backends: the fork restores the parent's worktree to a checkpoint
+# the engine's own attempt captures sit beside.
+@pytest.mark.parametrize("backend", ["jj", "git"])
 def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
         tmp_path: Path, backend: str) -> None:
     folder = tmp_path / "wf"
@@ -46,7 +46,12 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
     assert done.returncode == 0, done.stderr
     workflow.write_text(workflow.read_text().replace("VERSION = 1", "VERSION = 2"))
 
-    done = cli("fork", "orig", "--node", "t3", "--seq", "1", "--run-id", "again")
+    with Runs(tmp_path / "state" / "state.db") as runs:
+        # t3's own checkpoint (its attempt's start capture is seq 1, its end
+        # capture adds nothing: the tree did not change after it).
+        [wrote] = [c for c in runs.checkpoints("orig", "t3") if c.label == "t3 wrote"]
+    assert wrote.seq == 2
+    done = cli("fork", "orig", "--node", "t3", "--seq", "2", "--run-id", "again")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "run again finished"
 
@@ -65,12 +70,20 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
 
     status = cli_json("run-status", "again")
     assert status["forked_from"] == {"parent_run_id": "orig", "node_id": "t3", "iteration": 0,
-                                     "attempt": 1, "seq": 1, "copied": 2,
+                                     "attempt": 1, "seq": 2, "copied": 2,
                                      "commit_id": status["forked_from"]["commit_id"]}
     assert [t["state"] for t in status["tasks"]] == ["succeeded"] * 4
     text = cli("run-status", "again")
-    assert "forked from orig at t3 it 0 att 1 seq 1 (2 outputs copied)" in text.stdout
+    assert "forked from orig at t3 it 0 att 1 seq 2 (2 outputs copied)" in text.stdout
     assert cli_json("run-status", "orig")["forked_from"] is None
+    # The new run's log says where it came from, right after it started.
+    with Runs(tmp_path / "state" / "state.db") as runs:
+        kinds = [e.kind for e in runs.events("again")]
+        [fork] = [e for e in runs.events("again") if e.kind == "fork"]
+    assert kinds[:2] == ["run-started", "fork"]
+    assert (fork.node_id, fork.iteration, fork.attempt, fork.seq) == ("t3", 0, 1, 2)
+    assert fork.detail is not None and fork.detail["parent_run_id"] == "orig"
+    assert fork.detail["copied"] == 2 and "restored" in fork.detail["done"]
 
 
 ONE = """

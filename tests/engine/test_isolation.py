@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from engine.isolation import task_worktrees
+from engine.models import Checkpoint
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, cli_json, durability_exe, wait_for
+from tests.helpers import cli, cli_json
 
 BACKENDS = ["jj", "git"]
 
@@ -72,14 +73,19 @@ def test_parallel_isolated_tasks_both_land_in_the_shared_worktree(
     assert (repo / "README.md").read_text() == "hello\nfrom left\n"
     with _runs(tmp_path) as runs:
         rows = task_worktrees(runs, "p1")
-        sources = [c.source for c in runs.checkpoints("p1", "left")]
+        cps = runs.checkpoints("p1", "left")
     assert [(r.node_id, r.kind, r.state) for r in rows] == [
         ("left", backend, "removed"), ("right", backend, "removed")]
     assert not any(Path(r.path).exists() for r in rows), "merged worktrees are cleaned up"
-    assert sources[-2:] == ["merge", "merged"]
+    # The attempt checkpointed itself in its own worktree (start, end); the
+    # merge's capture of the task's tree is that end checkpoint (an unchanged
+    # tree adds no row), then the shared tree after the merge.
+    left_path = rows[0].path
+    assert [(c.source, c.label, c.worktree) for c in cps[:2]] == [
+        ("attempt", "attempt start", left_path), ("attempt", "attempt end", left_path)]
+    assert [(c.source, c.worktree) for c in cps[2:]] == [("merged", str(repo))]
     # A removed worktree's checkpoints stay restorable, into another worktree.
-    with _runs(tmp_path) as runs:
-        task_tree = next(c for c in runs.checkpoints("p1", "left") if c.source == "merge")
+    task_tree = _task_tree(cps, left_path)
     back = cli("restore", "p1", "--node", "left", "--attempt", "1", "--seq",
                str(task_tree.seq), "--worktree", str(repo))
     assert back.returncode == 0, back.stderr
@@ -89,6 +95,13 @@ def test_parallel_isolated_tasks_both_land_in_the_shared_worktree(
         heads = subprocess.run([isokit_jj(), "-R", str(repo), "--ignore-working-copy",
                                 "workspace", "list"], capture_output=True, text=True)
         assert heads.stdout.count(":") == 1, heads.stdout  # only the default workspace left
+
+
+def _task_tree(cps: list[Checkpoint], path: str) -> Checkpoint:
+    """The task's tree as it was merged: its newest checkpoint in its own
+    worktree (the attempt's end capture, or the merge's own when the tree
+    changed after it)."""
+    return [c for c in cps if c.worktree == path][-1]
 
 
 def isokit_jj() -> str:
@@ -120,10 +133,12 @@ def test_a_conflicting_merge_fails_with_worktree_conflict_and_keeps_both_sides(
     assert not (repo / f"{loser}.txt").exists()
     with _runs(tmp_path) as runs:
         row = next(r for r in task_worktrees(runs, "c1") if r.node_id == loser)
-        cps = {c.source: c for c in runs.checkpoints("c1", loser)}
+        listed = runs.checkpoints("c1", loser)
+    cps = {c.source: c for c in listed}
+    cps["merge"] = _task_tree(listed, row.path)
     assert row.state == "conflict" and Path(row.path, "README.md").read_text() == \
         f"from {loser}\n", "the task's worktree is kept as it ended"
-    assert cps["merge"].worktree == row.path and cps["merge-conflict"].worktree == str(repo)
+    assert cps["merge-conflict"].worktree == str(repo)
 
     # Both sides are checkpoints: restoring each puts its tree back.
     (repo / "README.md").write_text("edited after the conflict\n")
@@ -147,8 +162,17 @@ def slow(ctx):
     checkpoint(ctx, "slow wrote")
     log(node="slow", attempt=ctx.attempt, event="checkpointed")
     if ctx.attempt == 1:
+        from engine.runs import Runs
+
+        runs = Runs(Settings.from_env(ctx.env).db_path)
+        deadline = time.monotonic() + 60
+        while not any(o["node_id"] == "fast" for o in runs.outputs(ctx.run_id)):
+            assert time.monotonic() < deadline, "fast never finished"
+            time.sleep(0.02)
+        # Killed right after a write no checkpoint holds: at once, so the
+        # attempt's own watch (300 ms settle) cannot have recorded it.
         Path(ctx.worktree, "stray.partial").write_text("never checkpointed\\n")
-        time.sleep(120)  # killed here
+        os.kill(os.getpid(), 9)
     return {"attempt": ctx.attempt}
 
 
@@ -170,22 +194,8 @@ def test_kill_9_mid_task_then_resume_reuses_the_isolated_worktree(
     folder = tmp_path / "wf"
     isokit.write(folder, KILLED)
     repo = isokit.make_repo(tmp_path / "repo", backend)
-    proc = subprocess.Popen([durability_exe(), "run", str(folder / "wf.py"), "--run-id", "k1",
-                             "--worktree", str(repo)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        wait_for(lambda: any(ln.get("event") == "checkpointed" for ln in isokit.side(folder))
-                 or proc.poll() is not None, timeout=60)
-        with _runs(tmp_path) as runs:  # fast merged back and finished meanwhile
-            wait_for(lambda: any(o["node_id"] == "fast" for o in runs.outputs("k1"))
-                     or proc.poll() is not None, timeout=60)
-        wait_for(lambda: proc.poll() is not None
-                 or any(Path(ln["worktree"], "stray.partial").exists()
-                        for ln in isokit.side(folder) if "worktree" in ln))
-    finally:
-        proc.kill()
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == -9, err
+    killed = cli("run", str(folder / "wf.py"), "--run-id", "k1", "--worktree", str(repo))
+    assert killed.returncode == -9, killed.stderr
     assert (repo / "fast.txt").exists() and not (repo / "slow.txt").exists()
     if lost:
         shutil.rmtree(next(ln["worktree"] for ln in isokit.side(folder) if "worktree" in ln))

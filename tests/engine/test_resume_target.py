@@ -55,11 +55,12 @@ def files(ctx):
                            if p.is_file() and p.name.endswith(".txt"))) or "-"
 """
 
-# fast and slow share the worktree.  slow checkpoints first; fast then
-# writes fast.txt and finishes; once fast's output is on record, slow's
-# first attempt writes a stray file and is killed.
+# fast and slow share the worktree (refused at load unless the workflow
+# accepts it: it does).  slow checkpoints first; fast then writes fast.txt
+# and finishes; once fast's output is on record, slow's first attempt writes
+# a stray file and is killed.
 PARALLEL = HEADER + """
-workflow = Workflow("parallel", max_parallel=2)
+workflow = Workflow("parallel", max_parallel=2, shared_worktree_ok=True)
 
 
 def side_has(line):
@@ -188,8 +189,9 @@ def test_a_finished_parallel_task_keeps_its_files_when_the_other_is_resumed(
     assert restores[0].detail["reason"] == "newest"
 
 
-def test_a_second_crash_of_the_same_task_is_restored_too(tmp_path: Path) -> None:
-    repo = _repo(tmp_path, "jj")
+@pytest.mark.parametrize("backend", ["jj", "git"])
+def test_a_second_crash_of_the_same_task_is_restored_too(tmp_path: Path, backend: str) -> None:
+    repo = _repo(tmp_path, backend)
     path = _workflow(tmp_path, DOUBLE)
     _killed(path, repo, "dbl")
     again = cli("resume", "dbl")
