@@ -24,6 +24,7 @@ Everything else expires.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,11 +37,14 @@ from engine import Checkpoint
 from engine.prune import RetentionRow
 from engine.runs import ACTIVE
 
-__all__ = ["DAY_MS", "HOUR_MS", "Keeper", "Policy", "Verdict", "config_path", "judge",
-           "load_policy"]
+__all__ = ["DAY_MS", "HOUR_MS", "MAX_SETTING", "Keeper", "Policy", "Verdict", "config_path",
+           "judge", "load_policy"]
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+#: The largest value a setting takes (days, hours or seconds alike): far past
+#: any useful window, and small enough that its milliseconds are an exact int.
+MAX_SETTING = 1e9
 
 #: A keeper names why a checkpoint must stay, or None to have no say.  The
 #: hook point for other features (replication keeps what it has not pushed).
@@ -79,9 +83,12 @@ class Policy:
             if name not in known:
                 raise InvalidInput(f"unknown retention setting {name!r} (known: "
                                    f"{', '.join(sorted(known))})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InvalidInput(f"retention setting {name} must be a number >= 0, "
-                                   f"not {value!r}")
+            # nan fails every comparison (``age < nan`` is false, so it would
+            # keep nothing); inf and huge values overflow the int of a time.
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or not 0 <= value <= MAX_SETTING):
+                raise InvalidInput(f"retention setting {name} must be a number from 0 to "
+                                   f"{MAX_SETTING:.0e}, not {value!r}")
             changes[name] = float(value)
         return replace(self, **changes)
 
