@@ -11,11 +11,14 @@ A checkpoint is kept when any keeper claims it, in this order:
    judged by age like a finished run.
 2. ``newest``: it is its attempt's newest checkpoint (highest seq, or the
    commit its ``jj_pointer`` names), kept forever.
-3. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
-4. ``recent``: younger than ``keep_all_days``.
-5. ``pre-restore``: a restore's safety checkpoint younger than
+3. ``resume-start``: the ``attempt start`` checkpoint of a task's first
+   attempt in an engine run of any state (a finished, failed or cancelled
+   run can be resumed, and ``on_resume=clean`` starts from it).
+4. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
+5. ``recent``: younger than ``keep_all_days``.
+6. ``pre-restore``: a restore's safety checkpoint younger than
    ``pre_restore_days``.
-6. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
+7. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
    (while younger than ``hourly_days``), then in its day (while younger than
    ``daily_days``).
 
@@ -34,6 +37,7 @@ from typing import Any
 
 from durability.errors import InvalidInput
 from engine import Checkpoint
+from engine.attempt_checkpoints import ATTEMPT_SOURCE, START_LABEL
 from engine.prune import RetentionRow
 from engine.runs import ACTIVE
 
@@ -139,6 +143,7 @@ def judge(rows: Iterable[RetentionRow], policy: Policy, now_ms: int,
     """A verdict for every row (same order)."""
     rows = list(rows)
     survivors = _bucket_survivors(rows, policy, now_ms)
+    survivors.update(_resume_starts(rows))
     return [Verdict(row, _kept_by(row, policy, now_ms, keepers, survivors)) for row in rows]
 
 
@@ -149,6 +154,8 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
         return "unfinished-run"
     if c.seq == row.max_seq or c.commit_id == row.jj_pointer:
         return "newest"
+    if survivors.get(id(row)) == "resume-start":
+        return "resume-start"
     for keeper in keepers:
         reason = keeper(c)
         if reason:
@@ -159,6 +166,24 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
     if c.source == "pre-restore" and age < policy.pre_restore_days * DAY_MS:
         return "pre-restore"
     return survivors.get(id(row))
+
+
+def _resume_starts(rows: list[RetentionRow]) -> dict[int, str]:
+    """``id(row)`` -> "resume-start" for the start checkpoint a clean resume
+    goes back to (``engine.attempt_checkpoints.restore_target``): per engine
+    task iteration and worktree, the first attempt's ``attempt start``.  One
+    row per task iteration; a hook session (no run state) has none."""
+    first: dict[tuple[Any, ...], RetentionRow] = {}
+    for row in rows:
+        c = row.checkpoint
+        if row.run_state is None or c.source != ATTEMPT_SOURCE or c.label != START_LABEL:
+            continue
+        key = (c.run_id, c.node_id, c.iteration, c.worktree)
+        best = first.get(key)
+        if best is None or (c.attempt, c.created_at_ms, c.seq) < (
+                best.checkpoint.attempt, best.checkpoint.created_at_ms, best.checkpoint.seq):
+            first[key] = row
+    return {id(row): "resume-start" for row in first.values()}
 
 
 def _bucket_survivors(rows: list[RetentionRow], policy: Policy,
