@@ -35,7 +35,8 @@ from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
 __all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collect_git",
-           "collect_jj", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log",
+           "collect_jj", "figures", "finish_rewrite", "pending", "resume_rewrite", "rewrite_chain",
+           "trim_op_log",
            "unpin_jj", "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
@@ -215,6 +216,39 @@ class Interrupted(GitFailed):
 
 def pending(repo: pygit2.Repository, key: AttemptKey) -> bool:
     return PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):] in repo.references
+
+
+def resume_rewrite(repo: pygit2.Repository,
+                   key: AttemptKey) -> tuple[dict[str, str], list[str]] | None:
+    """What an interrupted rewrite of ``key``'s chain did, read from the two
+    chains: (old id -> new id for each commit of the old chain, the one the
+    pending ref keeps, that the current chain holds again; the old commits it
+    does not hold, i.e. dropped).  A rewritten commit keeps its message (whose
+    trailers name its seq and requests) and tree, so the pair finds it; a
+    capture since the kill added commits to the current chain only.  File
+    modes follow as in ``rewrite_chain``.  None when either ref is missing
+    (the caller then leaves the attempt as it is)."""
+    ref = key_ref(key)
+    try:
+        old_tip = repo.references[PENDING_PREFIX + ref[len(GIT_PIN_PREFIX):]].peel(
+            pygit2.Commit)
+        tip = repo.references[ref].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    now = {(c.message, str(c.tree_id)): str(c.id) for c in _chain(tip, key)}
+    renamed: dict[str, str] = {}
+    dropped: list[str] = []
+    for commit in _chain(old_tip, key):
+        new = now.get((commit.message, str(commit.tree_id)))
+        if new is None:
+            dropped.append(str(commit.id))
+        elif new != str(commit.id):
+            renamed[str(commit.id)] = new
+    try:
+        _move_modes(repo, renamed, [])
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise GitFailed(f"cannot move the file modes of {ref}: {exc}") from exc
+    return renamed, dropped
 
 
 def finish_rewrite(repo: pygit2.Repository, key: AttemptKey) -> int:

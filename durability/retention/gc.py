@@ -204,6 +204,8 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
                     env: Mapping[str, str], measure: bool) -> None:
     # Read under the locks: no capture of these worktrees can add a row now.
     rows = store_prune.retention_rows(store, repo.worktrees)
+    if repo.backend == "git" and not dry_run and _repair(store, Path(repo.store), rows, repo):
+        rows = store_prune.retention_rows(store, repo.worktrees)
     verdicts = judge(rows, policy, now_ms, keepers)
     repo.checkpoints = len(verdicts)
     repo.kept_by.update(v.kept_by for v in verdicts if v.kept_by)
@@ -265,6 +267,35 @@ def _drop_git(store: Store, git_dir: Path, expired: list[Checkpoint], repo: Repo
     repo.dropped, repo.rewritten = done.dropped, done.renamed
     for key in moved_keys:  # only the pending refs this run made
         backend_prune.finish_rewrite(git, key)
+
+
+def _repair(store: Store, git_dir: Path, rows: list[store_prune.RetentionRow],
+            repo: RepoReport) -> bool:
+    """Finish what a gc killed mid-rewrite left (a ``gc-pending`` ref): name
+    the new chain's commits in the rows, drop the rows of commits it dropped,
+    then let go of the old chain, unless a row still names a commit only
+    that keeps.  True when the store changed."""
+    git = pygit2.Repository(str(git_dir))
+    changed = False
+    for key in sorted({_key(r.checkpoint) for r in rows}):
+        if not backend_prune.pending(git, key):
+            continue
+        found = backend_prune.resume_rewrite(git, key)
+        if found is None:
+            continue
+        moved, gone = found
+        gone_set = set(gone)
+        drop = [r.checkpoint for r in rows
+                if _key(r.checkpoint) == key and r.checkpoint.commit_id in gone_set]
+        store_prune.apply(store, drop, moved)
+        changed = True
+        left = {c.commit_id for c in store.checkpoints(key.run_id) if _key(c) == key}
+        if left & gone_set:
+            continue  # a row still names the old chain: its pending ref stays
+        backend_prune.finish_rewrite(git, key)
+        repo.note = "finished an interrupted gc of an attempt"
+        log.info("gc finished an interrupted rewrite of %s", key)
+    return changed
 
 
 def _key(c: Checkpoint) -> AttemptKey:
