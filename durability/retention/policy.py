@@ -11,9 +11,11 @@ A checkpoint is kept when any keeper claims it, in this order:
    judged by age like a finished run.
 2. ``newest``: it is its attempt's newest checkpoint (highest seq, or the
    commit its ``jj_pointer`` names), kept forever.
-3. ``resume-start``: the ``attempt start`` checkpoint of a task's first
-   attempt in an engine run of any state (a finished, failed or cancelled
-   run can be resumed, and ``on_resume=clean`` starts from it).
+3. ``resume-start``: what a resume of an engine run in any state starts
+   from (a finished, failed or cancelled run can be resumed): the ``attempt
+   start`` checkpoint of a task's first attempt (``on_resume=clean``) and the
+   run's newest checkpoint of each worktree that is not a pre-restore one
+   (continue).
 4. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
 5. ``recent``: younger than ``keep_all_days``.
 6. ``pre-restore``: a restore's safety checkpoint younger than
@@ -169,21 +171,37 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
 
 
 def _resume_starts(rows: list[RetentionRow]) -> dict[int, str]:
-    """``id(row)`` -> "resume-start" for the start checkpoint a clean resume
-    goes back to (``engine.attempt_checkpoints.restore_target``): per engine
-    task iteration and worktree, the first attempt's ``attempt start``.  One
-    row per task iteration; a hook session (no run state) has none."""
+    """``id(row)`` -> "resume-start" for the checkpoints a resume of an
+    engine run goes back to (``engine.attempt_checkpoints.restore_target``):
+    per task iteration and worktree, the first attempt's ``attempt start``
+    (``on_resume=clean``); per run and worktree, the newest checkpoint that
+    is not a pre-restore (continue: a restore's pre-restore checkpoint may be
+    its attempt's newest, and a resume never starts from one).  A few rows
+    per run; a hook session (no run state) has none."""
     first: dict[tuple[Any, ...], RetentionRow] = {}
+    newest: dict[tuple[Any, ...], RetentionRow] = {}
     for row in rows:
         c = row.checkpoint
-        if row.run_state is None or c.source != ATTEMPT_SOURCE or c.label != START_LABEL:
+        if row.run_state is None:
+            continue
+        if c.source != "pre-restore":
+            key = (c.run_id, c.worktree)
+            best = newest.get(key)
+            if best is None or _order(c) > _order(best.checkpoint):
+                newest[key] = row
+        if c.source != ATTEMPT_SOURCE or c.label != START_LABEL:
             continue
         key = (c.run_id, c.node_id, c.iteration, c.worktree)
         best = first.get(key)
-        if best is None or (c.attempt, c.created_at_ms, c.seq) < (
-                best.checkpoint.attempt, best.checkpoint.created_at_ms, best.checkpoint.seq):
+        if best is None or (c.attempt, *_order(c)) < (best.checkpoint.attempt,
+                                                      *_order(best.checkpoint)):
             first[key] = row
-    return {id(row): "resume-start" for row in first.values()}
+    return {id(row): "resume-start" for row in [*first.values(), *newest.values()]}
+
+
+def _order(c: Checkpoint) -> tuple[int, int, int]:
+    # restore_target's order: record time, then attempt and seq.
+    return (c.created_at_ms, c.attempt, c.seq)
 
 
 def _bucket_survivors(rows: list[RetentionRow], policy: Policy,

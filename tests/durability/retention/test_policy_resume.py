@@ -49,3 +49,22 @@ def test_a_hook_session_has_no_resume_to_keep_for() -> None:
     # No engine state: judged by age alone, as documented.
     verdicts = judge(_rows(None), Policy(), NOW)
     assert [v.kept_by for v in verdicts] == [None, None, "newest", None, "newest"]
+
+
+def test_gc_keeps_what_a_continue_resume_starts_from() -> None:
+    """A restore puts its pre-restore checkpoint on the target's attempt, as
+    that attempt's newest; a resume never starts from a pre-restore one, so
+    it goes to the newest other checkpoint of the worktree, which gc judged
+    by age alone."""
+    rows = _rows("failed")[:3]  # attempt 1: start, hook, end (seq 3)
+    c = rows[2].checkpoint
+    pre = Checkpoint(c.run_id, c.node_id, c.iteration, 1, 4, "c1-4", None, None, "/wt",
+                     "pre-restore", None, None, "r1-4", c.created_at_ms + 1)
+    rows = [RetentionRow(r.checkpoint, "failed", None, 4) for r in rows]
+    rows.append(RetentionRow(pre, "failed", None, 4))
+    before = restore_target([r.checkpoint for r in rows], node_id="build", iteration=0,
+                            worktree="/wt", on_resume="continue")
+    assert before is not None and before.checkpoint.seq == 3
+    kept = [v.row.checkpoint for v in judge(rows, Policy(), NOW) if not v.expired]
+    assert restore_target(kept, node_id="build", iteration=0, worktree="/wt",
+                          on_resume="continue") == before
