@@ -185,10 +185,9 @@ def _resume_starts(rows: list[RetentionRow]) -> dict[int, str]:
         if row.run_state is None:
             continue
         if c.source != "pre-restore":
-            key = (c.run_id, c.worktree)
-            best = newest.get(key)
-            if best is None or _order(c) > _order(best.checkpoint):
-                newest[key] = row
+            latest = newest.get((c.run_id, c.worktree))
+            if latest is None or _order(c) > _order(latest.checkpoint):
+                newest[(c.run_id, c.worktree)] = row
         if c.source != ATTEMPT_SOURCE or c.label != START_LABEL:
             continue
         key = (c.run_id, c.node_id, c.iteration, c.worktree)
