@@ -293,14 +293,27 @@ def _move_modes(repo: pygit2.Repository, renamed: dict[str, str], dropped: Seque
         _delete(repo, MODES_PREFIX + old)
 
 
-def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
+def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
+                locked_at_s: float | None = None) -> Collected:
     """Drop unreachable objects older than the grace, as ``git gc`` does
     for objects: repack what is reachable (unreachable packed objects younger
     than the grace come out loose), then prune loose ones past it.  Not
     ``git gc`` itself: its ``pack-refs`` and ``reflog expire`` take ref locks
     that a capture moving its attempt's ref at that moment would fail on,
-    and they are the user's housekeeping, not ours.  Needs git."""
-    expire = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
+    and they are the user's housekeeping, not ours.  Needs git.
+
+    Without a grace, objects go up to the second of ``locked_at_s`` (when gc
+    took the worktree locks), not "now": git runs in a session of its own, so
+    a gc killed meanwhile leaves it running after the locks are gone, and
+    "now" would prune what the captures that then go ahead are writing.  (git
+    compares whole seconds: a capture within that same second is still
+    exposed.)"""
+    if grace_s > 0:
+        expire = f"{int(grace_s)}.seconds.ago"
+    elif locked_at_s is not None:
+        expire = f"@{int(locked_at_s)}"
+    else:
+        expire = "now"
     base = ["git", "--git-dir", str(git_dir)]
     pins = _pin_private_indexes(git_dir)
     try:

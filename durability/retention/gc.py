@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,12 +182,13 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
         locked_collect = policy.prune_grace_s <= 0 or repo.backend == "jj"
         try:
             with _locked(capturer, repo.worktrees, lock_timeout_s):
+                locked_at_s = time.time()
                 _one_repository(settings, store, policy, repo, now_ms=now_ms, dry_run=dry_run,
                                 keepers=keepers, env=env, measure=measure)
                 if locked_collect and not dry_run:
-                    _collect(repo, policy, env, measure)
+                    _collect(repo, policy, env, measure, locked_at_s)
             if not locked_collect and not dry_run:
-                _collect(repo, policy, env, measure)
+                _collect(repo, policy, env, measure, locked_at_s)
         except filelock.Timeout:
             repo.note = "skipped: a capture held a worktree lock past the timeout"
         except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
@@ -226,11 +228,13 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
         _trim(jj, repo, now_ms - int(policy.jj_op_log_days * DAY_MS), settings)
 
 
-def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool) -> None:
+def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool,
+             locked_at_s: float) -> None:
     """git's or jj's own gc, then the figures after."""
     git_dir, measured = _store_paths(repo)
     jj = _jj_path(repo, env)
-    collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S)
+    collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S,
+                                           locked_at_s=locked_at_s)
                  if jj is None else
                  backend_prune.collect_jj(jj, Path(repo.worktrees[0]), policy.prune_grace_s,
                                           COLLECT_TIMEOUT_S))
