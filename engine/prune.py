@@ -74,16 +74,20 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
 
 
 def commits_in_use(store: Store, commit_ids: Iterable[str]) -> set[str]:
-    """Which of ``commit_ids`` a checkpoint row (of any run) or an attempt's
-    pointer still names: their pins must stay."""
+    """Which of ``commit_ids`` a checkpoint row (of any run), an attempt's
+    pointer or an isolated task's merge base (``task_worktrees.base_commit``,
+    a snapshot that is often also a checkpoint's commit) still names: their
+    pins must stay."""
     wanted = sorted(set(commit_ids))
     found: set[str] = set()
-    for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
-        part = wanted[start:start + 500]
+    for start in range(0, len(wanted), 300):  # SQLite's limit on parameters (999)
+        part = wanted[start:start + 300]
         marks = ",".join("?" * len(part))
         rows = _read(store, f"SELECT commit_id FROM workspace_checkpoints WHERE commit_id IN "
                             f"({marks}) UNION SELECT jj_pointer FROM attempts WHERE "
-                            f"jj_pointer IN ({marks})", tuple(part) * 2)
+                            f"jj_pointer IN ({marks}) UNION SELECT base_commit FROM "
+                            f"task_worktrees WHERE state <> 'removed' AND base_commit IN "
+                            f"({marks})", tuple(part) * 3)
         found.update(str(r[0]) for r in rows)
     return found
 

@@ -35,7 +35,8 @@ from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
 __all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collect_git",
-           "collect_jj", "figures", "finish_rewrite", "pending", "rewrite_chain", "trim_op_log",
+           "collect_jj", "figures", "finish_rewrite", "pending", "resume_rewrite", "rewrite_chain",
+           "trim_op_log",
            "unpin_jj", "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
@@ -217,6 +218,39 @@ def pending(repo: pygit2.Repository, key: AttemptKey) -> bool:
     return PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):] in repo.references
 
 
+def resume_rewrite(repo: pygit2.Repository,
+                   key: AttemptKey) -> tuple[dict[str, str], list[str]] | None:
+    """What an interrupted rewrite of ``key``'s chain did, read from the two
+    chains: (old id -> new id for each commit of the old chain, the one the
+    pending ref keeps, that the current chain holds again; the old commits it
+    does not hold, i.e. dropped).  A rewritten commit keeps its message (whose
+    trailers name its seq and requests) and tree, so the pair finds it; a
+    capture since the kill added commits to the current chain only.  File
+    modes follow as in ``rewrite_chain``.  None when either ref is missing
+    (the caller then leaves the attempt as it is)."""
+    ref = key_ref(key)
+    try:
+        old_tip = repo.references[PENDING_PREFIX + ref[len(GIT_PIN_PREFIX):]].peel(
+            pygit2.Commit)
+        tip = repo.references[ref].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    now = {(c.message, str(c.tree_id)): str(c.id) for c in _chain(tip, key)}
+    renamed: dict[str, str] = {}
+    dropped: list[str] = []
+    for commit in _chain(old_tip, key):
+        new = now.get((commit.message, str(commit.tree_id)))
+        if new is None:
+            dropped.append(str(commit.id))
+        elif new != str(commit.id):
+            renamed[str(commit.id)] = new
+    try:
+        _move_modes(repo, renamed, [])
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise GitFailed(f"cannot move the file modes of {ref}: {exc}") from exc
+    return renamed, dropped
+
+
 def finish_rewrite(repo: pygit2.Repository, key: AttemptKey) -> int:
     """Let go of the old chain once the store names the new one."""
     return _delete(repo, PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):])
@@ -259,14 +293,27 @@ def _move_modes(repo: pygit2.Repository, renamed: dict[str, str], dropped: Seque
         _delete(repo, MODES_PREFIX + old)
 
 
-def collect_git(git_dir: Path, grace_s: float, timeout_s: float) -> Collected:
+def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
+                locked_at_s: float | None = None) -> Collected:
     """Drop unreachable objects older than the grace, as ``git gc`` does
     for objects: repack what is reachable (unreachable packed objects younger
     than the grace come out loose), then prune loose ones past it.  Not
     ``git gc`` itself: its ``pack-refs`` and ``reflog expire`` take ref locks
     that a capture moving its attempt's ref at that moment would fail on,
-    and they are the user's housekeeping, not ours.  Needs git."""
-    expire = "now" if grace_s <= 0 else f"{int(grace_s)}.seconds.ago"
+    and they are the user's housekeeping, not ours.  Needs git.
+
+    Without a grace, objects go up to the second of ``locked_at_s`` (when gc
+    took the worktree locks), not "now": git runs in a session of its own, so
+    a gc killed meanwhile leaves it running after the locks are gone, and
+    "now" would prune what the captures that then go ahead are writing.  (git
+    compares whole seconds: a capture within that same second is still
+    exposed.)"""
+    if grace_s > 0:
+        expire = f"{int(grace_s)}.seconds.ago"
+    elif locked_at_s is not None:
+        expire = f"@{int(locked_at_s)}"
+    else:
+        expire = "now"
     base = ["git", "--git-dir", str(git_dir)]
     pins = _pin_private_indexes(git_dir)
     try:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,12 +182,13 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
         locked_collect = policy.prune_grace_s <= 0 or repo.backend == "jj"
         try:
             with _locked(capturer, repo.worktrees, lock_timeout_s):
+                locked_at_s = time.time()
                 _one_repository(settings, store, policy, repo, now_ms=now_ms, dry_run=dry_run,
                                 keepers=keepers, env=env, measure=measure)
                 if locked_collect and not dry_run:
-                    _collect(repo, policy, env, measure)
+                    _collect(repo, policy, env, measure, locked_at_s)
             if not locked_collect and not dry_run:
-                _collect(repo, policy, env, measure)
+                _collect(repo, policy, env, measure, locked_at_s)
         except filelock.Timeout:
             repo.note = "skipped: a capture held a worktree lock past the timeout"
         except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
@@ -204,6 +206,8 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
                     env: Mapping[str, str], measure: bool) -> None:
     # Read under the locks: no capture of these worktrees can add a row now.
     rows = store_prune.retention_rows(store, repo.worktrees)
+    if repo.backend == "git" and not dry_run and _repair(store, Path(repo.store), rows, repo):
+        rows = store_prune.retention_rows(store, repo.worktrees)
     verdicts = judge(rows, policy, now_ms, keepers)
     repo.checkpoints = len(verdicts)
     repo.kept_by.update(v.kept_by for v in verdicts if v.kept_by)
@@ -224,11 +228,13 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
         _trim(jj, repo, now_ms - int(policy.jj_op_log_days * DAY_MS), settings)
 
 
-def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool) -> None:
+def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool,
+             locked_at_s: float) -> None:
     """git's or jj's own gc, then the figures after."""
     git_dir, measured = _store_paths(repo)
     jj = _jj_path(repo, env)
-    collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S)
+    collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S,
+                                           locked_at_s=locked_at_s)
                  if jj is None else
                  backend_prune.collect_jj(jj, Path(repo.worktrees[0]), policy.prune_grace_s,
                                           COLLECT_TIMEOUT_S))
@@ -265,6 +271,35 @@ def _drop_git(store: Store, git_dir: Path, expired: list[Checkpoint], repo: Repo
     repo.dropped, repo.rewritten = done.dropped, done.renamed
     for key in moved_keys:  # only the pending refs this run made
         backend_prune.finish_rewrite(git, key)
+
+
+def _repair(store: Store, git_dir: Path, rows: list[store_prune.RetentionRow],
+            repo: RepoReport) -> bool:
+    """Finish what a gc killed mid-rewrite left (a ``gc-pending`` ref): name
+    the new chain's commits in the rows, drop the rows of commits it dropped,
+    then let go of the old chain, unless a row still names a commit only
+    that keeps.  True when the store changed."""
+    git = pygit2.Repository(str(git_dir))
+    changed = False
+    for key in sorted({_key(r.checkpoint) for r in rows}):
+        if not backend_prune.pending(git, key):
+            continue
+        found = backend_prune.resume_rewrite(git, key)
+        if found is None:
+            continue
+        moved, gone = found
+        gone_set = set(gone)
+        drop = [r.checkpoint for r in rows
+                if _key(r.checkpoint) == key and r.checkpoint.commit_id in gone_set]
+        store_prune.apply(store, drop, moved)
+        changed = True
+        left = {c.commit_id for c in store.checkpoints(key.run_id) if _key(c) == key}
+        if left & gone_set:
+            continue  # a row still names the old chain: its pending ref stays
+        backend_prune.finish_rewrite(git, key)
+        repo.note = "finished an interrupted gc of an attempt"
+        log.info("gc finished an interrupted rewrite of %s", key)
+    return changed
 
 
 def _key(c: Checkpoint) -> AttemptKey:

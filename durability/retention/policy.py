@@ -11,11 +11,16 @@ A checkpoint is kept when any keeper claims it, in this order:
    judged by age like a finished run.
 2. ``newest``: it is its attempt's newest checkpoint (highest seq, or the
    commit its ``jj_pointer`` names), kept forever.
-3. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
-4. ``recent``: younger than ``keep_all_days``.
-5. ``pre-restore``: a restore's safety checkpoint younger than
+3. ``resume-start``: what a resume of an engine run in any state starts
+   from (a finished, failed or cancelled run can be resumed): the ``attempt
+   start`` checkpoint of a task's first attempt (``on_resume=clean``) and the
+   run's newest checkpoint of each worktree that is not a pre-restore one
+   (continue).
+4. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
+5. ``recent``: younger than ``keep_all_days``.
+6. ``pre-restore``: a restore's safety checkpoint younger than
    ``pre_restore_days``.
-6. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
+7. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
    (while younger than ``hourly_days``), then in its day (while younger than
    ``daily_days``).
 
@@ -24,6 +29,7 @@ Everything else expires.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,14 +39,18 @@ from typing import Any
 
 from durability.errors import InvalidInput
 from engine import Checkpoint
+from engine.attempt_checkpoints import ATTEMPT_SOURCE, START_LABEL
 from engine.prune import RetentionRow
 from engine.runs import ACTIVE
 
-__all__ = ["DAY_MS", "HOUR_MS", "Keeper", "Policy", "Verdict", "config_path", "judge",
-           "load_policy"]
+__all__ = ["DAY_MS", "HOUR_MS", "MAX_SETTING", "Keeper", "Policy", "Verdict", "config_path",
+           "judge", "load_policy"]
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+#: The largest value a setting takes (days, hours or seconds alike): far past
+#: any useful window, and small enough that its milliseconds are an exact int.
+MAX_SETTING = 1e9
 
 #: A keeper names why a checkpoint must stay, or None to have no say.  The
 #: hook point for other features (replication keeps what it has not pushed).
@@ -79,9 +89,12 @@ class Policy:
             if name not in known:
                 raise InvalidInput(f"unknown retention setting {name!r} (known: "
                                    f"{', '.join(sorted(known))})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InvalidInput(f"retention setting {name} must be a number >= 0, "
-                                   f"not {value!r}")
+            # nan fails every comparison (``age < nan`` is false, so it would
+            # keep nothing); inf and huge values overflow the int of a time.
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or not 0 <= value <= MAX_SETTING):
+                raise InvalidInput(f"retention setting {name} must be a number from 0 to "
+                                   f"{MAX_SETTING:.0e}, not {value!r}")
             changes[name] = float(value)
         return replace(self, **changes)
 
@@ -132,6 +145,7 @@ def judge(rows: Iterable[RetentionRow], policy: Policy, now_ms: int,
     """A verdict for every row (same order)."""
     rows = list(rows)
     survivors = _bucket_survivors(rows, policy, now_ms)
+    survivors.update(_resume_starts(rows))
     return [Verdict(row, _kept_by(row, policy, now_ms, keepers, survivors)) for row in rows]
 
 
@@ -142,6 +156,8 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
         return "unfinished-run"
     if c.seq == row.max_seq or c.commit_id == row.jj_pointer:
         return "newest"
+    if survivors.get(id(row)) == "resume-start":
+        return "resume-start"
     for keeper in keepers:
         reason = keeper(c)
         if reason:
@@ -152,6 +168,39 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
     if c.source == "pre-restore" and age < policy.pre_restore_days * DAY_MS:
         return "pre-restore"
     return survivors.get(id(row))
+
+
+def _resume_starts(rows: list[RetentionRow]) -> dict[int, str]:
+    """``id(row)`` -> "resume-start" for the checkpoints a resume of an
+    engine run goes back to (``engine.attempt_checkpoints.restore_target``):
+    per task iteration and worktree, the first attempt's ``attempt start``
+    (``on_resume=clean``); per run and worktree, the newest checkpoint that
+    is not a pre-restore (continue: a restore's pre-restore checkpoint may be
+    its attempt's newest, and a resume never starts from one).  A few rows
+    per run; a hook session (no run state) has none."""
+    first: dict[tuple[Any, ...], RetentionRow] = {}
+    newest: dict[tuple[Any, ...], RetentionRow] = {}
+    for row in rows:
+        c = row.checkpoint
+        if row.run_state is None:
+            continue
+        if c.source != "pre-restore":
+            latest = newest.get((c.run_id, c.worktree))
+            if latest is None or _order(c) > _order(latest.checkpoint):
+                newest[(c.run_id, c.worktree)] = row
+        if c.source != ATTEMPT_SOURCE or c.label != START_LABEL:
+            continue
+        key = (c.run_id, c.node_id, c.iteration, c.worktree)
+        best = first.get(key)
+        if best is None or (c.attempt, *_order(c)) < (best.checkpoint.attempt,
+                                                      *_order(best.checkpoint)):
+            first[key] = row
+    return {id(row): "resume-start" for row in [*first.values(), *newest.values()]}
+
+
+def _order(c: Checkpoint) -> tuple[int, int, int]:
+    # restore_target's order: record time, then attempt and seq.
+    return (c.created_at_ms, c.attempt, c.seq)
 
 
 def _bucket_survivors(rows: list[RetentionRow], policy: Policy,

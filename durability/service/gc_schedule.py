@@ -6,7 +6,10 @@ service applies the retention policy as ``durability gc`` would.  The time of
 the last run is kept in the state folder (``gc-last``), so a service that
 restarts more often than the interval still runs gc on time; a service that
 finds no such file counts the interval from its own start (a first install
-is never greeted by a gc).  gc takes each repository's worktree locks, so it
+is never greeted by a gc).  Several services on one state folder (one
+``DURABILITY_HOME``, several sockets) share the marker and a lock
+(``locks/gc-schedule.lock``): the one that takes the lock runs a due gc, the
+others skip that tick.  gc takes each repository's worktree locks, so it
 never runs during a capture of the same worktree: a capture that comes in
 waits for it, and gc waits for a running capture.
 """
@@ -19,9 +22,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import filelock
+
 from durability.config import Settings
 from durability.errors import DurabilityError, InvalidInput
 from durability.fsutil import replace_file
+from durability.paths import ensure_private_dir
 from durability.retention.gc import extra_keepers, run_gc
 from durability.retention.policy import HOUR_MS, load_policy
 from engine import EngineError, Store, now_ms
@@ -79,9 +85,26 @@ class GcSchedule:
             self._mark()
         log.info("scheduled gc every %.3g h", every / HOUR_MS)
         while not self._stop.wait(min(_CHECK_S, every / 1000)):
-            last = self._last() or 0
-            if now_ms() - last >= every:
+            self.tick(every)
+
+    def tick(self, every: int) -> bool:
+        """Run gc if it is due and no other service on this state folder is
+        running it; True when it ran.  Due is read again under the lock: a
+        service that waited on another's gc must not run it a second time."""
+        try:
+            with filelock.FileLock(ensure_private_dir(self.settings.lock_dir)
+                                   / "gc-schedule.lock", timeout=0):
+                if now_ms() - (self._last() or 0) < every:
+                    return False
                 self.run_once()
+                return True
+        except filelock.Timeout:
+            log.info("scheduled gc: another service on %s is running it",
+                     self.settings.state_dir)
+            return False
+        except OSError as exc:
+            log.warning("scheduled gc skipped: %s", exc)
+            return False
 
     def run_once(self) -> None:
         """One gc with the policy as configured now (the file may have changed)."""

@@ -52,9 +52,11 @@ def test_newest_unfinished_and_keepers_win_over_age() -> None:
     policy = Policy(keep_all_days=0, hourly_days=0, daily_days=0, pre_restore_days=0)
     old = NOW - 100 * DAY_MS
     rows = [_row(1, old), _row(2, old, top=2), _row(3, old, run_state="waiting-approval"),
-            _row(4, old, run_state="failed"), _row(5, old, source="pre-restore")]
+            _row(4, old, run_state="failed"), _row(5, old, source="pre-restore"),
+            _row(6, old, run_state="failed")]  # what a resume of the failed run starts from
     verdicts = judge(rows, policy, NOW, [lambda c: "pinned" if c.seq == 1 else None])
-    assert [v.kept_by for v in verdicts] == ["pinned", "newest", "unfinished-run", None, None]
+    assert [v.kept_by for v in verdicts] == ["pinned", "newest", "unfinished-run", None, None,
+                                             "resume-start"]
 
 
 def test_pre_restore_window() -> None:
