@@ -11,6 +11,7 @@ from pathlib import Path
 from durability.config import Settings
 from engine import AttemptKey, Gap, NewCheckpoint
 from engine.fence import Owner
+from engine.remotes import Remotes
 from engine.runs import Runs
 from engine.watches import Watches, WatchRow
 from tests import pg
@@ -36,6 +37,20 @@ def _fill(path: Path) -> None:
         runs.add_gaps([Gap(ts_ms=5, run_id="hook-run", request_id="g1", reason="jj-failed",
                            detail="boom")])
     Watches(path).put(WatchRow("/w", KEY, 100, 1000, poll=True))
+    remotes = Remotes(path)
+    remotes.add("/w", "backup", "file:///srv/backup.git")
+    remotes.mark(remotes.pending()[:1], "pushed")
+    # An isolated worktree and a fork need a real repository to be made
+    # through their own calls: their rows are written as those calls write them.
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute("INSERT INTO task_worktrees VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                         ("eng", "t1", 0, "/iso", "git", "/w", "c" * 40, "iso", "removed", 1, 2))
+            conn.execute("INSERT INTO run_forks VALUES (?,?,?,?,?,?,?,?,?)",
+                         ("eng-fork", "eng", "t1", 0, 1, 1, "a" * 40, 1, 3))
+    finally:
+        conn.close()
 
 
 def _tables(path: Path) -> set[str]:
