@@ -11,7 +11,7 @@ from typing import overload
 from durability import envms, paths
 from durability.errors import InvalidInput
 
-__all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings"]
+__all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings", "database_location"]
 
 #: Every ``DURABILITY_*`` variable the toolkit reads, and what it means: the
 #: one list (README's configuration table and the tests are checked against
@@ -166,6 +166,12 @@ class Settings:
     @property
     def log_path(self) -> Path:
         return self.state_dir / "service.log"
+
+
+def database_location(env: Mapping[str, str]) -> Path | str:
+    """``Settings.database`` for ``env`` without building the settings (the
+    hook's last resort, which reads no other setting)."""
+    return _database_url(env) or paths.state_dir(env) / "state.db"
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:

@@ -24,7 +24,7 @@ from engine.backend import Location, is_url, migrate, open_database
 from engine.db import DB_ERRORS, Connection, write_transaction
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
 from engine.models import Checkpoint
-from engine.store import now_ms
+from engine.store import _CHECKPOINT_COLS, now_ms
 from engine.text import row_from_db, to_db
 
 __all__ = ["FAILED", "PENDING", "PUSHED", "Pending", "Remote", "Remotes"]
@@ -34,11 +34,9 @@ FAILED = "failed"
 #: Not a row: a checkpoint with a remote and no ``pushed`` row.
 PENDING = "pending"
 
-_CP_COLS = (
-    "c.run_id, c.node_id, c.iteration, c.attempt, c.seq, c.commit_id, c.change_id, "
-    "c.operation_id, c.worktree, c.source, c.tool_use_id, c.label, c.request_id, "
-    "c.created_at_ms, c.harness, c.agent_id, c.agent_type"
-)
+# The store's checkpoint columns, as ``c.`` of the join (``engine.prune`` alike).
+_CP_COLS = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
+_CP_WIDTH = len(_CHECKPOINT_COLS.split(","))
 # Checkpoints of worktrees with a remote, not yet on that remote.
 _PENDING_SQL = f"""
 SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
@@ -151,9 +149,7 @@ class Remotes:
     def pending(self) -> list[Pending]:
         """Every checkpoint not yet on a remote of its worktree, oldest first
         per worktree and remote (the outbox)."""
-        return [Pending(Checkpoint(*r[:17]),
-                        Remote(str(r[8]), str(r[17]), str(r[18]), int(r[19])), r[20])
-                for r in self._read(_PENDING_SQL)]
+        return [_pending(r) for r in self._read(_PENDING_SQL)]
 
     def unreplicated(self, worktree: str | None = None) -> list[Checkpoint]:
         """Checkpoints some configured remote does not hold yet: what a
@@ -271,6 +267,12 @@ class Remotes:
             "ORDER BY seq DESC LIMIT 1) WHERE run_id=? AND node_id=? AND iteration=? "
             "AND attempt=?", (*key, *key))
         return 1
+
+
+def _pending(r: tuple[Any, ...]) -> Pending:
+    """A row of ``_PENDING_SQL``: the checkpoint, its remote, the state."""
+    c, n = Checkpoint(*r[:_CP_WIDTH]), _CP_WIDTH
+    return Pending(c, Remote(str(c.worktree), str(r[n]), str(r[n + 1]), int(r[n + 2])), r[n + 3])
 
 
 def _remote(r: tuple[Any, ...]) -> Remote:

@@ -99,14 +99,11 @@ class _Hook:
 
 def _store_gap(env: Mapping[str, str], record: dict[str, Any]) -> None:
     """Record a gap straight into the store (no spool folder took it)."""
+    from durability.config import database_location
     from durability.gaps.ingest import ingest_records
     from engine import Store
 
-    # The store the settings would name (the hook does not build Settings).
-    url = env.get("DURABILITY_DATABASE_URL", "").strip()
-    if url and not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError("DURABILITY_DATABASE_URL must be a postgresql:// URL")
-    with Store(url or paths.state_dir(env) / "state.db") as store:
+    with Store(database_location(env)) as store:
         ingest_records(store, [record])
 
 

@@ -379,7 +379,7 @@ def service_status(here: Here, args: m.NoIn) -> m.ServiceStatusOut:
 def logs(here: Here, args: m.LogsIn) -> m.LogsOut:
     from engine.runs import Runs
 
-    with Runs(here.settings.db_path) as r:
+    with Runs(here.settings.database) as r:
         if args.run_id is None:
             with here.store() as store:
                 run_id = _run_id(here, store, None, args.worktree)
@@ -439,7 +439,7 @@ def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
     from engine.remotes import Remotes
 
     root = str(here.worktree(args.worktree))
-    named = Remotes(here.settings.db_path)
+    named = Remotes(here.settings.database)
     with here.store() as store:
         rows = store.worktree_checkpoints(root)
     states = named.states(rows)

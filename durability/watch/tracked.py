@@ -35,7 +35,7 @@ from durability.watch.inotify import (
     folders_within,
     watched_folders,
 )
-from durability.watch.watch import change_ends
+from durability.watch.watch import _inode, _text, change_ends
 
 __all__ = ["DEFAULT_MAX_WORKTREES", "Tracker", "default_max_watches"]
 
@@ -285,14 +285,3 @@ class Tracker:
         for t in tracked:
             t.changed.lost()
 
-
-def _text(path: str | bytes) -> str:
-    return os.fsdecode(path) if isinstance(path, bytes) else path
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino if os.path.isdir(path) else None
