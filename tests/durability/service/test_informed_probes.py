@@ -1,0 +1,305 @@
+"""An independent review of the quiet answer and informed captures (issue 12):
+changes that inotify reports late, differently, or not at all.  Each probe
+captures, changes the tree some way, captures again, and checks that the
+last checkpoint holds exactly the tree on disk: a quiet answer that misses a
+change is silent data loss.
+
+Everything is real: the service in this process (its coalescer, its internal
+watches, real inotify), jj and git in tmp folders."""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.config import Settings
+from durability.service.server import Service
+from tests.helpers import commit_manifest, git, make_git_repo, make_jj_repo, tree_manifest
+
+RUN = "sess-probe"
+
+# Probes that found a miss in the quiet answer (strict: they must fail).
+_MISS_LINK = pytest.mark.xfail(strict=True, reason="a hard link's write from outside is unheard")
+_MISS_LINK_LATE = pytest.mark.xfail(strict=True, reason="a link made from outside is unheard")
+_MISS_MMAP = pytest.mark.xfail(strict=True, reason="writes through a mapping make no event")
+_MISS_EXCLUDES = pytest.mark.xfail(strict=True, reason="an excludes file outside is unheard")
+_calls = itertools.count(1)
+
+
+@pytest.fixture(params=["git", "jj"])
+def worktree(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    path = tmp_path / "wt"
+    if request.param == "git":
+        make_git_repo(path)
+    else:
+        make_jj_repo(path)
+        (path / "README.md").write_text("hello\n")
+    (path / ".gitignore").write_text("build/\n")
+    (path / "src").mkdir()
+    (path / "src" / "a.txt").write_text("a\n")
+    return path
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[Service]:
+    with Service(settings) as svc:
+        assert svc.informed is not None
+        yield svc
+
+
+def _capture(svc: Service, worktree: Path) -> Any:
+    from durability.capture.capturer import CaptureRequest
+    from engine import AttemptKey
+
+    assert svc.coalescer is not None
+    request = CaptureRequest(key=AttemptKey(RUN, "n", 0, 1), worktree=worktree.resolve(),
+                             source="hook", request_id=f"req-{next(_calls)}")
+    outcome = svc.coalescer.submit(request).result(60)
+    assert outcome.ok, outcome
+    return outcome
+
+
+def _manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool, bytes]]:
+    if (worktree / ".jj").is_dir():
+        return commit_manifest(worktree, commit_id)
+    import pygit2
+
+    repo: Any = pygit2.Repository(str(worktree))
+    found: dict[str, tuple[str, bool, bytes]] = {}
+
+    def walk(tree: Any, prefix: str) -> None:
+        for entry in tree:
+            rel = prefix + entry.name
+            if entry.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(repo[entry.id], rel + "/")
+            elif entry.filemode == pygit2.GIT_FILEMODE_LINK:
+                found[rel] = ("link", False, repo[entry.id].data)
+            else:
+                executable = entry.filemode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+                found[rel] = ("file", executable, repo[entry.id].data)
+
+    walk(repo[commit_id].peel(pygit2.Commit).tree, "")
+    return found
+
+
+def _on_disk(worktree: Path) -> dict[str, tuple[str, bool, bytes]]:
+    """The tree on disk as a capture must take it (ignored files left out)."""
+    on_disk = tree_manifest(worktree)
+    ignored = git(worktree, "status", "--ignored", "--porcelain", "-z",
+                  "--untracked-files=all").stdout.split("\0")
+    for line in ignored:
+        if line.startswith("!! "):
+            name = line[3:]
+            for path in [p for p in on_disk if p == name or p.startswith(name)]:
+                del on_disk[path]
+    return on_disk
+
+
+def _assert_captured(svc: Service, worktree: Path) -> Any:
+    """The next capture's checkpoint is the tree on disk, and a capture after
+    it (quiet now) still is."""
+    outcome = _capture(svc, worktree)
+    assert _manifest(worktree, outcome.commit_id) == _on_disk(worktree)
+    again = _capture(svc, worktree)
+    assert _manifest(worktree, again.commit_id) == _on_disk(worktree)
+    return outcome
+
+
+def _probe(svc: Service, worktree: Path, change: Callable[[], object]) -> None:
+    _capture(svc, worktree)
+    _capture(svc, worktree)  # armed, and quiet: the state a change must break
+    assert svc.informed is not None and svc.informed.quiet >= 1
+    change()
+    _assert_captured(svc, worktree)
+
+
+# -- writes the watched folders never hear of ----------------------------------
+
+
+@_MISS_LINK
+def test_a_write_through_a_hard_link_from_outside_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.link(worktree / "src" / "a.txt", outside / "a-link.txt")
+
+    def change() -> None:
+        with open(outside / "a-link.txt", "r+b") as f:
+            f.write(b"B\n")
+
+    _probe(service, worktree, change)
+
+
+@_MISS_LINK_LATE
+def test_a_hard_link_made_from_outside_after_the_watch_began_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _capture(service, worktree)
+    _capture(service, worktree)
+    os.link(worktree / "src" / "a.txt", outside / "a-link.txt")
+    _capture(service, worktree)
+
+    with open(outside / "a-link.txt", "r+b") as f:
+        f.write(b"B\n")
+    _assert_captured(service, worktree)
+
+
+def test_an_mmap_write_is_captured(worktree: Path, service: Service) -> None:
+    def change() -> None:
+        with open(worktree / "src" / "a.txt", "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            m[0:1] = b"M"
+            m.flush()
+
+    _probe(service, worktree, change)
+
+
+@_MISS_MMAP
+def test_an_mmap_write_after_the_file_was_closed_is_captured(
+    worktree: Path, service: Service
+) -> None:
+    """Writes through a mapping make no inotify event at all: a writer that
+    mapped the file and closed it before the quiet call writes unheard."""
+    with open(worktree / "src" / "a.txt", "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+    try:
+        def change() -> None:
+            m[0:1] = b"M"
+            m.flush()
+
+        _probe(service, worktree, change)
+    finally:
+        m.close()
+
+
+# -- changes inotify reports in its own way ------------------------------------
+
+
+def test_chmod_only_is_captured(worktree: Path, service: Service) -> None:
+    _probe(service, worktree, lambda: os.chmod(worktree / "src" / "a.txt", 0o755))
+
+
+def test_a_same_size_rewrite_and_a_rename_over_a_file_are_captured(
+    worktree: Path, service: Service
+) -> None:
+    def change() -> None:
+        (worktree / "src" / "a.txt").write_text("z\n")
+        (worktree / "src" / "tmp").write_text("renamed over\n")
+        os.rename(worktree / "src" / "tmp", worktree / "README.md"
+                  if (worktree / "README.md").exists() else worktree / ".gitignore")
+
+    _probe(service, worktree, change)
+
+
+def test_a_folder_moved_in_from_outside_then_changed_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    def change() -> None:
+        staged = tmp_path / "staged" / "deep" / "deeper"
+        staged.mkdir(parents=True)
+        (staged / "f.txt").write_text("moved in\n")
+        os.rename(tmp_path / "staged", worktree / "src" / "staged")
+
+    _probe(service, worktree, change)
+    (worktree / "src" / "staged" / "deep" / "deeper" / "f.txt").write_text("changed inside\n")
+    (worktree / "src" / "staged" / "deep" / "new.txt").write_text("new inside\n")
+    _assert_captured(service, worktree)
+
+
+def test_files_in_folders_made_in_the_same_instant_are_captured(
+    worktree: Path, service: Service
+) -> None:
+    def change() -> None:
+        subprocess.run(["sh", "-c", "mkdir -p x/y/z && echo 1 > x/y/z/f && echo 2 > x/y/g"],
+                       cwd=worktree, check=True)
+
+    _probe(service, worktree, change)
+    (worktree / "x" / "y" / "z" / "f").write_text("later\n")
+    _assert_captured(service, worktree)
+
+
+def test_a_change_through_a_symlinked_folder_is_captured(
+    worktree: Path, service: Service
+) -> None:
+    os.symlink("src", worktree / "link")
+    _probe(service, worktree, lambda: (worktree / "link" / "a.txt").write_text("via link\n"))
+
+
+def test_an_ignored_folder_that_is_unignored_is_captured(
+    worktree: Path, service: Service
+) -> None:
+    (worktree / "build").mkdir()
+    (worktree / "build" / "out.txt").write_text("was ignored\n")
+
+    def change() -> None:
+        (worktree / "build" / "out.txt").write_text("changed while ignored\n")
+        (worktree / ".gitignore").write_text("# nothing ignored\n")
+
+    _probe(service, worktree, change)
+
+
+@_MISS_EXCLUDES
+def test_a_global_excludes_file_change_is_captured(tmp_path: Path, service: Service) -> None:
+    """The repository's config names an excludes file outside the worktree:
+    a change there changes what a capture takes, with no event inside."""
+    repo = make_git_repo(tmp_path / "wt")
+    excludes = tmp_path / "excludes"
+    excludes.write_text("*.log\n")
+    git(repo, "config", "core.excludesFile", str(excludes))
+    (repo / "kept.log").write_text("was ignored\n")
+    _probe(service, repo, lambda: excludes.write_text("# nothing\n"))
+
+
+# -- the worktree itself moving ----------------------------------------------
+
+
+def test_a_worktree_moved_away_changed_and_moved_back_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    def change() -> None:
+        away = tmp_path / "away"
+        os.rename(worktree, away)
+        (away / "src" / "a.txt").write_text("changed while away\n")
+        (away / "src" / "new.txt").write_text("new while away\n")
+        os.rename(away, worktree)
+
+    _probe(service, worktree, change)
+
+
+def test_a_worktree_replaced_by_a_copy_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    def change() -> None:
+        away = tmp_path / "away"
+        os.rename(worktree, away)
+        shutil.copytree(away, worktree, symlinks=True)
+        (worktree / "src" / "a.txt").write_text("in the copy\n")
+
+    _probe(service, worktree, change)
+
+
+def test_a_second_git_worktree_of_one_repository_is_captured(
+    tmp_path: Path, service: Service
+) -> None:
+    main = make_git_repo(tmp_path / "main")
+    second = tmp_path / "second"
+    git(main, "worktree", "add", "-q", str(second))
+    _capture(service, main)
+    # A linked worktree has no .git folder for the event barrier: never
+    # quiet, every capture scans it whole; captured all the same.
+    _capture(service, second)
+    _capture(service, second)
+    (second / "b.txt").write_text("in the second\n")
+    _assert_captured(service, second)
+    (main / "m.txt").write_text("in main\n")
+    _assert_captured(service, main)
