@@ -74,10 +74,40 @@ class IgnoreRules:
                 self._cache.popitem(last=False)
             return answer
 
+    def outside_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
+        """Stat data of the files outside the worktree that can change these
+        rules (the user's git config and excludes file): no event inside the
+        worktree reports their change, so whoever trusts events compares this."""
+        return tuple(_stat_key(p) for p in self._outside_files())
+
+    def _outside_files(self) -> list[Path]:
+        home = Path(os.path.expanduser("~"))
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        files = [home / ".gitconfig", xdg / "git" / "config", xdg / "git" / "ignore"]
+        if os.environ.get("GIT_CONFIG_GLOBAL"):
+            files.append(Path(os.environ["GIT_CONFIG_GLOBAL"]))
+        excludes = None
+        if self._repo is not None:
+            try:
+                excludes = self._repo.config["core.excludesFile"]
+            except Exception:  # unset, or an unreadable config: the defaults stand
+                excludes = None
+        if isinstance(excludes, str) and excludes:
+            files.append(Path(os.path.expanduser(excludes)))
+        return files
+
     def forget(self) -> None:
         """Drop cached answers (a ``.gitignore`` changed)."""
         with self._lock:
             self._cache.clear()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def _open_repo(worktree: Path) -> Any:

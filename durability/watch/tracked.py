@@ -72,6 +72,7 @@ class _Tracked:
                                 str(worktree / ".git" / "config"),
                                 str(worktree / ".jj" / "repo" / "config.toml")}
         self.rules = IgnoreRules(worktree)
+        self.outside = self.rules.outside_stamp()
         self.changed = ChangedPaths(worktree, self.rules)
         self.inode = _inode(worktree)
         self.observed: Any = None
@@ -139,7 +140,10 @@ class Tracker:
             tracked = self._tracked.get(worktree)
             if tracked is not None:
                 self._tracked.move_to_end(worktree)
-        if tracked is not None and (tracked.broken or _inode(worktree) != tracked.inode):
+        if tracked is not None and (tracked.broken or _inode(worktree) != tracked.inode
+                                    or tracked.rules.outside_stamp() != tracked.outside):
+            # Also when an ignore file outside the worktree changed: the cached
+            # answers, and the paths they kept out, may be wrong; start over.
             self._drop(worktree, tracked)
             self.rearmed += 1
             tracked = None
