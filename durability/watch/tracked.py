@@ -8,7 +8,8 @@ paths changed since the previous capture, or that nothing did.
 Bounded: at most ``max_worktrees`` worktrees and about ``max_watches`` inotify
 watches (one per folder) in all, least recently captured dropped first.  A
 worktree that cannot be watched whole (over the budget, the user's watch limit
-reached, a subfolder watchdog could not watch, a queue overflow) is captured
+reached, a subfolder watchdog could not watch, a queue overflow, a file with
+another name: a hard link, written through that name unheard) is captured
 by a full scan, never by a guess: ``prepare`` then answers None, or an
 ``Informed`` with no paths and not quiet.  The first capture after a watch is
 armed is always a full scan: what changed before the watch began is unknown.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 import warnings
@@ -79,6 +81,9 @@ class _Tracked:
         self.folders = 0
         #: A subfolder went unwatched, or the root vanished: re-arm.
         self.broken = False
+        #: A file of the tree has another name (a hard link): a write through
+        #: a name outside the watched folders makes no event here.
+        self.linked = False
         self._watched: Any = None  # watched_folders(), read on the observer thread
 
     def on_event(self, event: Any) -> None:
@@ -90,12 +95,22 @@ class _Tracked:
         if ends is None:
             return
         self.changed.add(ends)
+        if not event.is_directory and event.event_type in ("created", "moved", "attrib"):
+            self._check_links(ends[1] or ends[0])
         if event.is_directory and event.event_type in ("created", "moved"):
             folder = ends[1] or ends[0]
             if self.rules.relative(folder) is not None:  # not a folder moved out
                 self._check_watched(folder)
         elif event.event_type == "deleted" and ends[0] == str(self.worktree):
             self.broken = True
+
+    def _check_links(self, path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            self.linked = True
 
     def _check_watched(self, folder: str) -> None:
         """A new folder must be watched, or its later events are lost."""
@@ -147,6 +162,10 @@ class Tracker:
             self._drop(worktree, tracked)
             self.rearmed += 1
             tracked = None
+        if tracked is not None and tracked.linked:
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "a file in it has another name (a hard link)")
+            return None
         if tracked is None:
             tracked = self._arm(worktree)
             if tracked is None:
@@ -220,6 +239,12 @@ class Tracker:
                 return None
             tracked._watched = watched_folders(self._observer, tracked.observed)
             tracked.folders = len(tracked._watched) if tracked._watched else folders
+        # After the watch began: a link made during the walk is an event.
+        if tracked.linked or _hard_linked(worktree, tracked.rules):
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "a file in it has another name (a hard link)")
+            return None
+        with self._lock:
             self._tracked[worktree] = tracked
             self.armed += 1
         return tracked
@@ -288,6 +313,36 @@ class Tracker:
             tracked = list(self._tracked.values())
         for t in tracked:
             t.changed.lost()
+
+
+def _hard_linked(worktree: Path, rules: IgnoreRules) -> bool:
+    """Whether a file a capture takes has another name (a hard link).
+
+    A write through a name outside the watched folders (another worktree, a
+    copy made with ``cp -al``) makes no inotify event for this tree, so its
+    captures must scan.  One lstat per file, once per arming; ignored
+    folders (a package manager's hard-linked store) are not entered."""
+    folders = [str(worktree)]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # gone, or unreadable: the capture says what it could read
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    # Never .git, .jj or an ignored folder.
+                    if rules.triggers(entry.path, is_dir=True, parent_checked=True):
+                        folders.append(entry.path)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+                    and rules.triggers(entry.path, parent_checked=True)):
+                return True
+    return False
 
 
 def _text(path: str | bytes) -> str:
