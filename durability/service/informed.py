@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,12 @@ _KEYS_PER_WORKTREE = 64
 class InformedCaptures:
     """Runs the coalescer's batches: informed, quiet, or a full capture."""
 
-    def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store]) -> None:
+    def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store],
+                 *, rescan_s: float = 60.0) -> None:
         self.capturer = capturer
+        self.rescan_s = rescan_s
+        #: Per worktree: when its last full capture began (monotonic).
+        self._full_at: dict[Path, float] = {}
         self.tracker = tracker
         self._store = store
         self._lock = threading.Lock()
@@ -58,6 +63,11 @@ class InformedCaptures:
     def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         worktree = requests[0].worktree
         informed = self._prepare(worktree)
+        if informed is not None and self._rescan_due(worktree):
+            # Some writes make no event at all (an mmap write, a hard link
+            # made from outside): a full capture now and then bounds how long
+            # one can go untaken.
+            informed = None
         if informed is not None and informed.quiet:
             answers = self._quiet_answers(worktree, requests)
             if answers is not None:
@@ -70,6 +80,8 @@ class InformedCaptures:
             self.informed += 1
         else:
             self.full += 1
+            with self._lock:
+                self._full_at[worktree] = time.monotonic()
         outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout_s)
         self._remember(worktree, requests, outcomes)
         return outcomes
@@ -83,6 +95,13 @@ class InformedCaptures:
             # Whatever it took is covered: this capture scans the whole tree.
             log.exception("internal watch of %s failed; capturing the whole tree", worktree)
             return None
+
+    def _rescan_due(self, worktree: Path) -> bool:
+        if self.rescan_s <= 0:
+            return False
+        with self._lock:
+            at = self._full_at.get(worktree)
+        return at is None or time.monotonic() - at >= self.rescan_s
 
     def stats(self) -> dict[str, Any]:
         """The counters the ping answer carries under ``informed``."""
@@ -162,6 +181,8 @@ class InformedCaptures:
             for gone in [w for w in self._answers if w not in tracked]:
                 del self._answers[gone]
                 self._ops.pop(gone, None)
+            for gone in [w for w in self._full_at if w not in tracked]:
+                del self._full_at[gone]
 
     def _forget(self, worktree: Path) -> None:
         with self._lock:

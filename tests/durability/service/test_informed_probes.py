@@ -9,11 +9,13 @@ watches, real inotify), jj and git in tmp folders."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import mmap
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -317,3 +319,29 @@ def test_a_second_git_worktree_of_one_repository_is_captured(
     _assert_captured(service, second)
     (main / "m.txt").write_text("in main\n")
     _assert_captured(service, main)
+
+
+def test_a_write_no_event_reports_is_taken_by_the_periodic_full_capture(
+    worktree: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """What inotify never reports (the two strict failures above) is taken
+    once the worktree's last full capture is older than the rescan bound."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    rescan = dataclasses.replace(settings, informed_rescan_ms=1000)
+    with Service(rescan) as svc, open(worktree / "src" / "a.txt", "r+b") as f:
+        assert svc.informed is not None
+        m = mmap.mmap(f.fileno(), 0)
+        _capture(svc, worktree)
+        _capture(svc, worktree)
+        assert svc.informed.quiet == 1
+        os.link(worktree / "README.md" if (worktree / "README.md").exists()
+                else worktree / ".gitignore", outside / "link")
+        with open(outside / "link", "ab") as linked:
+            linked.write(b"through the link\n")
+        m[0:1] = b"M"
+        m.flush()
+        m.close()
+        time.sleep(1.05)
+        _assert_captured(svc, worktree)
+        assert svc.informed.full == 2
