@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import filelock
+import pygit2
 
 from durability.backends.base import MOVING
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.errors import DurabilityError
 from durability.watch.changed import Informed
+from durability.watch.ignore import open_repository
 from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, NotFound, Store
 
@@ -63,6 +65,10 @@ class InformedCaptures:
     def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         worktree = requests[0].worktree
         informed = self._prepare(worktree)
+        if informed is not None and self._tracked_ignored_changed(worktree):
+            # A file the ignore rules match but the tree holds changed: no
+            # event counted it, a full capture takes it.
+            informed = None
         if informed is not None and self._rescan_due(worktree):
             # Some writes make no event at all (an mmap write, a hard link
             # made from outside): a full capture now and then bounds how long
@@ -95,6 +101,23 @@ class InformedCaptures:
             # Whatever it took is covered: this capture scans the whole tree.
             log.exception("internal watch of %s failed; capturing the whole tree", worktree)
             return None
+
+    def _tracked_ignored_changed(self, worktree: Path) -> bool:
+        """Whether an ignored path that changed is in the last checkpoint's
+        tree (tracked all the same: ``git add -f``, or before the rule)."""
+        roots = self.tracker.ignored_changed(worktree)
+        if roots is not None and not roots:
+            return False
+        with self._lock:
+            known = list(self._answers.get(worktree, {}).values())
+        commit_id = next((o.commit_id for o in known if o.commit_id), None)
+        if roots is None or commit_id is None:
+            return True  # cannot tell: capture
+        try:
+            tree = open_repository(worktree)[commit_id].peel(pygit2.Commit).tree
+        except Exception:  # no repository, or the commit is gone: capture
+            return True
+        return any(_in_tree(tree, root) for root in roots)
 
     def _rescan_due(self, worktree: Path) -> bool:
         if self.rescan_s <= 0:
@@ -188,6 +211,14 @@ class InformedCaptures:
         with self._lock:
             self._answers.pop(worktree, None)
             self._ops.pop(worktree, None)
+
+
+def _in_tree(tree: Any, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
 
 
 def _op_heads(worktree: Path) -> tuple[str, ...] | None:

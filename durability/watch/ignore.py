@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IgnoreRules"]
+__all__ = ["IgnoreRules", "open_repository"]
 
 _ALWAYS = frozenset({".jj", ".git"})
 # Bounded: a flood of distinct paths cannot grow the cache without limit.
@@ -56,6 +56,21 @@ class IgnoreRules:
                 if self._ignored(os.sep.join(parts[:depth]) + "/"):
                     return False
         return not self._ignored(rel + "/" if is_dir else rel)
+
+    def ignored_root(self, path: str, *, is_dir: bool = False) -> str | None:
+        """The outermost ignored folder holding ``path``, or ``path`` itself
+        when ignored (worktree-relative, ``/``-separated); None when it is not
+        ignored, outside the worktree, or under ``.jj``/``.git``."""
+        rel = self.relative(path)
+        if not rel:
+            return None
+        parts = rel.split(os.sep)
+        if parts[0] in _ALWAYS:
+            return None
+        for depth in range(1, len(parts)):
+            if self._ignored(os.sep.join(parts[:depth]) + "/"):
+                return "/".join(parts[:depth])
+        return "/".join(parts) if self._ignored(rel + "/" if is_dir else rel) else None
 
     def _ignored(self, rel: str) -> bool:
         if self._repo is None:
@@ -100,6 +115,12 @@ class IgnoreRules:
         """Drop cached answers (a ``.gitignore`` changed)."""
         with self._lock:
             self._cache.clear()
+
+
+def open_repository(worktree: Path) -> Any:
+    """The git repository behind ``worktree`` (its store holds the
+    checkpoints of both backends), or None."""
+    return _open_repo(worktree)
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

@@ -48,6 +48,9 @@ DEFAULT_MAX_WORKTREES = 32
 # A worktree refused (too big, limit reached) is not walked again for this long.
 _REFUSED_FOR_S = 300.0
 _REFUSED_MAX = 256
+_CHANGES = frozenset({"created", "deleted", "modified", "moved", "closed", "attrib"})
+# Distinct ignored roots remembered between two captures (past it: unknown).
+_IGNORED_MAX = 1024
 
 ObserverFactory = Callable[[], Any]
 
@@ -84,6 +87,9 @@ class _Tracked:
         #: A file of the tree has another name (a hard link): a write through
         #: a name outside the watched folders makes no event here.
         self.linked = False
+        self._ignored_lock = threading.Lock()
+        self._ignored_roots: set[str] = set()
+        self._ignored_over = False
         self._watched: Any = None  # watched_folders(), read on the observer thread
 
     def on_event(self, event: Any) -> None:
@@ -93,6 +99,7 @@ class _Tracked:
             self.changed.lost()
         ends = change_ends(event, self.rules, self.changed)
         if ends is None:
+            self._note_ignored(event)
             return
         self.changed.add(ends)
         if not event.is_directory and event.event_type in ("created", "moved", "attrib"):
@@ -103,6 +110,32 @@ class _Tracked:
                 self._check_watched(folder)
         elif event.event_type == "deleted" and ends[0] == str(self.worktree):
             self.broken = True
+
+    def _note_ignored(self, event: Any) -> None:
+        """An ignored path changed: a capture leaves it out unless it is
+        already in the tree (``git add -f``, tracked before the rule), which
+        only the checkpoint's tree can tell (``take_ignored``)."""
+        if event.event_type not in _CHANGES or (
+                event.is_directory and event.event_type in ("modified", "closed", "attrib")):
+            return
+        ends = [_text(p) for p in (event.src_path, getattr(event, "dest_path", "")) if p]
+        roots = [self.rules.ignored_root(p, is_dir=event.is_directory) for p in ends]
+        with self._ignored_lock:
+            for root in roots:
+                if root is None:
+                    continue
+                if len(self._ignored_roots) >= _IGNORED_MAX:
+                    self._ignored_over = True
+                else:
+                    self._ignored_roots.add(root)
+
+    def take_ignored(self) -> frozenset[str] | None:
+        """The ignored paths (outermost ignored folders) changed since the
+        last take, or None: too many to name."""
+        with self._ignored_lock:
+            roots = None if self._ignored_over else frozenset(self._ignored_roots)
+            self._ignored_roots, self._ignored_over = set(), False
+        return roots
 
     def _check_links(self, path: str) -> None:
         try:
@@ -188,6 +221,13 @@ class Tracker:
             self._drop(worktree, tracked)
             self._refuse(worktree, "its event barrier did not arrive")
         return informed
+
+    def ignored_changed(self, worktree: Path) -> frozenset[str] | None:
+        """Ignored paths changed since the last call (see ``_Tracked``), or
+        None (too many, or not watched)."""
+        with self._lock:
+            tracked = self._tracked.get(worktree)
+        return None if tracked is None else tracked.take_ignored()
 
     def lost(self, worktree: Path) -> None:
         """A capture failed: the next one scans the whole tree."""

@@ -24,7 +24,7 @@ import pytest
 
 from durability.config import Settings
 from durability.service.server import Service
-from tests.helpers import commit_manifest, git, make_git_repo, make_jj_repo, tree_manifest
+from tests.helpers import commit_manifest, git, jj, make_git_repo, make_jj_repo, tree_manifest
 
 RUN = "sess-probe"
 
@@ -345,3 +345,26 @@ def test_a_write_no_event_reports_is_taken_by_the_periodic_full_capture(
         time.sleep(1.05)
         _assert_captured(svc, worktree)
         assert svc.informed.full == 2
+
+
+def test_a_tracked_file_the_ignore_rules_match_is_captured_when_it_changes(
+    worktree: Path, service: Service
+) -> None:
+    """A file already in the tree stays tracked though an ignore rule matches
+    it (git add -f; jj: tracked before the rule): both backends take its
+    change, so its event must count."""
+    tracked = worktree / "build" / "tracked.txt"
+    tracked.parent.mkdir()
+    tracked.write_text("tracked though ignored\n")
+    if (worktree / ".jj").is_dir():
+        os.rename(worktree / ".gitignore", worktree / "gitignore.aside")
+        jj(worktree, "status")  # jj starts tracking it
+        os.rename(worktree / "gitignore.aside", worktree / ".gitignore")
+    else:
+        git(worktree, "add", "-f", "build/tracked.txt")
+        git(worktree, "commit", "-q", "-m", "tracked though ignored")
+    _probe(service, worktree, lambda: tracked.write_text("changed\n"))
+    # With another change beside it (git: an informed capture names paths).
+    (worktree / "src" / "a.txt").write_text("beside\n")
+    tracked.write_text("changed again\n")
+    _assert_captured(service, worktree)
