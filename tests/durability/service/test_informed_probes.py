@@ -60,7 +60,7 @@ def _capture(svc: Service, worktree: Path) -> Any:
     from engine import AttemptKey
 
     assert svc.coalescer is not None
-    request = CaptureRequest(key=AttemptKey(RUN, "n", 0, 1), worktree=worktree.resolve(),
+    request = CaptureRequest(key=AttemptKey(RUN, worktree.name, 0, 1), worktree=worktree.resolve(),
                              source="hook", request_id=f"req-{next(_calls)}")
     outcome = svc.coalescer.submit(request).result(60)
     assert outcome.ok, outcome
@@ -93,6 +93,8 @@ def _manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool, byte
 def _on_disk(worktree: Path) -> dict[str, tuple[str, bool, bytes]]:
     """The tree on disk as a capture must take it (ignored files left out)."""
     on_disk = tree_manifest(worktree)
+    if not (worktree / ".git").exists():
+        return on_disk  # a jj-only workspace: these probes ignore nothing there
     ignored = git(worktree, "status", "--ignored", "--porcelain", "-z",
                   "--untracked-files=all").stdout.split("\0")
     for line in ignored:
@@ -368,3 +370,66 @@ def test_a_tracked_file_the_ignore_rules_match_is_captured_when_it_changes(
     (worktree / "src" / "a.txt").write_text("beside\n")
     tracked.write_text("changed again\n")
     _assert_captured(service, worktree)
+
+
+def test_a_change_made_while_the_service_was_stopped_is_captured(
+    worktree: Path, settings: Settings
+) -> None:
+    with Service(settings) as svc:
+        _capture(svc, worktree)
+        _capture(svc, worktree)
+    (worktree / "src" / "a.txt").write_text("while stopped\n")
+    with Service(settings) as svc:
+        _assert_captured(svc, worktree)
+        assert svc.informed is not None and svc.informed.full == 1
+
+
+def test_a_second_jj_workspace_is_captured_and_a_commit_elsewhere_is_not_quiet(
+    tmp_path: Path, service: Service
+) -> None:
+    main = make_jj_repo(tmp_path / "main", colocate=False)  # git here is too old for both
+    (main / "f.txt").write_text("f\n")
+    jj(main, "workspace", "add", "--name", "second", str(tmp_path / "second"))
+    second = tmp_path / "second"
+    (second / "g.txt").write_text("in the second\n")
+    _probe(service, second, lambda: (second / "g.txt").write_text("changed\n"))
+    before = service.informed.quiet if service.informed else 0
+    jj(main, "describe", "-m", "from the other workspace")
+    _capture(service, second)
+    assert service.informed is not None and service.informed.quiet == before
+
+
+def test_a_write_through_a_bind_mount_of_the_worktree_is_captured(
+    worktree: Path, service: Service, tmp_path: Path
+) -> None:
+    """inotify marks inodes, not paths: a write through another mount of the
+    same folders is heard.  Needs the right to mount (root in CI images)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(worktree / "src"), str(other)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("no right to mount here")
+    try:
+        _probe(service, worktree, lambda: (other / "a.txt").write_text("via the mount\n"))
+    finally:
+        subprocess.run(["umount", str(other)], check=True)
+
+
+def test_worktrees_churning_through_a_small_watch_budget_are_all_captured(
+    tmp_path: Path, settings: Settings
+) -> None:
+    trees = [make_git_repo(tmp_path / f"t{i}") for i in range(2)]
+    trees += [make_jj_repo(tmp_path / f"j{i}") for i in range(2)]
+    small = dataclasses.replace(settings, informed_worktrees=2)
+    with Service(small) as svc:
+        assert svc.informed is not None
+        for round_ in range(3):
+            for i, tree in enumerate(trees):
+                _capture(svc, tree)
+                (tree / "f.txt").write_text(f"round {round_} tree {i}\n")
+                if i % 2:
+                    (trees[i - 1] / "behind.txt").write_text(f"behind {round_}\n")
+            for tree in trees:
+                _assert_captured(svc, tree)
+        assert svc.informed.tracker.evicted > 0
