@@ -211,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-informed-",
                                      ignore_cleanup_errors=True) as tmp:
         bench = Bench(Path(tmp))
+        # The periodic full capture (one a minute per worktree, costing what
+        # a first capture costs) is off here: the bench checks which path
+        # each call took, and a long run would cross the bound mid-rep.
+        bench.env["DURABILITY_INFORMED_RESCAN_MS"] = "0"
         watchman = _watchman(bench)
         bench.start_service()
         stub = StubService(bench.root / "stub.sock").__enter__()

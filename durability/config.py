@@ -48,6 +48,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_INFORMED_WORKTREES": "worktrees the service watches to inform hook captures "
                                      "(0: none)",
     "DURABILITY_INFORMED_WATCHES": "inotify watches (folders) those internal watches may use",
+    "DURABILITY_INFORMED_RESCAN_MS": "the longest a watched worktree goes without a full "
+                                     "capture (0: never)",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB
@@ -91,6 +93,8 @@ class Settings:
     #: inotify watches (one per folder) those internal watches may use in
     #: all; None: a quarter of the user's limit (``watch.tracked``).
     informed_watches: int | None = None
+    #: The longest a watched worktree goes without a full capture (0: never).
+    informed_rescan_ms: int = 60_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -114,6 +118,7 @@ class Settings:
             informed_worktrees=_count(env, "DURABILITY_INFORMED_WORKTREES",
                                       DEFAULT_INFORMED_WORKTREES),
             informed_watches=_count(env, "DURABILITY_INFORMED_WATCHES", None),
+            informed_rescan_ms=int(_number(env, "DURABILITY_INFORMED_RESCAN_MS")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -133,6 +138,7 @@ class Settings:
             "DURABILITY_MAX_NEW_FILE_SIZE": str(self.max_new_file_size),
             "DURABILITY_REPLICATION_BOUND_MS": str(self.replication_bound_ms),
             "DURABILITY_INFORMED_WORKTREES": str(self.informed_worktrees),
+            "DURABILITY_INFORMED_RESCAN_MS": str(self.informed_rescan_ms),
             **({} if self.informed_watches is None
                else {"DURABILITY_INFORMED_WATCHES": str(self.informed_watches)}),
         }

@@ -33,6 +33,10 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # A checkpoint not on a remote of its worktree this long after its
     # capture is filed as a replication-failed gap (docs/REMOTE.md).
     "DURABILITY_REPLICATION_BOUND_MS": (300_000, False),
+    # The longest a watched worktree goes without a full capture: writes
+    # inotify never reports (mmap, a hard link made from outside) are taken
+    # within this long (0: never; docs/DESIGN.md contract 2).
+    "DURABILITY_INFORMED_RESCAN_MS": (60_000, True),
 }
 #: A day: anything longer is a typo (and overflows some timers).
 MAX_MS = 86_400_000

@@ -30,27 +30,30 @@ class SpoolCursor:
     """Where a long-lived reader (the service) stopped in each spool file, so
     its periodic ingest reads only lines appended since, and a file that did
     not change is not even opened.  A replaced or shortened file is read
-    again from the start (the store ignores gaps it already has)."""
+    again from the start (the store ignores gaps it already has), also one
+    cut back and grown past where it was, or replaced by one that begins the
+    same: the bytes just before that point must still be the ones read."""
 
     def __init__(self) -> None:
         self._at: dict[Path, spool.SpoolRead] = {}
 
-    def start(self, path: Path) -> tuple[int, bytes] | None:
-        """Where to read ``path`` from, and the first bytes it must still
-        begin with; None: unchanged since the last read."""
+    def start(self, path: Path) -> tuple[int, bytes, bytes] | None:
+        """Where to read ``path`` from, the first bytes it must still begin
+        with and the bytes it must still hold just before that; None:
+        unchanged since the last read."""
         at = self._at.get(path)
         if at is None:
-            return 0, b""
+            return 0, b"", b""
         try:
             st = os.stat(path)
         except OSError:
-            return 0, b""  # the read says why
+            return 0, b"", b""  # the read says why
         if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == at.stamp:
             return None
-        return at.end, at.head
+        return at.end, at.head, at.tail
 
     def done(self, path: Path, read: spool.SpoolRead) -> None:
-        self._at[path] = spool.SpoolRead([], 0, read.end, read.stamp, read.head)
+        self._at[path] = spool.SpoolRead([], 0, read.end, read.stamp, read.head, read.tail)
 
     def keep_only(self, paths: Iterable[Path]) -> None:
         """Forget files that are gone (bounded by the files that exist)."""
@@ -83,7 +86,7 @@ def ingest_spool(store: Store, directories: Path | Sequence[Path],
             continue
         seen += paths_found
         for path in paths_found:
-            start = cursor.start(path) if cursor is not None else (0, b"")
+            start = cursor.start(path) if cursor is not None else (0, b"", b"")
             if start is None:
                 continue  # unchanged since the last read
             try:

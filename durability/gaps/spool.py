@@ -175,13 +175,17 @@ class SpoolRead:
     #: bytes; a later read from ``end`` checks it still is this file.
     stamp: tuple[int, int, int, int] = (0, 0, 0, 0)
     head: bytes = b""
+    #: The bytes just before ``end``: a file cut back and grown again, or
+    #: replaced by one that begins the same, no longer has them there.
+    tail: bytes = b""
 
 
-def read_spool(path: Path, start: int = 0, head: bytes = b"") -> SpoolRead:
+def read_spool(path: Path, start: int = 0, head: bytes = b"", tail: bytes = b"") -> SpoolRead:
     """Parse one spool file from byte ``start`` (the ``end`` of an earlier
     read whose file began with ``head``, or 0); a line that is not a complete
     JSON object with a run id, request id and reason is torn: skipped and
-    counted.  A file that no longer begins with ``head`` is read whole."""
+    counted.  A file that no longer begins with ``head``, or no longer holds
+    ``tail`` just before ``start``, is read whole."""
     records: list[dict[str, Any]] = []
     torn = 0
     with open(path, "rb") as f:
@@ -189,7 +193,7 @@ def read_spool(path: Path, start: int = 0, head: bytes = b"") -> SpoolRead:
         fcntl.flock(f.fileno(), fcntl.LOCK_SH)
         st = os.fstat(f.fileno())
         first = os.pread(f.fileno(), _HEAD, 0)
-        if start > st.st_size or not first.startswith(head[:len(first)]) or not head:
+        if not _same_file(f.fileno(), st.st_size, start, first, head, tail):
             start = 0
         f.seek(start)
         data = f.read()
@@ -207,7 +211,19 @@ def read_spool(path: Path, start: int = 0, head: bytes = b"") -> SpoolRead:
         else:
             records.append(record)
     stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    return SpoolRead(records, torn, start + complete, stamp, first)
+    # What was read before ``start`` ended with ``tail`` (checked above).
+    before = ((tail if start else b"") + data[:complete])[-_HEAD:]
+    return SpoolRead(records, torn, start + complete, stamp, first, before)
+
+
+def _same_file(fd: int, size: int, start: int, first: bytes, head: bytes, tail: bytes) -> bool:
+    """Whether the file still holds, up to ``start``, what an earlier read
+    took: it begins with ``head`` and ``tail`` ends right at ``start`` (a file
+    cut back and grown again, or replaced by one that begins the same, does
+    not)."""
+    if start > size or not head or not first.startswith(head[:len(first)]):
+        return False
+    return not tail or os.pread(fd, len(tail), start - len(tail)) == tail
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

@@ -11,17 +11,20 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import filelock
+import pygit2
 
 from durability.backends.base import MOVING
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.errors import DurabilityError
 from durability.watch.changed import Informed
+from durability.watch.ignore import open_repository
 from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, NotFound, Store
 
@@ -39,8 +42,12 @@ _KEYS_PER_WORKTREE = 64
 class InformedCaptures:
     """Runs the coalescer's batches: informed, quiet, or a full capture."""
 
-    def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store]) -> None:
+    def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store],
+                 *, rescan_s: float = 60.0) -> None:
         self.capturer = capturer
+        self.rescan_s = rescan_s
+        #: Per worktree: when its last full capture began (monotonic).
+        self._full_at: dict[Path, float] = {}
         self.tracker = tracker
         self._store = store
         self._lock = threading.Lock()
@@ -58,6 +65,15 @@ class InformedCaptures:
     def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         worktree = requests[0].worktree
         informed = self._prepare(worktree)
+        if informed is not None and self._tracked_ignored_changed(worktree):
+            # A file the ignore rules match but the tree holds changed: no
+            # event counted it, a full capture takes it.
+            informed = None
+        if informed is not None and self._rescan_due(worktree):
+            # Some writes make no event at all (an mmap write, a hard link
+            # made from outside): a full capture now and then bounds how long
+            # one can go untaken.
+            informed = None
         if informed is not None and informed.quiet:
             answers = self._quiet_answers(worktree, requests)
             if answers is not None:
@@ -70,6 +86,8 @@ class InformedCaptures:
             self.informed += 1
         else:
             self.full += 1
+            with self._lock:
+                self._full_at[worktree] = time.monotonic()
         outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout_s)
         self._remember(worktree, requests, outcomes)
         return outcomes
@@ -83,6 +101,30 @@ class InformedCaptures:
             # Whatever it took is covered: this capture scans the whole tree.
             log.exception("internal watch of %s failed; capturing the whole tree", worktree)
             return None
+
+    def _tracked_ignored_changed(self, worktree: Path) -> bool:
+        """Whether an ignored path that changed is in the last checkpoint's
+        tree (tracked all the same: ``git add -f``, or before the rule)."""
+        roots = self.tracker.ignored_changed(worktree)
+        if roots is not None and not roots:
+            return False
+        with self._lock:
+            known = list(self._answers.get(worktree, {}).values())
+        commit_id = next((o.commit_id for o in known if o.commit_id), None)
+        if roots is None or commit_id is None:
+            return True  # cannot tell: capture
+        try:
+            tree = open_repository(worktree)[commit_id].peel(pygit2.Commit).tree
+        except Exception:  # no repository, or the commit is gone: capture
+            return True
+        return any(_in_tree(tree, root) for root in roots)
+
+    def _rescan_due(self, worktree: Path) -> bool:
+        if self.rescan_s <= 0:
+            return False
+        with self._lock:
+            at = self._full_at.get(worktree)
+        return at is None or time.monotonic() - at >= self.rescan_s
 
     def stats(self) -> dict[str, Any]:
         """The counters the ping answer carries under ``informed``."""
@@ -162,11 +204,21 @@ class InformedCaptures:
             for gone in [w for w in self._answers if w not in tracked]:
                 del self._answers[gone]
                 self._ops.pop(gone, None)
+            for gone in [w for w in self._full_at if w not in tracked]:
+                del self._full_at[gone]
 
     def _forget(self, worktree: Path) -> None:
         with self._lock:
             self._answers.pop(worktree, None)
             self._ops.pop(worktree, None)
+
+
+def _in_tree(tree: Any, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
 
 
 def _op_heads(worktree: Path) -> tuple[str, ...] | None:

@@ -118,7 +118,9 @@ class Service:
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
             tracker = Tracker(max_worktrees=self.settings.informed_worktrees,
                               max_watches=self.settings.informed_watches)
-            self.informed = InformedCaptures(self.capturer, tracker, self._get_store)
+            self.informed = InformedCaptures(
+                self.capturer, tracker, self._get_store,
+                rescan_s=self.settings.informed_rescan_ms / 1000)
             self.coalescer = Coalescer(
                 self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
                 burst_max_s=self.settings.burst_max_ms / 1000)

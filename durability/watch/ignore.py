@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IgnoreRules"]
+__all__ = ["IgnoreRules", "open_repository"]
 
 _ALWAYS = frozenset({".jj", ".git"})
 # Bounded: a flood of distinct paths cannot grow the cache without limit.
@@ -57,6 +57,21 @@ class IgnoreRules:
                     return False
         return not self._ignored(rel + "/" if is_dir else rel)
 
+    def ignored_root(self, path: str, *, is_dir: bool = False) -> str | None:
+        """The outermost ignored folder holding ``path``, or ``path`` itself
+        when ignored (worktree-relative, ``/``-separated); None when it is not
+        ignored, outside the worktree, or under ``.jj``/``.git``."""
+        rel = self.relative(path)
+        if not rel:
+            return None
+        parts = rel.split(os.sep)
+        if parts[0] in _ALWAYS:
+            return None
+        for depth in range(1, len(parts)):
+            if self._ignored(os.sep.join(parts[:depth]) + "/"):
+                return "/".join(parts[:depth])
+        return "/".join(parts) if self._ignored(rel + "/" if is_dir else rel) else None
+
     def _ignored(self, rel: str) -> bool:
         if self._repo is None:
             return False
@@ -74,10 +89,46 @@ class IgnoreRules:
                 self._cache.popitem(last=False)
             return answer
 
+    def outside_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
+        """Stat data of the files outside the worktree that can change these
+        rules (the user's git config and excludes file): no event inside the
+        worktree reports their change, so whoever trusts events compares this."""
+        return tuple(_stat_key(p) for p in self._outside_files())
+
+    def _outside_files(self) -> list[Path]:
+        home = Path(os.path.expanduser("~"))
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        files = [home / ".gitconfig", xdg / "git" / "config", xdg / "git" / "ignore"]
+        if os.environ.get("GIT_CONFIG_GLOBAL"):
+            files.append(Path(os.environ["GIT_CONFIG_GLOBAL"]))
+        excludes = None
+        if self._repo is not None:
+            try:
+                excludes = self._repo.config["core.excludesFile"]
+            except Exception:  # unset, or an unreadable config: the defaults stand
+                excludes = None
+        if isinstance(excludes, str) and excludes:
+            files.append(Path(os.path.expanduser(excludes)))
+        return files
+
     def forget(self) -> None:
         """Drop cached answers (a ``.gitignore`` changed)."""
         with self._lock:
             self._cache.clear()
+
+
+def open_repository(worktree: Path) -> Any:
+    """The git repository behind ``worktree`` (its store holds the
+    checkpoints of both backends), or None."""
+    return _open_repo(worktree)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def _open_repo(worktree: Path) -> Any:

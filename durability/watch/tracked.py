@@ -8,7 +8,8 @@ paths changed since the previous capture, or that nothing did.
 Bounded: at most ``max_worktrees`` worktrees and about ``max_watches`` inotify
 watches (one per folder) in all, least recently captured dropped first.  A
 worktree that cannot be watched whole (over the budget, the user's watch limit
-reached, a subfolder watchdog could not watch, a queue overflow) is captured
+reached, a subfolder watchdog could not watch, a queue overflow, a file with
+another name: a hard link, written through that name unheard) is captured
 by a full scan, never by a guess: ``prepare`` then answers None, or an
 ``Informed`` with no paths and not quiet.  The first capture after a watch is
 armed is always a full scan: what changed before the watch began is unknown.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 import warnings
@@ -46,6 +48,9 @@ DEFAULT_MAX_WORKTREES = 32
 # A worktree refused (too big, limit reached) is not walked again for this long.
 _REFUSED_FOR_S = 300.0
 _REFUSED_MAX = 256
+_CHANGES = frozenset({"created", "deleted", "modified", "moved", "closed", "attrib"})
+# Distinct ignored roots remembered between two captures (past it: unknown).
+_IGNORED_MAX = 1024
 
 ObserverFactory = Callable[[], Any]
 
@@ -72,12 +77,19 @@ class _Tracked:
                                 str(worktree / ".git" / "config"),
                                 str(worktree / ".jj" / "repo" / "config.toml")}
         self.rules = IgnoreRules(worktree)
+        self.outside = self.rules.outside_stamp()
         self.changed = ChangedPaths(worktree, self.rules)
         self.inode = _inode(worktree)
         self.observed: Any = None
         self.folders = 0
         #: A subfolder went unwatched, or the root vanished: re-arm.
         self.broken = False
+        #: A file of the tree has another name (a hard link): a write through
+        #: a name outside the watched folders makes no event here.
+        self.linked = False
+        self._ignored_lock = threading.Lock()
+        self._ignored_roots: set[str] = set()
+        self._ignored_over = False
         self._watched: Any = None  # watched_folders(), read on the observer thread
 
     def on_event(self, event: Any) -> None:
@@ -87,14 +99,51 @@ class _Tracked:
             self.changed.lost()
         ends = change_ends(event, self.rules, self.changed)
         if ends is None:
+            self._note_ignored(event)
             return
         self.changed.add(ends)
+        if not event.is_directory and event.event_type in ("created", "moved", "attrib"):
+            self._check_links(ends[1] or ends[0])
         if event.is_directory and event.event_type in ("created", "moved"):
             folder = ends[1] or ends[0]
             if self.rules.relative(folder) is not None:  # not a folder moved out
                 self._check_watched(folder)
         elif event.event_type == "deleted" and ends[0] == str(self.worktree):
             self.broken = True
+
+    def _note_ignored(self, event: Any) -> None:
+        """An ignored path changed: a capture leaves it out unless it is
+        already in the tree (``git add -f``, tracked before the rule), which
+        only the checkpoint's tree can tell (``take_ignored``)."""
+        if event.event_type not in _CHANGES or (
+                event.is_directory and event.event_type in ("modified", "closed", "attrib")):
+            return
+        ends = [_text(p) for p in (event.src_path, getattr(event, "dest_path", "")) if p]
+        roots = [self.rules.ignored_root(p, is_dir=event.is_directory) for p in ends]
+        with self._ignored_lock:
+            for root in roots:
+                if root is None:
+                    continue
+                if len(self._ignored_roots) >= _IGNORED_MAX:
+                    self._ignored_over = True
+                else:
+                    self._ignored_roots.add(root)
+
+    def take_ignored(self) -> frozenset[str] | None:
+        """The ignored paths (outermost ignored folders) changed since the
+        last take, or None: too many to name."""
+        with self._ignored_lock:
+            roots = None if self._ignored_over else frozenset(self._ignored_roots)
+            self._ignored_roots, self._ignored_over = set(), False
+        return roots
+
+    def _check_links(self, path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            self.linked = True
 
     def _check_watched(self, folder: str) -> None:
         """A new folder must be watched, or its later events are lost."""
@@ -139,10 +188,17 @@ class Tracker:
             tracked = self._tracked.get(worktree)
             if tracked is not None:
                 self._tracked.move_to_end(worktree)
-        if tracked is not None and (tracked.broken or _inode(worktree) != tracked.inode):
+        if tracked is not None and (tracked.broken or _inode(worktree) != tracked.inode
+                                    or tracked.rules.outside_stamp() != tracked.outside):
+            # Also when an ignore file outside the worktree changed: the cached
+            # answers, and the paths they kept out, may be wrong; start over.
             self._drop(worktree, tracked)
             self.rearmed += 1
             tracked = None
+        if tracked is not None and tracked.linked:
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "a file in it has another name (a hard link)")
+            return None
         if tracked is None:
             tracked = self._arm(worktree)
             if tracked is None:
@@ -165,6 +221,13 @@ class Tracker:
             self._drop(worktree, tracked)
             self._refuse(worktree, "its event barrier did not arrive")
         return informed
+
+    def ignored_changed(self, worktree: Path) -> frozenset[str] | None:
+        """Ignored paths changed since the last call (see ``_Tracked``), or
+        None (too many, or not watched)."""
+        with self._lock:
+            tracked = self._tracked.get(worktree)
+        return None if tracked is None else tracked.take_ignored()
 
     def lost(self, worktree: Path) -> None:
         """A capture failed: the next one scans the whole tree."""
@@ -216,6 +279,12 @@ class Tracker:
                 return None
             tracked._watched = watched_folders(self._observer, tracked.observed)
             tracked.folders = len(tracked._watched) if tracked._watched else folders
+        # After the watch began: a link made during the walk is an event.
+        if tracked.linked or _hard_linked(worktree, tracked.rules):
+            self._drop(worktree, tracked)
+            self._refuse(worktree, "a file in it has another name (a hard link)")
+            return None
+        with self._lock:
             self._tracked[worktree] = tracked
             self.armed += 1
         return tracked
@@ -284,4 +353,34 @@ class Tracker:
             tracked = list(self._tracked.values())
         for t in tracked:
             t.changed.lost()
+
+
+def _hard_linked(worktree: Path, rules: IgnoreRules) -> bool:
+    """Whether a file a capture takes has another name (a hard link).
+
+    A write through a name outside the watched folders (another worktree, a
+    copy made with ``cp -al``) makes no inotify event for this tree, so its
+    captures must scan.  One lstat per file, once per arming; ignored
+    folders (a package manager's hard-linked store) are not entered."""
+    folders = [str(worktree)]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # gone, or unreadable: the capture says what it could read
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    # Never .git, .jj or an ignored folder.
+                    if rules.triggers(entry.path, is_dir=True, parent_checked=True):
+                        folders.append(entry.path)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+                    and rules.triggers(entry.path, parent_checked=True)):
+                return True
+    return False
 

@@ -29,13 +29,15 @@ def test_an_ingest_with_a_cursor_reads_only_new_lines(tmp_path: Path) -> None:
         assert (first.added, first.files) == (5, 1)
         again = ingest_spool(store, folder, cursor)
         assert (again.added, again.files) == (0, 0)  # not changed: not even opened
-        # Spoil the lines already read, in place (past the first bytes, which
-        # say it is still the same file): a reader that starts over would
-        # count them torn; one that reads only what is new never sees them.
+        # Spoil the lines already read, in place (between the first bytes and
+        # the last ones before where the read stopped, which together say it
+        # is still the same file): a reader that starts over would count them
+        # torn; one that reads only what is new never sees them.
         size = path.stat().st_size
+        assert size > 300 + 256
         with open(path, "r+b") as f:
             f.seek(300)
-            f.write(b"#" * (size - 301))
+            f.write(b"#" * (size - 300 - 256))
         spool.append_gap(folder, _gap("c"))
         grown = ingest_spool(store, folder, cursor)
         assert (grown.added, grown.files, grown.torn) == (1, 1, 0)
