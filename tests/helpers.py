@@ -267,12 +267,14 @@ def tree_manifest(root: Path) -> dict[str, tuple[str, bool, bytes]]:
 
 
 def commit_manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool, bytes]]:
-    """The same manifest, read from a commit in the worktree's git store."""
+    """The same manifest, read from a commit in the worktree's git store
+    (the one behind jj, or a plain git worktree's own)."""
     import pygit2
 
     from durability.backends.jj import git_dir
 
-    repo = pygit2.Repository(str(git_dir(worktree)))
+    store = git_dir(worktree) if (worktree / ".jj").is_dir() else worktree
+    repo = pygit2.Repository(str(store))
     found: dict[str, tuple[str, bool, bytes]] = {}
 
     def walk(tree: Any, prefix: str) -> None:

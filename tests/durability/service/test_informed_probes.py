@@ -67,29 +67,6 @@ def _capture(svc: Service, worktree: Path) -> Any:
     return outcome
 
 
-def _manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool, bytes]]:
-    if (worktree / ".jj").is_dir():
-        return commit_manifest(worktree, commit_id)
-    import pygit2
-
-    repo: Any = pygit2.Repository(str(worktree))
-    found: dict[str, tuple[str, bool, bytes]] = {}
-
-    def walk(tree: Any, prefix: str) -> None:
-        for entry in tree:
-            rel = prefix + entry.name
-            if entry.filemode == pygit2.GIT_FILEMODE_TREE:
-                walk(repo[entry.id], rel + "/")
-            elif entry.filemode == pygit2.GIT_FILEMODE_LINK:
-                found[rel] = ("link", False, repo[entry.id].data)
-            else:
-                executable = entry.filemode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
-                found[rel] = ("file", executable, repo[entry.id].data)
-
-    walk(repo[commit_id].peel(pygit2.Commit).tree, "")
-    return found
-
-
 def _on_disk(worktree: Path) -> dict[str, tuple[str, bool, bytes]]:
     """The tree on disk as a capture must take it (ignored files left out)."""
     on_disk = tree_manifest(worktree)
@@ -109,9 +86,9 @@ def _assert_captured(svc: Service, worktree: Path) -> Any:
     """The next capture's checkpoint is the tree on disk, and a capture after
     it (quiet now) still is."""
     outcome = _capture(svc, worktree)
-    assert _manifest(worktree, outcome.commit_id) == _on_disk(worktree)
+    assert commit_manifest(worktree, outcome.commit_id) == _on_disk(worktree)
     again = _capture(svc, worktree)
-    assert _manifest(worktree, again.commit_id) == _on_disk(worktree)
+    assert commit_manifest(worktree, again.commit_id) == _on_disk(worktree)
     return outcome
 
 
