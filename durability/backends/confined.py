@@ -127,7 +127,8 @@ class ConfinedTree:
             return None
 
     def unlink(self, rel: str) -> None:
-        """Remove the file or link ``rel`` (never a folder); absent is fine."""
+        """Remove the file or link ``rel``; absent, or a folder (never
+        removed here), is fine."""
         folder, name = _split(rel)
         try:
             fd = self.dir_fd(folder)
@@ -137,6 +138,10 @@ class ConfinedTree:
             os.unlink(name, dir_fd=fd)
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            # Linux says EISDIR for a folder, POSIX allows EPERM.
+            if exc.errno not in (errno.EISDIR, errno.EPERM) or not _is_folder(fd, name):
+                raise
 
     def rmdir(self, rel: str) -> bool:
         """Remove the empty folder ``rel``; whether it was removed."""
@@ -177,6 +182,10 @@ class ConfinedTree:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                if exc.errno in (errno.EISDIR, errno.EPERM) and _is_folder(fd, name):
+                    raise _not_a_folder(rel, what="a folder where a file goes") from exc
+                raise
             try:
                 # An exact mode is set once the data is in (a read-only or
                 # mode-000 file must still be written).
@@ -247,6 +256,13 @@ class ConfinedTree:
                 yield from self.files_under(rel)
             else:
                 yield rel
+
+
+def _is_folder(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _write_all(fd: int, data: bytes) -> None:

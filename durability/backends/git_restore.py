@@ -45,6 +45,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
@@ -66,11 +67,16 @@ _FORBIDDEN = {"", ".", "..", ".git", ".jj"}
 _NAMED = 5
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):
     path: str
     oid: pygit2.Oid
     mode: int
+
+
+# Plain ints: an enum comparison per delta counts at 20,000 paths.
+_ADDED, _DELETED = int(DeltaStatus.ADDED), int(DeltaStatus.DELETED)
+_LINK, _COMMIT = int(FileMode.LINK), int(FileMode.COMMIT)
+_BLOB = pygit2.enums.ObjectType.BLOB
 
 
 @dataclass
@@ -84,26 +90,39 @@ class Plan:
     left: list[str] = field(default_factory=list)
 
 
-def plan_restore(state: WorktreeIndex, target: pygit2.Tree) -> Plan:
-    """Compare the worktree (staged now) with ``target``."""
+def plan_restore(state: WorktreeIndex, target: pygit2.Tree, current: str | None = None) -> Plan:
+    """Compare the worktree with ``target``: as the commit ``current`` holds
+    it, when given (the pre-restore checkpoint, just captured under the
+    worktree lock, as the jj backend's restore does), else staged now.
+
+    Planning from the pre-restore checkpoint rather than a second scan is
+    also the safer choice: a file changed between the two (by something
+    that ignores the worktree lock) is then not planned over unless the
+    checkpoint differs there, and the verification that follows reports
+    the tree as not restored, instead of the restore overwriting a change
+    no checkpoint holds."""
+    if current is not None:
+        return plan_trees(state.repo[current].peel(pygit2.Tree), target)
     return plan_trees(state.repo[state.stage()].peel(pygit2.Tree), target)
 
 
 def plan_trees(current: pygit2.Tree, target: pygit2.Tree) -> Plan:
     """What turns a worktree holding ``current`` into ``target``."""
     plan = Plan([], [])
+    writes, deletes = plan.writes, plan.deletes
     for delta in current.diff_to_tree(target).deltas:
+        status = int(delta.status)
         old, new = _entry(delta.old_file), _entry(delta.new_file)
         _check_safe(new.path)
-        if delta.status == DeltaStatus.ADDED:
-            plan.writes.append((None, new))
-        elif delta.status == DeltaStatus.DELETED:
-            plan.deletes.append(old)
-        elif old.mode != new.mode and FileMode.LINK in (old.mode, new.mode):
-            plan.deletes.append(old)  # a type change: the old one goes first
-            plan.writes.append((None, new))
+        if status == _ADDED:
+            writes.append((None, new))
+        elif status == _DELETED:
+            deletes.append(old)
+        elif old.mode != new.mode and _LINK in (old.mode, new.mode):
+            deletes.append(old)  # a type change: the old one goes first
+            writes.append((None, new))
         else:
-            plan.writes.append((old, new))
+            writes.append((old, new))
     return plan
 
 
@@ -122,13 +141,13 @@ def select(plan: Plan, paths: Sequence[str] | None) -> Plan:
 
 def changes(plan: Plan) -> Changes:
     """What carrying out ``plan`` changes, by path (see ``Changes``)."""
-    going = {e.path for e in plan.deletes if e.mode != FileMode.COMMIT}
+    going = {e.path for e in plan.deletes if e.mode != _COMMIT}
     write = sorted((new.path, _how(old, new, going)) for old, new in plan.writes
-                   if new.mode != FileMode.COMMIT)
+                   if new.mode != _COMMIT)
     written = {path for path, _ in write}
     left = [(path, "outside --path") for path in plan.left]
-    left += [(e.path, "submodule") for e in plan.deletes if e.mode == FileMode.COMMIT]
-    left += [(n.path, "submodule") for _, n in plan.writes if n.mode == FileMode.COMMIT]
+    left += [(e.path, "submodule") for e in plan.deletes if e.mode == _COMMIT]
+    left += [(n.path, "submodule") for _, n in plan.writes if n.mode == _COMMIT]
     return Changes(write=tuple(write), delete=tuple(sorted(going - written)),
                    left=tuple(sorted(set(left))))
 
@@ -146,7 +165,7 @@ def restore_tree(state: WorktreeIndex, target: pygit2.Commit, pre_restore: str |
     ``paths`` only, when given); the plan it carried out (or, for a dry run,
     would carry out).  ``pre_restore``: the commit under which the modes of
     the files this restore overwrites are kept."""
-    plan = select(plan_restore(state, target.tree), paths)
+    plan = select(plan_restore(state, target.tree, pre_restore), paths)
     written = apply_plan(state.repo, state.worktree, plan, target=str(target.id),
                          pre_restore=pre_restore, dry_run=dry_run, progress=progress)
     if not dry_run:
@@ -164,10 +183,8 @@ def _record_written(state: WorktreeIndex, plan: Plan,
     A file changed after it was written no longer matches its stat data, so
     that scan reads it; one changed within the same clock tick as the index
     is written is read too (the racily-clean rule)."""
-    for _, new in plan.writes:
-        st = written.get(new.path)
-        if st is not None:
-            state.record(new.path, new.oid, new.mode, st)
+    state.record((new.path, new.oid, new.mode, st) for _, new in plan.writes
+                 if (st := written.get(new.path)) is not None)
     if written:
         # Written now, the index is newer than the files: libgit2 trusts an
         # entry only when its file is older than the index file.
@@ -180,7 +197,7 @@ def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
     restore does too.  Staged from the blob id (the file is not read back);
     with no stat data, the next scan hashes them once."""
     for old, new in plan.writes:
-        if old is None and new.mode != FileMode.COMMIT and _ignored(state.repo, new.path):
+        if old is None and new.mode != _COMMIT and _ignored(state.repo, new.path):
             state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
 
 
@@ -208,15 +225,17 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
         _check_conflicts(repo, tree, plan)
         if dry_run:
             return written
+        seen: dict[str, os.stat_result | None] = {}
         if pre_restore is not None:
-            saved_modes.save(repo, pre_restore, _modes_replaced(tree, plan))
+            seen = _stat_replaced(tree, plan)
+            saved_modes.save(repo, pre_restore, _modes(seen))
         wanted = saved_modes.load(repo, target)
         total, done = len(plan.deletes) + len(plan.writes), 0
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
             done = _step(progress, done, total)
         for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-            st = _write(repo, tree, old, new, wanted)
+            st = _write(repo, tree, old, new, wanted, seen)
             if st is not None:
                 written[new.path] = st
             done = _step(progress, done, total)
@@ -232,6 +251,9 @@ def _step(progress: Progress | None, done: int, total: int) -> int:
 def _check_safe(path: str) -> None:
     """A tree read from the repository could name ``..`` or ``.git``: such a
     path is never written (captures never produce one)."""
+    framed = f"/{path}/"
+    if "/." not in framed and "//" not in framed and "\0" not in path:
+        return  # every forbidden name is empty or starts with a dot
     parts = path.split("/")
     if path.startswith("/") or "\0" in path or \
             any(p in _FORBIDDEN or p.lower() in (".git", ".jj") for p in parts):
@@ -260,9 +282,9 @@ def _check_conflicts(repo: pygit2.Repository, tree: ConfinedTree, plan: Plan) ->
             st = tree.lstat(folder)
             if st is not None and not is_dir(st) and folder not in going:
                 raise _conflict(f"{folder} is a file or symlink where a folder of {new.path} goes")
-        if new.mode == FileMode.COMMIT:
+        if new.mode == _COMMIT:
             continue
-        if old is not None and old.mode != FileMode.COMMIT:
+        if old is not None and old.mode != _COMMIT:
             # The tree just staged has a file or link here, not a folder: a
             # folder made there since is refused when the write meets it.
             continue
@@ -288,8 +310,8 @@ def _holds(repo: pygit2.Repository, tree: ConfinedTree, new: _Entry, st: os.stat
     try:
         if stat.S_ISLNK(st.st_mode):
             data = os.fsencode(os.readlink(name, dir_fd=fd))
-            return new.mode == FileMode.LINK and pygit2.hash(data) == new.oid
-        if not stat.S_ISREG(st.st_mode) or new.mode == FileMode.LINK:
+            return new.mode == _LINK and pygit2.hash(data) == new.oid
+        if not stat.S_ISREG(st.st_mode) or new.mode == _LINK:
             return False
         file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
@@ -307,43 +329,57 @@ def _conflict(detail: str) -> RestoreError:
                         code="restore-conflict")
 
 
-def _modes_replaced(tree: ConfinedTree, plan: Plan) -> dict[str, int]:
-    """The permission bits of every regular file the plan overwrites or deletes."""
-    found: dict[str, int] = {}
+def _stat_replaced(tree: ConfinedTree, plan: Plan) -> dict[str, os.stat_result | None]:
+    """The stat data of every path the plan overwrites or deletes, taken
+    before anything is written: their modes are kept (``_modes``), and a
+    write of a file only to change its mode reads the mode from here."""
     paths = [e.path for e in plan.deletes] + [old.path for old, _ in plan.writes if old]
-    for path in paths:
-        st = tree.lstat(path)
-        if st is not None and stat.S_ISREG(st.st_mode):
-            found[path] = stat.S_IMODE(st.st_mode)
-    return found
+    return {path: tree.lstat(path) for path in paths}
+
+
+def _modes(seen: Mapping[str, os.stat_result | None]) -> dict[str, int]:
+    """The permission bits of the regular files among ``seen``."""
+    return {path: stat.S_IMODE(st.st_mode) for path, st in seen.items()
+            if st is not None and stat.S_ISREG(st.st_mode)}
 
 
 def _delete(tree: ConfinedTree, entry: _Entry) -> None:
-    if entry.mode == FileMode.COMMIT:
+    if entry.mode == _COMMIT:
         return  # a submodule's folder is its own repository: left alone
-    st = tree.lstat(entry.path)
-    if st is not None and not is_dir(st):
-        tree.unlink(entry.path)
+    tree.unlink(entry.path)  # a folder there now is left, and the verification says so
     # Folders a delete left empty go (one holding ignored files stays).
     tree.prune(entry.path.rpartition("/")[0])
 
 
 def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new: _Entry,
-           wanted: Mapping[str, int]) -> os.stat_result | None:
-    """Write ``new``; the stat data of the regular file written, if one was."""
-    if new.mode == FileMode.COMMIT:
+           wanted: Mapping[str, int],
+           seen: Mapping[str, os.stat_result | None]) -> os.stat_result | None:
+    """Write ``new``; the stat data of the regular file written, if one was.
+    ``seen``: stat data taken before the restore began writing (see
+    ``_stat_replaced``); a path missing there is looked at now."""
+    if new.mode == _COMMIT:
         return None  # checking out a submodule commit is the submodule's business
-    st = tree.lstat(new.path)
-    if is_dir(st) and not tree.rmdir(new.path):
-        # Emptied by the deletes, as _check_conflicts made sure: unless
-        # something filled it meanwhile.
-        raise _conflict(f"{new.path} is a folder that is not empty")
     mode = _kept_mode(wanted.get(new.path), new.mode)
-    if old is not None and old.oid == new.oid and st is not None and stat.S_ISREG(st.st_mode):
-        _chmod(tree, new.path, st, new.mode, mode)
-        return None
-    data = repo[new.oid].peel(pygit2.Blob).data
-    if new.mode == FileMode.LINK:
+    if old is None:
+        st = tree.lstat(new.path)
+        if is_dir(st) and not tree.rmdir(new.path):
+            # Emptied by the deletes, as _check_conflicts made sure: unless
+            # something filled it meanwhile.
+            raise _conflict(f"{new.path} is a folder that is not empty")
+    elif old.oid == new.oid:
+        # Only the mode differs: a file is chmod-ed, not rewritten.
+        st = seen[new.path] if new.path in seen else tree.lstat(new.path)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            _chmod(tree, new.path, st, new.mode, mode)
+            return None
+    # Otherwise a file or link of the tree just captured is replaced: not
+    # looked at first (a folder made there since stops the write below).
+    kind, data = repo.read(new.oid)
+    if kind != _BLOB:
+        what = pygit2.enums.ObjectType(kind).name.lower()
+        raise RestoreError(f"restore stopped at {new.path}: the checkpoint names a {what} "
+                           "where a file goes", code="restore-conflict")
+    if new.mode == _LINK:
         tree.write_link(new.path, data)
         return None
     if mode is not None:
