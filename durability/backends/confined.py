@@ -50,10 +50,16 @@ class ConfinedTree:
     descriptor it opened.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, root_fd: int | None = None) -> None:
         self.root = root
-        self._root_fd = os.open(root, _DIR_FLAGS)
+        self._root_fd = os.open(root, _DIR_FLAGS) if root_fd is None else root_fd
         self._dirs: OrderedDict[str, int] = OrderedDict()
+
+    def sibling(self) -> ConfinedTree:
+        """Another tree on the very folder this one opened (a copy of its
+        root descriptor, not the path opened again), with its own folder
+        descriptors: one per thread, as descriptors are not shared."""
+        return ConfinedTree(self.root, root_fd=os.dup(self._root_fd))
 
     def __enter__(self) -> ConfinedTree:
         return self

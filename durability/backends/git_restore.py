@@ -55,6 +55,7 @@ from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.selection import covers, touches
+from durability.backends.write_pool import write_all
 from durability.errors import RestoreError
 
 __all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
@@ -234,11 +235,16 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
             done = _step(progress, done, total)
-        for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-            st = _write(repo, tree, old, new, wanted, seen)
-            if st is not None:
-                written[new.path] = st
-            done = _step(progress, done, total)
+        writes = sorted(plan.writes, key=lambda w: w[1].path)
+        count = [done]
+
+        def step() -> None:
+            count[0] = _step(progress, count[0], total)
+
+        stats = write_all(tree, writes, lambda own, w: _write(repo, own, *w, wanted, seen),
+                          step if progress is not None else None)
+        written = {new.path: st for (_, new), st in zip(writes, stats, strict=True)
+                   if st is not None}
     return written
 
 
