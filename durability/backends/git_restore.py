@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,11 @@ class _Entry(NamedTuple):
 _ADDED, _DELETED = int(DeltaStatus.ADDED), int(DeltaStatus.DELETED)
 _LINK, _COMMIT = int(FileMode.LINK), int(FileMode.COMMIT)
 _BLOB = pygit2.enums.ObjectType.BLOB
+#: One blob read at a time: the writer threads (``write_pool``) share one
+#: repository object, which libgit2 does not promise is safe to read from
+#: two threads at once (pygit2 holds the interpreter lock through a read
+#: today; this does not rely on it).
+_READ_LOCK = threading.Lock()
 
 
 @dataclass
@@ -380,7 +386,8 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
             return None
     # Otherwise a file or link of the tree just captured is replaced: not
     # looked at first (a folder made there since stops the write below).
-    kind, data = repo.read(new.oid)
+    with _READ_LOCK:
+        kind, data = repo.read(new.oid)
     if kind != _BLOB:
         what = pygit2.enums.ObjectType(kind).name.lower()
         raise RestoreError(f"restore stopped at {new.path}: the checkpoint names a {what} "
