@@ -35,12 +35,12 @@ import filelock
 import pygit2
 
 from durability import proc
-from durability.backends import Backend
+from durability.backends import Backend, git_cli
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import repository
 from durability.config import Settings
-from durability.errors import CaptureError, GitFailed, JjFailed, LockTimeout
+from durability.errors import CaptureError, JjFailed, LockTimeout
 from durability.paths import ensure_private_dir
 from engine import AttemptKey
 from engine.errors import WorktreeConflict
@@ -177,17 +177,14 @@ class DurabilityIsolation:
         argv = [find_jj(self.env).path, "--no-pager", "--color=never", "-R", ".", *args]
         done = self._run(argv, cwd)
         if done.returncode != 0:
-            raise JjFailed(f"jj {' '.join(args[:3])} in {cwd}: {_one_line(done.stderr)}")
+            raise JjFailed(f"jj {' '.join(args[:3])} in {cwd}: "
+                           f"{proc.last_words(done.stderr) or 'no message'}")
         return done.stdout
 
     def _git(self, cwd: Path, *args: str, check: bool = True) -> str:
-        git = shutil.which("git", path=self.env.get("PATH"))
-        if git is None:
-            raise GitFailed("git not found on PATH: an isolated git worktree needs it")
-        done = self._run([git, "-C", str(cwd), *args], cwd)
-        if check and done.returncode != 0:
-            raise GitFailed(f"git {' '.join(args[:2])} in {cwd}: {_one_line(done.stderr)}")
-        return done.stdout
+        return git_cli.run(args, env=self.env, timeout=self.settings.jj_timeout_s,
+                           needs="an isolated git worktree needs it", options=["-C", str(cwd)],
+                           cwd=str(cwd), timeout_code="timeout", check=check)
 
     def _run(self, argv: list[str], cwd: Path) -> proc.Finished:
         try:
@@ -247,7 +244,3 @@ def _tree(repo: pygit2.Repository, commit_id: str) -> pygit2.Tree:
 def _listing(paths: list[str], limit: int = 10) -> str:
     shown = ", ".join(paths[:limit]) or "the same paths"
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500] or "no message"
