@@ -36,6 +36,7 @@ import pygit2
 
 from durability import proc
 from durability.backends import Backend, git_cli
+from durability.backends.git_commit import signature
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import repository
@@ -50,7 +51,6 @@ __all__ = ["REF_PREFIX", "DurabilityIsolation", "worktree_name"]
 
 #: The private branches of isolated git worktrees.
 REF_PREFIX = "refs/durability/isolated/"
-_SIGNATURE = ("worktree-durability", "durability@localhost")
 
 
 def worktree_name(run_id: str, node_id: str, iteration: int) -> str:
@@ -134,7 +134,7 @@ class DurabilityIsolation:
                tree: pygit2.Oid, ours: str) -> None:
         """Write ``tree`` into ``shared`` (now at ``ours``) with the confined
         writer, changing only the paths that differ."""
-        sig = pygit2.Signature(*_SIGNATURE)
+        sig = signature()
         commit = repo.create_commit(None, sig, sig, "durability: merge back\n", tree, [])
         if backend.name == "jj":
             from durability.backends.jj import git_dir, pin
