@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Finished", "TimedOut", "kill_all", "run"]
+__all__ = ["Finished", "TimedOut", "kill_all", "last_words", "run"]
 
 _active: set[subprocess.Popen[bytes]] = set()
 _active_lock = threading.Lock()
@@ -64,6 +64,13 @@ def run(
         out.decode("utf-8", "replace"),
         err.decode("utf-8", "replace"),
     )
+
+
+def last_words(stderr: str, lines: int = 3, limit: int = 500) -> str:
+    """A program's last ``lines`` non-blank lines of ``stderr``, on one line:
+    what a one-line error message can carry of why it failed."""
+    kept = [" ".join(ln.split()) for ln in stderr.splitlines() if ln.strip()][-lines:]
+    return " | ".join(kept)[:limit]
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

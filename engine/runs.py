@@ -107,14 +107,23 @@ class Runs(TaskRecords):
         return Claim(run_id, int(epoch), owner)
 
     def claim(self, run_id: str, *, expected_epoch: int, owner: Owner) -> Claim | None:
-        """Compare-and-swap: take the run if its epoch is still ``expected_epoch``."""
+        """Compare-and-swap: take the run if its epoch is still ``expected_epoch``.
+
+        A run that had an owner (alive or not) is taken from it: its claim is
+        lost here, in this transaction, and the log says so, because the
+        displaced owner can record nothing once it notices."""
         now = self._clock()
         with self._write() as conn:
+            held = conn.execute("SELECT owner FROM runs WHERE run_id=? AND claim_epoch=?",
+                                (run_id, expected_epoch)).fetchone()
             cur = conn.execute(
                 "UPDATE runs SET owner=?, owner_pid=?, owner_host=?, claim_epoch=claim_epoch+1, "
                 "claimed_at_ms=?, heartbeat_at_ms=?, updated_at_ms=? "
                 "WHERE run_id=? AND claim_epoch=? AND state IS NOT NULL",
                 (owner.name, owner.pid, owner.host, now, now, now, run_id, expected_epoch))
+            if cur.rowcount == 1 and held is not None and held[0] is not None:
+                append(conn, run_id, "claim-lost", now,
+                       detail={"owner": held[0], "epoch": expected_epoch, "by": owner.name})
             if cur.rowcount == 1:
                 append(conn, run_id, "claim-won", now,
                        detail={"owner": owner.name, "epoch": expected_epoch + 1})

@@ -39,16 +39,23 @@ from durability.ids import printable
 from engine import AttemptKey
 
 __all__ = [
-    "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "key_ref", "message", "parse_trailers",
-    "scratch_commit",
+    "EMAIL", "NAME", "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "key_ref", "message",
+    "parse_trailers", "scratch_commit", "signature",
 ]
 
 PIN_PREFIX = "refs/durability/git/"
 # A fixed identity: a capture must not depend on (or fail for lack of) the
 # user's git configuration, and the commits are the toolkit's, not the user's.
-_NAME = "worktree-durability"
-_EMAIL = "durability@localhost"
+# Every commit the toolkit writes with pygit2 (checkpoints, manifests, merge
+# backs) signs with it, through ``signature``.
+NAME = "worktree-durability"
+EMAIL = "durability@localhost"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def signature() -> pygit2.Signature:
+    """The toolkit's identity, now, in UTC (no local offset in a commit)."""
+    return pygit2.Signature(NAME, EMAIL, int(time.time()), 0)
 
 
 def attempt_ref(stamp: Stamp) -> str:
@@ -101,7 +108,7 @@ def commit_checkpoint(repo: pygit2.Repository, tree: pygit2.Oid, stamp: Stamp) -
     if previous is not None and previous.tree_id == tree:
         return str(previous.id)
     parents = [previous.id] if previous is not None else _head(repo)
-    sig = pygit2.Signature(_NAME, _EMAIL, int(time.time()), 0)
+    sig = signature()
     oid = repo.create_commit(None, sig, sig, message(stamp), tree, parents)
     repo.references.create(ref, oid, force=True)
     return str(oid)
@@ -110,7 +117,7 @@ def commit_checkpoint(repo: pygit2.Repository, tree: pygit2.Oid, stamp: Stamp) -
 def scratch_commit(repo: pygit2.Repository, tree: pygit2.Oid) -> str:
     """An unpinned commit of ``tree`` (a capture that answers no attempt, such
     as the check after a restore); ``git gc`` may drop it, nothing records it."""
-    sig = pygit2.Signature(_NAME, _EMAIL, int(time.time()), 0)
+    sig = signature()
     return str(repo.create_commit(None, sig, sig, "durability: scratch\n", tree, _head(repo)))
 
 

@@ -112,17 +112,41 @@ class TimelineScreen(Screen[None]):
         self.reload()
 
     def reload(self) -> None:
-        rows = model.timeline_rows(self._browse.store, self.run_id, self._browse.env)
-        self.rows = {r.key: r for r in rows}
+        """Read the timeline again, in a thread: a session of thousands of
+        checkpoints takes seconds (each one's totals against its base), and
+        the browser must keep answering meanwhile (escape, quit)."""
+        self.rows = {}
         table = self.query_one("#timeline", DataTable)
         table.clear(columns=True)
         table.add_columns(*model.TIMELINE_COLUMNS)
+        self.workers.cancel_group(self, "diff")
+        self._show_diff(f"reading the timeline of session {ids.printable(self.run_id)}...")
+        table.focus()
+        self._load_timeline()
+
+    @work(thread=True, exclusive=True, group="timeline")
+    def _load_timeline(self) -> None:
+        try:
+            rows: list[model.Row] | str = model.timeline_rows(
+                self._browse.store, self.run_id, self._browse.env)
+        except (DurabilityError, EngineError) as exc:
+            rows = f"durability: {exc.code}: {exc}"
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._fill, rows)
+
+    def _fill(self, rows: list[model.Row] | str) -> None:
+        if not self.is_attached:  # left (escape) while it was read
+            return
+        if isinstance(rows, str):
+            self._show_diff(rows)
+            return
+        self.rows = {r.key: r for r in rows}
+        table = self.query_one("#timeline", DataTable)
         for r in rows:
             cells = [Text(c, style="bold yellow") if r.gap_reason else Text(c) for c in r.cells]
             table.add_row(*cells, key=r.key)
         if not rows:
             self._show_diff(f"session {self.run_id} has no checkpoints or gaps")
-        table.focus()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         row = self.rows.get(event.row_key.value or "")

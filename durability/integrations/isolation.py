@@ -23,6 +23,7 @@ written into the shared worktree when it conflicts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -35,12 +36,13 @@ import filelock
 import pygit2
 
 from durability import proc
-from durability.backends import Backend
+from durability.backends import Backend, git_cli
+from durability.backends.git_commit import signature
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import repository
 from durability.config import Settings
-from durability.errors import CaptureError, GitFailed, JjFailed, LockTimeout
+from durability.errors import CaptureError, JjFailed, LockTimeout
 from durability.paths import ensure_private_dir
 from engine import AttemptKey
 from engine.errors import WorktreeConflict
@@ -50,7 +52,8 @@ __all__ = ["REF_PREFIX", "DurabilityIsolation", "worktree_name"]
 
 #: The private branches of isolated git worktrees.
 REF_PREFIX = "refs/durability/isolated/"
-_SIGNATURE = ("worktree-durability", "durability@localhost")
+#: Where a merge back in progress pins the shared tree before and after it.
+JOURNAL_PREFIX = "refs/durability/merging/"
 
 
 def worktree_name(run_id: str, node_id: str, iteration: int) -> str:
@@ -108,7 +111,9 @@ class DurabilityIsolation:
             backend = capturer.backend(shared)
             ours = backend.snapshot(shared).commit_id
             repo = repository(backend, shared)
-            index = repo.merge_trees(_tree(repo, row.base_commit), _tree(repo, ours),
+            journal = _Journal(repo, row.name)
+            index = repo.merge_trees(_tree(repo, row.base_commit),
+                                     journal.ours(_tree(repo, ours)),
                                      _tree(repo, theirs.commit_id or ""))
             if index.conflicts is not None:
                 paths = sorted({e.path for entries in index.conflicts for e in entries if e})
@@ -120,9 +125,11 @@ class DurabilityIsolation:
                     f"{theirs.seq} ({mine}, kept), the shared tree seq {kept.seq}")
             merged = index.write_tree(repo)
             if merged != _tree(repo, ours).id:
+                journal.begin(_tree(repo, ours).id, merged)
                 self._write(backend, repo, shared, merged, ours)
             after = _ok(capturer.capture_locked([_request(
                 key, shared, "merged", f"{key.node_id}'s tree merged back")])[0])
+            journal.end()
         got = _tree(repo, after.commit_id or "").id
         if got != merged:
             raise CaptureError(f"after merging {key.node_id} back, {shared} has tree "
@@ -134,7 +141,7 @@ class DurabilityIsolation:
                tree: pygit2.Oid, ours: str) -> None:
         """Write ``tree`` into ``shared`` (now at ``ours``) with the confined
         writer, changing only the paths that differ."""
-        sig = pygit2.Signature(*_SIGNATURE)
+        sig = signature()
         commit = repo.create_commit(None, sig, sig, "durability: merge back\n", tree, [])
         if backend.name == "jj":
             from durability.backends.jj import git_dir, pin
@@ -177,17 +184,14 @@ class DurabilityIsolation:
         argv = [find_jj(self.env).path, "--no-pager", "--color=never", "-R", ".", *args]
         done = self._run(argv, cwd)
         if done.returncode != 0:
-            raise JjFailed(f"jj {' '.join(args[:3])} in {cwd}: {_one_line(done.stderr)}")
+            raise JjFailed(f"jj {' '.join(args[:3])} in {cwd}: "
+                           f"{proc.last_words(done.stderr) or 'no message'}")
         return done.stdout
 
     def _git(self, cwd: Path, *args: str, check: bool = True) -> str:
-        git = shutil.which("git", path=self.env.get("PATH"))
-        if git is None:
-            raise GitFailed("git not found on PATH: an isolated git worktree needs it")
-        done = self._run([git, "-C", str(cwd), *args], cwd)
-        if check and done.returncode != 0:
-            raise GitFailed(f"git {' '.join(args[:2])} in {cwd}: {_one_line(done.stderr)}")
-        return done.stdout
+        return git_cli.run(args, env=self.env, timeout=self.settings.jj_timeout_s,
+                           needs="an isolated git worktree needs it", options=["-C", str(cwd)],
+                           cwd=str(cwd), timeout_code="timeout", check=check)
 
     def _run(self, argv: list[str], cwd: Path) -> proc.Finished:
         try:
@@ -211,6 +215,86 @@ class DurabilityIsolation:
         except filelock.Timeout:
             raise LockTimeout(f"the worktree lock of {root} was not free within "
                               f"{self._lock_s():g}s") from None
+
+
+class _Journal:
+    """What a merge back was writing into the shared worktree, kept until the
+    merged tree is captured.
+
+    The writer replaces a file in place (unlink, create, write: see
+    ``backends.confined``), so a process killed while writing a large merged
+    file leaves part of it.  Taken as the shared tree's own change, that part
+    conflicted with the very file the merge was writing, and the resume
+    failed with ``WORKTREE_CONFLICT`` over nothing but the torn write.  With
+    the journal, the next merge back of the same task takes each path the
+    interrupted merge was writing back to the tree before it, where what is
+    there is that merge's own work (missing, the merged file whole, or a
+    first part of it); every other change to the shared tree is merged as
+    before (a conflict there is real).  Two refs pin the trees until the
+    merge ends.
+    """
+
+    def __init__(self, repo: pygit2.Repository, name: str) -> None:
+        self.repo = repo
+        self.refs = (f"{JOURNAL_PREFIX}{name}/before", f"{JOURNAL_PREFIX}{name}/merged")
+
+    def begin(self, before: pygit2.Oid, merged: pygit2.Oid) -> None:
+        """Say the shared tree goes from ``before`` to ``merged``."""
+        sig = signature()
+        for ref, tree in zip(self.refs, (before, merged), strict=True):
+            commit = self.repo.create_commit(None, sig, sig, "durability: merging\n", tree, [])
+            self.repo.references.create(ref, commit, force=True)
+
+    def ours(self, now: pygit2.Tree) -> pygit2.Tree:
+        """The shared tree to merge with: ``now``, less what an interrupted
+        merge of this task had written of its own."""
+        try:
+            before, merged = (self.repo.references[r].peel(pygit2.Tree) for r in self.refs)
+        except (KeyError, ValueError, pygit2.GitError):
+            return now  # no merge was interrupted
+        own = [p for p in sorted(_changed(before, now) & _changed(before, merged))
+               if self._written(p, now, merged)]
+        if not own:
+            return now
+        index = pygit2.Index()
+        index.read_tree(now)
+        for path in own:
+            entry = _entry(before, path)
+            if entry is None:
+                index.remove(path)
+            else:
+                index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+        return self.repo[index.write_tree(self.repo)].peel(pygit2.Tree)
+
+    def _written(self, path: str, now: pygit2.Tree, merged: pygit2.Tree) -> bool:
+        """Whether ``path`` in ``now`` is what writing ``merged`` there
+        leaves at any moment: nothing yet, the whole file, or its first part."""
+        here, there = _entry(now, path), _entry(merged, path)
+        if here is None or (there is not None and here.id == there.id):
+            return True
+        if there is None or here.type_str != "blob" or there.type_str != "blob":
+            return False
+        whole, part = (self.repo[e.id].peel(pygit2.Blob).data for e in (there, here))
+        return bytes(whole).startswith(bytes(part))
+
+    def end(self) -> None:
+        for ref in self.refs:
+            with contextlib.suppress(KeyError):
+                self.repo.references.delete(ref)
+
+
+def _changed(a: pygit2.Tree, b: pygit2.Tree) -> set[str]:
+    found: set[str] = set()
+    for delta in a.diff_to_tree(b).deltas:
+        found.update((delta.old_file.path, delta.new_file.path))
+    return found
+
+
+def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    try:
+        return tree[path]
+    except KeyError:
+        return None
 
 
 def _request(key: AttemptKey, root: Path, source: str, label: str) -> CaptureRequest:
@@ -247,7 +331,3 @@ def _tree(repo: pygit2.Repository, commit_id: str) -> pygit2.Tree:
 def _listing(paths: list[str], limit: int = 10) -> str:
     shown = ", ".join(paths[:limit]) or "the same paths"
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500] or "no message"

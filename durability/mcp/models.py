@@ -9,11 +9,14 @@ person and an agent read the same fields.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from durability import ids
+from engine.events import Event
+from engine.models import Attempt, Gap, Session
 
 __all__ = [
     "ApproveIn",
@@ -85,6 +88,19 @@ class _In(BaseModel):
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+def _mirror(record: type[Any], **overrides: Any) -> type[_Out]:
+    """An output model with exactly the fields (types, defaults, order) of
+    ``record``, an engine dataclass: where the MCP answer is the engine's
+    record, its schema follows the record instead of a copy of it.
+    ``overrides`` are ``create_model`` field definitions."""
+    hints = get_type_hints(record)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(record)}
+    fields.update(overrides)
+    return create_model(f"_{record.__name__}Fields", __base__=_Out, **fields)
 
 
 # -- inputs --------------------------------------------------------------------
@@ -215,15 +231,10 @@ class NoIn(_In):
 # -- outputs -------------------------------------------------------------------
 
 
-class SessionOut(_Out):
-    run_id: str
-    worktree: str | None
-    first_ms: int
-    last_ms: int
-    checkpoints: int
-    gaps: int
-    sources: str
-    harnesses: str
+# The mirrors carry no docstring: it would become the schema's description.
+# (``harnesses`` is always answered, so required, as it was.)
+class SessionOut(_mirror(Session, harnesses=(str, ...))):  # type: ignore[misc]
+    pass
 
 
 class SessionsOut(_Out):
@@ -300,18 +311,8 @@ class DiffOut(_Out):
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
 
-class GapOut(_Out):
-    ts_ms: int
-    run_id: str
-    request_id: str
-    reason: str
-    node_id: str | None = None
-    iteration: int | None = None
-    attempt: int | None = None
-    worktree: str | None = None
-    source: str | None = None
-    tool_use_id: str | None = None
-    detail: str | None = None
+class GapOut(_mirror(Gap)):  # type: ignore[misc]
+    pass
 
 
 class GapsOut(_Out):
@@ -321,18 +322,8 @@ class GapsOut(_Out):
     torn_spool_lines: int = 0
 
 
-class AttemptOut(_Out):
-    run_id: str
-    node_id: str
-    iteration: int
-    attempt: int
-    state: str
-    started_at_ms: int
-    finished_at_ms: int | None
-    heartbeat_at_ms: int | None
-    worktree: str | None
-    jj_pointer: str | None
-    error_json: str | None
+class AttemptOut(_mirror(Attempt)):  # type: ignore[misc]
+    pass
 
 
 class AttemptsOut(_Out):
@@ -408,16 +399,8 @@ class DecisionOut(_Out):
     next: str
 
 
-class EventOut(_Out):
-    id: int
-    ts_ms: int
-    run_id: str
-    kind: str
-    node_id: str | None
-    iteration: int | None
-    attempt: int | None
-    seq: int | None
-    detail: dict[str, Any] | None
+class EventOut(_mirror(Event)):  # type: ignore[misc]
+    pass
 
 
 class LogsOut(_Out):

@@ -22,21 +22,19 @@ import json
 import os
 import re
 import secrets
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
+from durability.backends.git_commit import signature
 from engine import Checkpoint
 
 __all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all", "replica_id"]
 
 #: Where the manifests are, locally and on the remote.
 PREFIX = "refs/durability/manifests/"
-_NAME = "worktree-durability"
-_EMAIL = "durability@localhost"
 _VERSION = 1
 _REPLICA_FILE = "replica-id"
 _REPLICA = re.compile(r"[0-9a-f]{32}")
@@ -108,7 +106,7 @@ def add(repo: pygit2.Repository, ref: str, entries: list[Entry]) -> None:
     tree = builder.write()
     if parent is not None and parent.tree_id == tree:
         return  # every entry already listed: the remote's ref need not move
-    sig = pygit2.Signature(_NAME, _EMAIL, int(time.time()), 0)
+    sig = signature()
     oid = repo.create_commit(None, sig, sig, f"durability manifest: {len(entries)} added\n",
                              tree, [parent.id] if parent is not None else [])
     repo.references.create(ref, oid, force=True)

@@ -14,10 +14,9 @@ file, ssh and https transports are allowed.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 
-from durability import proc
+from durability.backends import git_cli
 from durability.errors import DurabilityError
 
 __all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
@@ -41,24 +40,12 @@ class RemoteFailed(DurabilityError):
 
 
 def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
-    git = shutil.which("git", path=env.get("PATH"))
-    if git is None:
-        raise RemoteFailed("git not found on PATH: replication needs git")
     child = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in _KEPT}
     child.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL="file:ssh:https",
                  LC_ALL="C", GIT_DIR=git_dir)
-    argv = [git, "-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass=",
-            *args]
-    try:
-        done = proc.run(argv, timeout=timeout, env=child)
-    except proc.TimedOut as exc:
-        raise RemoteFailed(f"git {args[0]} ran past {timeout:g}s") from exc
-    except OSError as exc:
-        raise RemoteFailed(f"git {args[0]} did not run: {exc}") from exc
-    if done.returncode != 0:
-        last = [ln for ln in done.stderr.splitlines() if ln.strip()][-3:]
-        raise RemoteFailed(f"git {args[0]} failed: {' | '.join(last) or done.returncode}")
-    return done.stdout
+    return git_cli.run(args, env=child, timeout=timeout, needs="replication needs git",
+                       options=["-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass="],
+                       error=RemoteFailed)
 
 
 def push(git_dir: str, url: str, refspecs: Sequence[str], *,

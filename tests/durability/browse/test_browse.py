@@ -58,7 +58,7 @@ def session(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 def _drive(app: BrowseApp, scenario: Callable[[Pilot[None]], Awaitable[None]]) -> None:
     async def run() -> None:
         async with app.run_test(size=(160, 40)) as pilot:
-            await pilot.pause()
+            await _settled(pilot)  # a timeline opened at start is read in a worker
             await scenario(pilot)
             await pilot.app.workers.wait_for_complete()
 
@@ -66,7 +66,10 @@ def _drive(app: BrowseApp, scenario: Callable[[Pilot[None]], Awaitable[None]]) -
 
 
 async def _settled(pilot: Pilot[None]) -> None:
-    """Wait for the diff being read in its thread to reach the pane."""
+    """Wait for the timeline and the diff being read in their threads to
+    reach the panes (the timeline's rows then start the diff's worker)."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -127,7 +130,7 @@ def test_restore_after_confirming_changes_the_tree_and_names_the_undo(
         await pilot.pause()
         assert isinstance(app.screen, ConfirmRestore) and app.screen.target.seq == 1
         await pilot.press("y")
-        await pilot.pause()
+        await _settled(pilot)  # the timeline is read again, in its worker
         assert isinstance(app.screen, TimelineScreen)
         assert "restored" in app.status and "Undo: restore seq 3" in app.status
         # The pre-restore checkpoint is listed at the top, the undo to pick.

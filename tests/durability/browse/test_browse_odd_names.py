@@ -60,6 +60,8 @@ def test_the_restore_question_escapes_control_characters(tmp_path: Path,
         async def run() -> None:
             async with app.run_test(size=(200, 30)) as pilot:
                 await pilot.pause()
+                await app.workers.wait_for_complete()  # the timeline is read in a worker
+                await pilot.pause()
                 await pilot.press("r")
                 await pilot.pause()
                 assert isinstance(app.screen, ConfirmRestore)
