@@ -56,9 +56,20 @@ def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: flo
     except OSError as exc:
         raise RemoteFailed(f"git {args[0]} did not run: {exc}") from exc
     if done.returncode != 0:
-        last = [ln for ln in done.stderr.splitlines() if ln.strip()][-3:]
-        raise RemoteFailed(f"git {args[0]} failed: {' | '.join(last) or done.returncode}")
+        raise RemoteFailed(f"git {args[0]} failed: {_why(done) or done.returncode}")
     return done.stdout
+
+
+def _why(done: proc.Finished) -> str:
+    """What git said went wrong: a push's refused refs with their reasons
+    (``--porcelain`` puts them on stdout, ``!`` lines), then its last error
+    lines; never its ``hint:`` lines, which alone say nothing of the cause."""
+    refused = [" ".join(ln.split("\t")[1:]) for ln in done.stdout.splitlines()
+               if ln.startswith("!\t")]
+    said = [ln for ln in done.stderr.splitlines()
+            if ln.strip() and not ln.startswith("hint:")][-3:]
+    more = [f"and {len(refused) - 1} more refused"] if len(refused) > 1 else []
+    return " | ".join(refused[:1] + more + said)
 
 
 def push(git_dir: str, url: str, refspecs: Sequence[str], *,
