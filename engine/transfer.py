@@ -7,6 +7,13 @@ to the same schema version.  Rows are upserted on their primary key, so a
 second run copies what changed since and adds nothing twice.  Afterwards
 every table is verified: the same number of rows, and the same primary keys,
 on both sides.
+
+Before anything is written, every table is checked the same way: the target
+may hold only keys the source has (it is empty, or an earlier copy of this
+store), and an event id it holds must hold the same event.  Another store's
+rows are never overwritten: the event log's key is a number every store counts
+from 1, so a second machine's ``migrate`` into a shared database would replace
+the first one's events.
 """
 
 from __future__ import annotations
@@ -54,7 +61,10 @@ def copy_store(source: Path, target_url: str) -> list[TableCopy]:
             if postgres.migrate(dst) != version:
                 raise StoreUnavailable(f"{redact(target_url)} is at another schema version "
                                        f"than {source} ({version})")
-            return [_copy_table(src, dst, table) for table in _tables(src)]
+            tables = _tables(src)
+            for table in tables:
+                _check_target(src, dst, table, _key(src, table))
+            return [_copy_table(src, dst, table) for table in tables]
         finally:
             dst.close()
     except (sqlite3.Error, PgError) as exc:
@@ -79,12 +89,47 @@ def _tables(src: sqlite3.Connection) -> list[str]:
     return ordered
 
 
-def _copy_table(src: sqlite3.Connection, dst: PgConnection, table: str) -> TableCopy:
+def _key(src: sqlite3.Connection, table: str) -> list[str]:
     info = list(src.execute(f"PRAGMA table_info({_quote(table)})"))
-    cols = [str(r[1]) for r in info]
     key = [str(r[1]) for r in sorted(info, key=lambda r: r[5]) if r[5]]
     if not key:
         raise StoreUnavailable(f"table {table} has no primary key: cannot copy it safely")
+    return key
+
+
+#: Tables whose key is a number each store counts from 1 and whose rows never
+#: change: the same key holding other values is another store's row.
+_COUNTED = {"events": "id"}
+
+
+def _check_target(src: sqlite3.Connection, dst: PgConnection, table: str,
+                  key: list[str]) -> None:
+    """``CopyMismatch`` before any write when the target holds rows that are
+    not this store's (keys the source has not; a counted row with other
+    values)."""
+    keys = ", ".join(key)
+    mine = {tuple(postgres.convert(v) for v in r)
+            for r in src.execute(f"SELECT {keys} FROM {_quote(table)}")}
+    theirs = {tuple(r) for r in dst.execute(f"SELECT {keys} FROM {table}").fetchall()}
+    other = len(theirs - mine)
+    if not other and _COUNTED.get(table) in key and len(key) == 1:
+        cols = ", ".join(str(r[1]) for r in src.execute(f"PRAGMA table_info({_quote(table)})"))
+        order = f"SELECT {cols} FROM {{}} ORDER BY {keys}"
+        source_rows = {tuple(postgres.convert(v) for v in r)
+                       for r in src.execute(order.format(_quote(table)))}
+        other = sum(1 for r in dst.execute(order.format(table)).fetchall()
+                    if tuple(r) not in source_rows)
+    if other:
+        raise CopyMismatch(
+            f"table {table}: the target holds {other} rows that are not this store's "
+            f"(another machine's?); nothing was copied: migrate copies a store into an empty "
+            f"database or into its own earlier copy")
+
+
+def _copy_table(src: sqlite3.Connection, dst: PgConnection, table: str) -> TableCopy:
+    info = list(src.execute(f"PRAGMA table_info({_quote(table)})"))
+    cols = [str(r[1]) for r in info]
+    key = _key(src, table)
     col_list = ", ".join(cols)
     rest = [c for c in cols if c not in key]
     action = (f"DO UPDATE SET {', '.join(f'{c}=EXCLUDED.{c}' for c in rest)}" if rest

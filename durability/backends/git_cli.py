@@ -6,7 +6,7 @@ caller's own error with git's last words on one line."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from durability import proc
 from durability.errors import DurabilityError, GitFailed
@@ -17,7 +17,7 @@ __all__ = ["run"]
 def run(args: Sequence[str], *, env: Mapping[str, str], timeout: float, needs: str,
         options: Sequence[str] = (), cwd: str | None = None,
         error: type[DurabilityError] = GitFailed, timeout_code: str | None = None,
-        check: bool = True) -> str:
+        check: bool = True, explain: Callable[[proc.Finished], str] | None = None) -> str:
     """git's standard output for ``git OPTIONS ARGS`` (``args`` start with
     the subcommand, ``options`` go before it).
 
@@ -36,7 +36,8 @@ def run(args: Sequence[str], *, env: Mapping[str, str], timeout: float, needs: s
     except OSError as exc:
         raise error(f"{what} did not run: {exc}") from exc
     if check and done.returncode != 0:
-        raise error(f"{what} failed: {proc.last_words(done.stderr) or f'exit {done.returncode}'}")
+        why = explain(done) if explain is not None else proc.last_words(done.stderr)
+        raise error(f"{what} failed: {why or f'exit {done.returncode}'}")
     return done.stdout
 
 

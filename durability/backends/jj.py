@@ -50,6 +50,13 @@ _VERSION_TIMEOUT_S = 15.0
 # "  <path>: <size> (<n> bytes); the maximum size allowed is ...".
 _REFUSED_HEADER = "Refused to snapshot some files:"
 _REFUSED_LINE = re.compile(r"^  (?P<path>.+?): [0-9.]+ ?[KMGTP]?i?B \(\d+ bytes\);")
+# jj's warning when it leaves out a path whose name is not UTF-8 (it cannot
+# record one; seen in jj 0.46): a header, then one line per file or folder,
+# '  <its folder, "." at the root>: "<its name, escaped as Rust debug-prints>"'.
+_NOT_UTF8_HEADER = "Skipped some paths because they are not valid UTF-8:"
+_NOT_UTF8_LINE = re.compile(r'^  (?P<folder>.+): "(?P<name>(?:[^"\\]|\\.)*)"$')
+_RUST_ESCAPE = re.compile(r'\\(x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)')
+_RUST_SIMPLE = {"n": b"\n", "r": b"\r", "t": b"\t", "0": b"\0"}
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,8 @@ class JjBackend:
                                      f"path(s) {_listing(unreadable)}")
             raise _jj_error(worktree, args[0], done.stderr)
         self.skipped = (tuple(Skipped(p, "unreadable-path") for p in unreadable)
-                        + tuple(Skipped(p, "file-too-large") for p in _refused(done.stderr)))
+                        + tuple(Skipped(p, "file-too-large") for p in _refused(done.stderr))
+                        + tuple(Skipped(p, "unreadable-path") for p in _not_utf8(done.stderr)))
         return done.stdout
 
     def _exec(self, worktree: Path, config: list[str],
@@ -339,6 +347,44 @@ def _fileset_path(path: str) -> str:
     """A fileset naming exactly ``path`` (a file) or everything under it."""
     literal = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"root:{literal}"
+
+
+def _not_utf8(stderr: str) -> list[str]:
+    """The paths jj's "not valid UTF-8" warning names, in its order, as
+    ``str`` with the undecodable bytes as surrogates (``os.fsdecode``)."""
+    paths: list[str] = []
+    lines = iter(stderr.splitlines())
+    for line in lines:
+        if _NOT_UTF8_HEADER not in line:
+            continue
+        for item in lines:
+            match = _NOT_UTF8_LINE.match(item)
+            if match is None:
+                break
+            name = _unescape_rust(match["name"])
+            folder = match["folder"]
+            raw = name if folder == "." else folder.encode("utf-8", "surrogateescape") + b"/" + name
+            paths.append(raw.decode("utf-8", "surrogateescape"))
+    return paths
+
+
+def _unescape_rust(text: str) -> bytes:
+    """The bytes of a name Rust's ``Debug`` escaped (``\\xFF``, ``\\u{7f}``,
+    ``\\n``, ``\\"``...)."""
+    out = bytearray()
+    pos = 0
+    for match in _RUST_ESCAPE.finditer(text):
+        out += text[pos:match.start()].encode("utf-8", "surrogateescape")
+        code = match[1]
+        if code[0] == "x" and len(code) == 3:
+            out.append(int(code[1:], 16))
+        elif code.startswith("u{"):
+            out += chr(int(code[2:-1], 16)).encode("utf-8", "surrogatepass")
+        else:
+            out += _RUST_SIMPLE.get(code, code.encode("utf-8"))
+        pos = match.end()
+    out += text[pos:].encode("utf-8", "surrogateescape")
+    return bytes(out)
 
 
 def _refused(stderr: str) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from durability.cli import options
+from durability.config import Settings
 from durability.errors import InvalidInput
 
 __all__ = ["COMMANDS"]
@@ -36,6 +37,8 @@ def migrate_command(target: str, source: Path | None, as_json: bool) -> None:
         raise InvalidInput("--to must be a postgresql:// URL")
     settings = options.settings()
     copied = copy_store(source or settings.db_path, target)
+    if source is None or source.resolve() == settings.db_path.resolve():
+        _note_running_service(settings)
     if as_json:
         options.emit({"to": redact(target), "tables": [t.to_dict() for t in copied],
                       "verified": True})
@@ -45,6 +48,18 @@ def migrate_command(target: str, source: Path | None, as_json: bool) -> None:
     total = sum(t.target_rows for t in copied)
     click.echo(f"copied {total} rows in {len(copied)} tables to {redact(target)} (verified: "
                "same rows and keys); use it with DURABILITY_DATABASE_URL")
+
+
+def _note_running_service(settings: Settings) -> None:
+    """The copy succeeded, but a running service keeps writing into the
+    SQLite store: what it writes from now on is not in the copy."""
+    from durability.client import listener_pid
+
+    pid = listener_pid(settings.socket_path)
+    if pid is not None:
+        click.echo(f"durability: note: the service (pid {pid}) on {settings.socket_path} still "
+                   "writes to the SQLite store: `durability stop`, run migrate again, then set "
+                   "DURABILITY_DATABASE_URL (and start it again)", err=True)
 
 
 COMMANDS = [migrate_command]

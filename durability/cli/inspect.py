@@ -315,6 +315,11 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     given = click.get_current_context().get_parameter_source("limit")
     if every and given is not click.core.ParameterSource.DEFAULT:
         raise InvalidInput("give --limit or --all, not both")
+    if path is not None and path.exists() and not path.is_dir():
+        # As one types `git log FILE`: log is a whole worktree's timeline.
+        raise InvalidInput(f"log takes a folder (the timeline is its worktree's), not the file "
+                           f"{ids.printable(str(path))}; what one checkpoint did to a file: "
+                           f"durability diff RUN --seq S -- FILE")
     settings = options.settings()
     store = options.store(settings)
     root = resolve_worktree(path or Path.cwd())

@@ -10,6 +10,7 @@ import click
 
 from durability import ids
 from durability.cli import options
+from durability.cli.table import remotes_table
 from durability.errors import InvalidInput
 
 _WORKTREE = click.option(
@@ -94,7 +95,7 @@ def remote_list(worktree: Path | None, every: bool, as_json: bool) -> None:
     key = None if every else worktree_key(worktree)
     rows = Remotes(options.settings().database).all(key)
     options.listing([r.to_dict() for r in rows], as_json,
-                    lambda: "\n".join(f"{r.name}\t{r.url}\t{r.worktree}" for r in rows),
+                    lambda: remotes_table(rows),
                     "no remotes" + (f" for {key}" if key else ""))
 
 

@@ -12,9 +12,10 @@ from engine import Attempt, Checkpoint, Gap, Session
 if TYPE_CHECKING:  # annotations only: a listing need not load pygit2
     from durability.inspect.diff import FileChange, Totals
     from durability.inspect.timeline import Entry
+    from engine.remotes import Remote
 
 __all__ = ["attempts_table", "changes_table", "checkpoints_table", "gaps_table", "printable",
-           "sessions_table", "timeline_table", "totals_text", "when"]
+           "remotes_table", "sessions_table", "timeline_table", "totals_text", "when"]
 
 
 def printable(text: str) -> str:
@@ -66,6 +67,11 @@ def sessions_table(rows: Sequence[Session]) -> str:
          str(s.gaps), s.sources or "-", s.harnesses or "-", printable(s.worktree or "-"))
         for s in rows
     ])
+
+
+def remotes_table(rows: Sequence[Remote]) -> str:
+    return _table(("NAME", "URL", "WORKTREE"),
+                  [(r.name, printable(r.url), printable(r.worktree)) for r in rows])
 
 
 def _when(ms: int) -> str:

@@ -21,7 +21,7 @@ from durability.backends.base import MOVING, Skipped
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
-from durability.ids import safe_filename
+from durability.ids import printable, safe_filename
 from engine import EngineError, Store
 
 if TYPE_CHECKING:
@@ -87,7 +87,20 @@ def _detail(item: Skipped) -> str:
     if item.reason == "file-too-large":
         return (f"{item.path}: new file over snapshot.max-new-file-size, left out of the "
                 f"checkpoint (raise DURABILITY_MAX_NEW_FILE_SIZE to capture it)")
+    if _not_utf8(item.path):
+        return (f"{printable(item.path)}: its name is not UTF-8, which jj cannot record; "
+                f"left out of the checkpoint (rename it to capture it)")
     return f"{item.path}: cannot be read, left out of the checkpoint"
+
+
+def _not_utf8(path: str) -> bool:
+    """Whether ``path`` came from bytes that are not UTF-8 (``os.fsdecode``
+    keeps them as lone surrogates)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _known_ids(settings: Settings, store: Callable[[], Store] | None, run_id: str) -> set[str]:

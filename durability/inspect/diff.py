@@ -133,11 +133,22 @@ def between_trees(old: pygit2.Tree | None, new: pygit2.Tree,
 
 def _path(file: pygit2.DiffFile) -> str:
     # A name that is not UTF-8 stays the same bytes (surrogateescape), as
-    # everywhere else in the toolkit.
-    return os.fsdecode(file.raw_path)
+    # everywhere else in the toolkit.  The one folder a worktree diff names
+    # (an embedded repository, below) loses libgit2's trailing slash.
+    path = os.fsdecode(file.raw_path)
+    return path[:-1] if file.mode == _FOLDER and path.endswith("/") else path
+
+
+#: libgit2 enters every untracked folder (RECURSE_UNTRACKED_DIRS) but a git
+#: repository nested in the worktree, which it reports as one untracked entry
+#: of a folder's mode.  It is recorded as `git add -A` records it (and the git
+#: backend does): a gitlink, the documented ``160000``.
+_FOLDER = 0o040000
+_GITLINK = 0o160000
 
 
 def _mode(mode: int) -> str | None:
+    mode = _GITLINK if mode == _FOLDER else mode
     return f"{mode:06o}" if mode else None
 
 

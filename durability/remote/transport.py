@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from durability import proc
 from durability.backends import git_cli
 from durability.errors import DurabilityError
 
@@ -45,7 +46,19 @@ def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: flo
                  LC_ALL="C", GIT_DIR=git_dir)
     return git_cli.run(args, env=child, timeout=timeout, needs="replication needs git",
                        options=["-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass="],
-                       error=RemoteFailed)
+                       error=RemoteFailed, explain=_why)
+
+
+def _why(done: proc.Finished) -> str:
+    """What git said went wrong: a push's refused refs with their reasons
+    (``--porcelain`` puts them on stdout, ``!`` lines), then its last error
+    lines; never its ``hint:`` lines, which alone say nothing of the cause."""
+    refused = [" ".join(ln.split("\t")[1:]) for ln in done.stdout.splitlines()
+               if ln.startswith("!\t")]
+    said = [ln for ln in done.stderr.splitlines()
+            if ln.strip() and not ln.startswith("hint:")][-3:]
+    more = [f"and {len(refused) - 1} more refused"] if len(refused) > 1 else []
+    return " | ".join(refused[:1] + more + said)
 
 
 def push(git_dir: str, url: str, refspecs: Sequence[str], *,
