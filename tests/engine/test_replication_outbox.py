@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import AttemptKey, NewCheckpoint, Store
+from engine import AttemptKey, NewCheckpoint, Store, StoreUnavailable
 from engine.backend import Location, is_url, open_database
 from engine.db import write_transaction
 from engine.prune import apply
@@ -202,3 +202,33 @@ def test_the_idle_look_does_not_grow_with_the_history(tmp_path: Path) -> None:
     # the history; the table's look is the same (a little slack for the
     # indexes' depth).
     assert looks[5000] <= looks[100] * 1.2, looks
+
+
+def test_a_kept_connection_serves_every_look_and_recovers_from_a_break(
+        db_location: Location, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.remotes
+
+    opened = []
+
+    def counting(location: Location) -> object:
+        opened.append(location)
+        return open_database(location)
+
+    monkeypatch.setattr(engine.remotes, "open_database", counting)
+    remotes = Remotes(db_location, keep_open=True)
+    try:
+        remotes.add("/w", "a", "file:///a.git")
+        for _ in range(5):
+            assert remotes.pending() == []
+        assert len(opened) == 1  # one connection for every look (the replicator's 2 s poll)
+        kept = remotes._kept
+        assert kept is not None
+        kept.close()  # broken under it
+        with pytest.raises(StoreUnavailable):
+            remotes.pending()
+        assert remotes.pending() == []  # the next look opens another
+        assert len(opened) == 2
+    finally:
+        remotes.close()
+    assert remotes._kept is None
+    assert len(Remotes(db_location).all()) == 1

@@ -219,10 +219,13 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     capture(repo, "two")
     settings = Settings.from_env()
     with Store(settings.db_path) as store:
+        with sqlite3.connect(settings.db_path) as db:
+            queued = db.execute("SELECT * FROM replication_outbox").fetchall()
         first = Replicator(settings, lambda: store, os.environ)
         assert (first.run_once(), first.pushes) == (2, 1)
         with sqlite3.connect(settings.db_path) as db:  # the record the kill lost
             db.execute("DELETE FROM replication")
+            db.executemany("INSERT INTO replication_outbox VALUES (?, ?, ?)", queued)
         assert quick_states() == [{"backup": "pending"}] * 2
         second = Replicator(settings, lambda: store, os.environ)
         assert (second.run_once(), second.pushes) == (2, 0)
