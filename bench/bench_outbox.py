@@ -13,8 +13,9 @@ every ``POLL_S`` (2 s) finds nothing.  Timed, median of ``--reps``:
   ``replication`` rows (the baseline, run on the same rows in the same run);
 * ``after``: the outbox table's query (``engine.remotes._PENDING_SQL``), on
   the same open connection;
-* ``pending()``: the call as the replicator makes it (a connection of its
-  own, then the query);
+* ``pending()``: the call as the replicator makes it, on the connection it
+  keeps; ``fresh``: the same call opening a connection each time, as the
+  replicator did before 0011 (under PostgreSQL the connection dominates);
 * ``repair()``: the once-per-service-start look for checkpoints the outbox
   lacks (it reads the history, like ``before``);
 * ``record_checkpoint``: a capture's record in a worktree with a remote and
@@ -107,7 +108,8 @@ def median_ms(reps: int, fn: Callable[[], Any]) -> float:
 
 def looks(location: Location, reps: int) -> dict[str, float]:
     conn = open_database(location)
-    remotes = Remotes(location)
+    remotes = Remotes(location, keep_open=True)
+    fresh = Remotes(location)
     try:
         def query(sql: str) -> Callable[[], None]:
             def run() -> None:
@@ -118,9 +120,11 @@ def looks(location: Location, reps: int) -> dict[str, float]:
         return {"before": median_ms(reps, query(BEFORE_SQL)),
                 "after": median_ms(reps, query(_PENDING_SQL)),
                 "pending": median_ms(reps, remotes.pending),
+                "fresh": median_ms(reps, fresh.pending),
                 "repair": median_ms(max(reps // 4, 1), remotes.repair)}
     finally:
         conn.close()
+        remotes.close()
 
 
 def captures(location: Location, ops: int) -> dict[str, float]:
@@ -154,7 +158,8 @@ def main() -> None:
         print(f"replicator's idle look at the outbox, median of {args.reps} (ms); nothing "
               f"pending; idle share of a core at one look per {POLL_S:g} s")
         print(f"{'backend':11} {'checkpoints':>11} {'before':>9} {'after':>8} {'pending()':>10} "
-              f"{'before/after':>12} {'idle before':>11} {'idle after':>10} {'repair()':>9}")
+              f"{'fresh':>7} {'before/after':>12} {'idle before':>11} {'idle after':>10} "
+              f"{'repair()':>9}")
         for backend in ("sqlite", "postgresql"):
             if backend == "postgresql" and server is None:
                 continue
@@ -164,10 +169,12 @@ def main() -> None:
                                       else work / f"{size}-{uuid.uuid4().hex[:6]}.db")
                 fill(location, size)
                 got = looks(location, args.reps)
+                # Idle share: the replicator's whole look, connection included.
                 print(f"{backend:11} {size:11,} {got['before']:9.2f} {got['after']:8.3f} "
-                      f"{got['pending']:10.3f} {got['before'] / got['after']:11.0f}x "
-                      f"{got['before'] / (POLL_S * 10):10.2f}% "
-                      f"{got['pending'] / (POLL_S * 10):9.3f}% {got['repair']:9.2f}")
+                      f"{got['pending']:10.3f} {got['fresh']:7.2f} "
+                      f"{got['before'] / got['after']:11.0f}x "
+                      f"{(got['before'] + got['fresh'] - got['after']) / (POLL_S * 10):10.2f}% "
+                      f"{got['pending'] / (POLL_S * 10):9.4f}% {got['repair']:9.2f}")
                 if size == sizes[-1]:
                     cap = captures(location, args.captures)
                     print(f"{'':11} record_checkpoint at {size:,}: no remote "
