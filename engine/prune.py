@@ -121,6 +121,9 @@ def _drop(conn: Connection, c: Checkpoint) -> int:
         return 0  # read inside the write lock: a capture since the plan moved nothing past this
     cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND seq=?",
                        (*args, c.seq))
+    # gc keeps what is not pushed; a remote named since its plan must not
+    # leave rows of a checkpoint that is gone.
+    conn.execute("DELETE FROM replication_outbox WHERE request_id=?", (to_db(c.request_id),))
     return int(cur.rowcount)
 
 

@@ -1,14 +1,18 @@
 """Remotes and replication state: the rows behind ``durability remote`` and
 the service's replicator (docs/REMOTE.md).
 
-A remote is named per worktree (``remotes``).  The outbox is a query, not a
-table a capture writes: every checkpoint of a worktree that has a remote and
-no ``pushed`` row in ``replication`` for it is pending.  So a capture pays
-nothing for replication, a restarted service finds exactly what is left, and a
-checkpoint taken in-process while no service ran is replicated too.
+A remote is named per worktree (``remotes``).  The outbox is a table
+(``replication_outbox``, written by ``engine.outbox``): a row per checkpoint
+and remote of its worktree not pushed there yet, written in the transaction
+that records the checkpoint (or names the remote), deleted in the one that
+records the push.  So a restarted service finds exactly what is left, a
+checkpoint taken in-process while no service ran is replicated too, and the
+replicator's look at an empty outbox costs the same whatever the history.
 
-Like ``watches``, each call opens its own connection (the replicator asks a
-few times a second at most).  The SQL is portable (no ``INSERT OR``, no
+Like ``watches``, each call opens its own connection, except with
+``keep_open``: the replicator, which looks every 2 s for as long as the
+service runs, keeps one (a PostgreSQL connection costs a server process and
+tens of milliseconds to open, more than the look itself).  The SQL is portable (no ``INSERT OR``, no
 SQLite-only functions) for the PostgreSQL store.
 """
 
@@ -18,12 +22,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from threading import RLock
 from typing import Any
 
 from engine.backend import Location, is_url, migrate, open_database
 from engine.db import DB_ERRORS, Connection, write_transaction
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
 from engine.models import Checkpoint
+from engine.outbox import missing, queue_checkpoint, queue_missing, queue_remote
 from engine.store import _CHECKPOINT_COLS, now_ms
 from engine.text import row_from_db, to_db
 
@@ -31,20 +37,22 @@ __all__ = ["FAILED", "PENDING", "PUSHED", "Pending", "Remote", "Remotes"]
 
 PUSHED = "pushed"
 FAILED = "failed"
-#: Not a row: a checkpoint with a remote and no ``pushed`` row.
+#: Not a ``replication`` row: a checkpoint in the outbox with no ``failed`` row.
 PENDING = "pending"
 
 # The store's checkpoint columns, as ``c.`` of the join (``engine.prune`` alike).
 _CP_COLS = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
 _CP_WIDTH = len(_CHECKPOINT_COLS.split(","))
-# Checkpoints of worktrees with a remote, not yet on that remote.
+# The outbox: each row's checkpoint (by its unique request id), remote (by
+# its key) and ``failed`` state (by the replication key), so the cost is the
+# outbox's size, never the history's.
 _PENDING_SQL = f"""
 SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
        (SELECT p.state FROM replication p
-         WHERE p.request_id = c.request_id AND p.remote = r.name)
-  FROM remotes r JOIN workspace_checkpoints c ON c.worktree = r.worktree
- WHERE NOT EXISTS (SELECT 1 FROM replication p WHERE p.request_id = c.request_id
-                      AND p.remote = r.name AND p.state = 'pushed')
+         WHERE p.request_id = o.request_id AND p.remote = o.remote)
+  FROM replication_outbox o
+  JOIN workspace_checkpoints c ON c.request_id = o.request_id
+  JOIN remotes r ON r.worktree = o.worktree AND r.name = o.remote
  ORDER BY c.worktree, r.name, c.created_at_ms, c.seq
 """
 
@@ -80,13 +88,37 @@ class Pending:
 class Remotes:
     """The ``remotes`` and ``replication`` tables of the state database at ``path``."""
 
-    def __init__(self, location: Location) -> None:
+    def __init__(self, location: Location, *, keep_open: bool = False) -> None:
         self.location: Location = location if is_url(location) else Path(location)
+        self._keep_open = keep_open
+        self._kept: Connection | None = None
+        self._lock = RLock()
         with self._open() as conn:
             migrate(conn)
 
+    def close(self) -> None:
+        """Close the kept connection, if any (the next call opens another)."""
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
+            self._kept = None
+
     @contextmanager
     def _open(self) -> Iterator[Connection]:
+        if self._keep_open:
+            with self._lock:
+                try:
+                    if self._kept is None:
+                        self._kept = open_database(self.location)
+                    yield self._kept
+                except DB_ERRORS as exc:
+                    self._drop()  # whatever broke it, the next call starts afresh
+                    raise StoreUnavailable("cannot use the remotes of the state database: "
+                                           f"{exc}") from exc
+            return
         conn = open_database(self.location)
         try:
             yield conn
@@ -103,7 +135,8 @@ class Remotes:
     # -- the remotes -------------------------------------------------------
 
     def add(self, worktree: str, name: str, url: str) -> Remote:
-        """Name a remote for ``worktree``; a name already used is ``InvalidValue``."""
+        """Name a remote for ``worktree`` (its earlier checkpoints join the
+        outbox); a name already used is ``InvalidValue``."""
         remote = Remote(worktree, name, url, now_ms())
         with self._open() as conn, write_transaction(conn):
             if conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=?",
@@ -112,6 +145,7 @@ class Remotes:
                                    "remove it first")
             conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
                          "VALUES (?,?,?,?)", (to_db(worktree), name, url, remote.created_at_ms))
+            queue_remote(conn, worktree, name)
         return remote
 
     def remove(self, worktree: str, name: str) -> Remote:
@@ -126,6 +160,8 @@ class Remotes:
             conn.execute("DELETE FROM remotes WHERE worktree=? AND name=?",
                          (to_db(worktree), name))
             conn.execute("DELETE FROM replication WHERE worktree=? AND remote=?",
+                         (to_db(worktree), name))
+            conn.execute("DELETE FROM replication_outbox WHERE worktree=? AND remote=?",
                          (to_db(worktree), name))
         return _remote(row_from_db(found))
 
@@ -151,6 +187,18 @@ class Remotes:
         per worktree and remote (the outbox)."""
         return [_pending(r) for r in self._read(_PENDING_SQL)]
 
+    def repair(self) -> bool:
+        """Queue the due checkpoints the outbox lacks (recorded by a toolkit
+        that predates it, against a store this one migrated); whether there
+        were any.  Reads the whole history of the worktrees with a remote,
+        outside the write lock: the replicator runs it once at its start."""
+        with self._open() as conn:
+            if not missing(conn):
+                return False
+        with self._open() as conn, write_transaction(conn):
+            queue_missing(conn)
+        return True
+
     def unreplicated(self, worktree: str | None = None) -> list[Checkpoint]:
         """Checkpoints some configured remote does not hold yet: what a
         garbage collector must keep (their refs are still to be pushed)."""
@@ -161,9 +209,11 @@ class Remotes:
         return list(seen.values())
 
     def mark(self, items: Iterable[Pending], state: str, error: str | None = None) -> None:
-        """Record ``state`` for each item, over any earlier row; an item whose
-        remote was removed meanwhile (a push under way when the user removed
-        it, or named another repository under its name) is not recorded."""
+        """Record ``state`` for each item, over any earlier row (``pushed``
+        takes it out of the outbox, ``failed`` leaves it there: retried); an
+        item whose remote was removed meanwhile (a push under way when the
+        user removed it, or named another repository under its name) is not
+        recorded."""
         now = now_ms()
         with self._open() as conn, write_transaction(conn):
             live = {r: self._still_there(conn, r) for r in {i.remote for i in items}}
@@ -177,6 +227,9 @@ class Remotes:
                     "updated_at_ms, error) VALUES (?,?,?,?,?,?)",
                     (key[0], to_db(item.checkpoint.worktree), item.remote.name, state, now,
                      error))
+                if state == PUSHED:
+                    conn.execute("DELETE FROM replication_outbox WHERE request_id=? AND "
+                                 "remote=?", key)
 
     @staticmethod
     def _still_there(conn: Connection, remote: Remote) -> bool:
@@ -231,6 +284,8 @@ class Remotes:
                     continue  # its request id is another checkpoint's: not this one's record
                 added += 1
                 if pushed_to is not None:
+                    conn.execute("DELETE FROM replication_outbox WHERE request_id=? AND "
+                                 "remote=?", (to_db(c.request_id), pushed_to))
                     conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
                                  (to_db(c.request_id), pushed_to))
                     conn.execute("INSERT INTO replication (request_id, worktree, remote, "
@@ -266,6 +321,7 @@ class Remotes:
             "WHERE w.run_id=? AND w.node_id=? AND w.iteration=? AND w.attempt=? "
             "ORDER BY seq DESC LIMIT 1) WHERE run_id=? AND node_id=? AND iteration=? "
             "AND attempt=?", (*key, *key))
+        queue_checkpoint(conn, c.request_id)  # due on this worktree's remotes
         return 1
 
 

@@ -29,6 +29,7 @@ from engine.models import (
     Recorded,
     Session,
 )
+from engine.outbox import queue_checkpoint
 from engine.text import row_from_db, to_db
 
 __all__ = ["Store", "now_ms"]
@@ -185,6 +186,8 @@ class Store:
             f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",
             (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
+        # Due on its worktree's remotes from this commit on (docs/REMOTE.md).
+        queue_checkpoint(conn, new.request_id)
         append_for(conn, k, "checkpoint", now, seq=seq,
                    detail={"source": new.source, "commit_id": new.commit_id})
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)

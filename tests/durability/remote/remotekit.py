@@ -8,6 +8,7 @@ import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
@@ -76,11 +77,28 @@ def quick_states(run_id: str = KEY.run_id) -> list[dict[str, str]]:
     from engine import Store
     from engine.remotes import Remotes
 
-    path = Settings.from_env().db_path
+    path = Settings.from_env().database
     with Store(path) as store:
         rows = store.checkpoints(run_id)
     found = Remotes(path).states(rows)
     return [found.get(c.request_id, {}) for c in rows]
+
+
+def own_store(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with a state store of its own for another machine: under
+    PostgreSQL (``DURABILITY_TEST_DATABASE=postgresql``) a new schema beside
+    the one the suite's URL names, which would otherwise be shared."""
+    url = env.get("DURABILITY_DATABASE_URL")
+    if not url:
+        return env  # SQLite: the machine's own DURABILITY_HOME holds its store
+    import psycopg
+
+    base = url.split("&options=", 1)[0]
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return {**env, "DURABILITY_DATABASE_URL":
+            f"{base}&options={quote(f'-c search_path={schema}')}"}
 
 
 def add_remote(worktree: Path, name: str, url: str, **kw: Any) -> None:

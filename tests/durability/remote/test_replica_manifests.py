@@ -19,6 +19,7 @@ from tests.durability.remote.remotekit import (
     bare_remote,
     capture,
     manifest_commits,
+    own_store,
     states,
 )
 from tests.helpers import git, make_git_repo
@@ -26,7 +27,7 @@ from tests.helpers import git, make_git_repo
 
 def _push_all() -> None:
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 
@@ -44,6 +45,8 @@ def test_two_machines_with_the_same_worktree_path_both_replicate(
         state = tmp_path / f"machine-{machine}"
         monkeypatch.setenv("DURABILITY_HOME", str(state / "state"))
         monkeypatch.setenv("DURABILITY_SPOOL_DIR", str(state / "spool"))
+        for name, value in own_store(dict(os.environ)).items():
+            monkeypatch.setenv(name, value)  # each machine its own store
         if work.exists():
             work.rename(tmp_path / "workspace-of-a")
         git(tmp_path, "clone", "-q", str(origin), str(work))

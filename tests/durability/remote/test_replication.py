@@ -206,11 +206,11 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     """A service killed between git's answer and the store's record: the next
     one finds the remote's manifest at the local tip and records the
     checkpoints as pushed without pushing them again."""
-    import sqlite3
-
     from durability.config import Settings
     from durability.remote.replicator import Replicator
     from engine import Store
+    from engine.backend import open_database
+    from engine.db import write_transaction
 
     repo = make_git_repo(tmp_path / "repo")
     remote = bare_remote(tmp_path / "backup.git")
@@ -218,11 +218,17 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     capture(repo, "one")
     capture(repo, "two")
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    db = open_database(settings.database)
+    with Store(settings.database) as store:
+        queued = db.execute("SELECT request_id, worktree, remote FROM replication_outbox"
+                            ).fetchall()
         first = Replicator(settings, lambda: store, os.environ)
         assert (first.run_once(), first.pushes) == (2, 1)
-        with sqlite3.connect(settings.db_path) as db:  # the record the kill lost
+        with write_transaction(db):  # the record the kill lost
             db.execute("DELETE FROM replication")
+            db.executemany("INSERT INTO replication_outbox (request_id, worktree, remote) "
+                           "VALUES (?, ?, ?)", queued)
+        db.close()
         assert quick_states() == [{"backup": "pending"}] * 2
         second = Replicator(settings, lambda: store, os.environ)
         assert (second.run_once(), second.pushes) == (2, 0)

@@ -16,22 +16,29 @@ import pytest
 from durability.config import Settings
 from durability.remote.replicator import Replicator
 from engine import Store
-from tests.durability.remote.remotekit import KEY, add_remote, bare_remote, capture, remote_refs
+from tests.durability.remote.remotekit import (
+    KEY,
+    add_remote,
+    bare_remote,
+    capture,
+    own_store,
+    remote_refs,
+)
 from tests.helpers import cli, git, make_git_repo, make_jj_repo, tree_manifest
 
 
 def _push_all() -> None:
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 
 def _machine_b(tmp_path: Path) -> dict[str, str]:
     other = tmp_path / "machine-b"
     other.mkdir()
-    return {**os.environ, "DURABILITY_HOME": str(other / "state"),
-            "DURABILITY_SPOOL_DIR": str(other / "spool"),
-            "DURABILITY_SOCKET": str(other / "s.sock")}
+    return own_store({**os.environ, "DURABILITY_HOME": str(other / "state"),
+                      "DURABILITY_SPOOL_DIR": str(other / "spool"),
+                      "DURABILITY_SOCKET": str(other / "s.sock")})
 
 
 def _history(repo: Path) -> list[tuple[str, dict[str, tuple[str, bool, bytes]]]]:
