@@ -92,8 +92,8 @@ def _parallel(tree: ConfinedTree, items: Sequence[T], write: Callable[[ConfinedT
                     raise
 
     with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="restore-write") as pool:
-        futures = [pool.submit(work, run) for run in runs]
         try:
+            futures = [pool.submit(work, run) for run in runs]
             wait(futures)
         except BaseException:
             # Interrupted (Ctrl-C reaches this thread): the writers stop at
