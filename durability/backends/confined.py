@@ -40,6 +40,9 @@ _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 #: Folders kept open at once during one restore; far below the usual limit of
 #: 1024 descriptors per process, and enough for writes sorted by path.
 MAX_OPEN_DIRS = 64
+#: What renaming over a folder says (Linux: EISDIR, or ENOTEMPTY/EEXIST when
+#: the name renamed is itself a folder).
+_FOLDER_IN_THE_WAY = (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
 
 
 class ConfinedTree:
@@ -218,12 +221,17 @@ class ConfinedTree:
         os.symlink(target, tmp, dir_fd=fd)
         try:
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
+        except BaseException as exc:
             os.unlink(tmp, dir_fd=fd)
+            # A folder made there since the plan (a restore does not look
+            # first): refused as write_file refuses it, not a bare OSError.
+            if isinstance(exc, OSError) and exc.errno in _FOLDER_IN_THE_WAY \
+                    and _is_folder(fd, name):
+                raise _not_a_folder(rel, what="a folder where a file goes") from exc
             raise
 
     def chmod(self, rel: str, mode: int) -> None:
-        """Set ``rel``'s mode; a link there is refused, not followed."""
+        """Set ``rel``'s mode; a link or a folder there is refused, not followed."""
         folder, name = _split(rel)
         fd = self.dir_fd(folder)
         # fchmodat cannot refuse a link here (Python forbids dir_fd with
@@ -237,8 +245,14 @@ class ConfinedTree:
                 raise _not_a_folder(rel, what="a symlink where a file goes") from exc
             raise
         try:
-            if stat.S_ISLNK(os.fstat(file_fd).st_mode):
+            kind = os.fstat(file_fd).st_mode
+            if stat.S_ISLNK(kind):
                 raise _not_a_folder(rel, what="a symlink where a file goes")
+            if not stat.S_ISREG(kind):
+                # A folder made there since the restore looked (a chmod-only
+                # write reads the mode taken before the first write).
+                raise _not_a_folder(rel, what="a folder where a file goes" if stat.S_ISDIR(kind)
+                                    else "not a regular file")
             _fchmod(file_fd, mode)
         finally:
             os.close(file_fd)

@@ -15,7 +15,8 @@ shared between threads, and every thread is confined exactly as one alone
 would be.  Two threads making the same missing folder is fine
 (``ConfinedTree`` opens a folder made meanwhile like any other).
 
-The first failure (a refusal, a write error) stops the other threads at
+The first failure (a refusal, a write error, the progress callback
+failing, an interrupt of the calling thread) stops the other threads at
 their next file; it is raised once all have stopped, as a serial restore
 would raise it.  What was written before stays written: a restore that stops
 partway is undone by its pre-restore checkpoint, parallel or not.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from durability.backends.confined import ConfinedTree
@@ -82,15 +83,24 @@ def _parallel(tree: ConfinedTree, items: Sequence[T], write: Callable[[ConfinedT
                     return
                 try:
                     results[i] = write(own, items[i])
+                    if step is not None:
+                        with progress_lock:
+                            step()
                 except BaseException:
+                    # The progress callback's failure too (stderr gone).
                     stop.set()
                     raise
-                if step is not None:
-                    with progress_lock:
-                        step()
 
     with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="restore-write") as pool:
-        futures = [pool.submit(work, run) for run in runs]
+        try:
+            futures = [pool.submit(work, run) for run in runs]
+            wait(futures)
+        except BaseException:
+            # Interrupted (Ctrl-C reaches this thread): the writers stop at
+            # their next file and the pool's exit waits for them, so none
+            # writes once the restore has given up (and let go of its locks).
+            stop.set()
+            raise
     for future in futures:
         error = future.exception()
         if error is not None:
