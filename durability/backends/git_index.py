@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 
 import pygit2
@@ -247,27 +246,25 @@ class WorktreeIndex:
         (one entry struct, refilled: libgit2 copies what it is given).
 
         libgit2 checks that each id names an object in the store before it
-        takes the entry ("strict object creation"): a read of the object's
-        header, most of the cost of an add (9 of 12 microseconds for a loose
-        object).  Every blob here was just read from the store to write its
-        file, so the check is switched off for these adds (see
-        ``_ids_known``)."""
+        takes the entry: a read of the object's header, most of the cost of
+        an add (9 of 12 microseconds for a loose object) unless the object
+        is in the repository's object cache (see ``git_restore``'s
+        ``_blobs_cached``, which keeps the blobs a restore wrote there)."""
         centry = ffi.new("git_index_entry *")
         ident = ffi.buffer(ffi.addressof(centry, "id"))
         ctime, mtime = centry.ctime, centry.mtime
-        with _ids_known():
-            for path, oid, mode, st in written:
-                ident[:] = oid.raw
-                ctime.seconds, ctime.nanoseconds = divmod(st.st_ctime_ns, 1_000_000_000)
-                mtime.seconds, mtime.nanoseconds = divmod(st.st_mtime_ns, 1_000_000_000)
-                # libgit2 keeps 32 bits of each, as git does.
-                centry.dev, centry.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
-                centry.uid, centry.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
-                centry.file_size = st.st_size & 0xFFFFFFFF
-                centry.mode = mode
-                name_buf = ffi.new("char[]", os.fsencode(path))
-                centry.path = name_buf
-                _check(C.git_index_add(self.index._index, centry))
+        for path, oid, mode, st in written:
+            ident[:] = oid.raw
+            ctime.seconds, ctime.nanoseconds = divmod(st.st_ctime_ns, 1_000_000_000)
+            mtime.seconds, mtime.nanoseconds = divmod(st.st_mtime_ns, 1_000_000_000)
+            # libgit2 keeps 32 bits of each, as git does.
+            centry.dev, centry.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+            centry.uid, centry.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+            centry.file_size = st.st_size & 0xFFFFFFFF
+            centry.mode = mode
+            name_buf = ffi.new("char[]", os.fsencode(path))
+            centry.path = name_buf
+            _check(C.git_index_add(self.index._index, centry))
 
     def _entry(self, path: str) -> pygit2.IndexEntry | None:
         try:
@@ -351,28 +348,6 @@ def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str], 
         array.assign_to(opts.pathspec)
         _check(C.git_diff_index_to_workdir(out, repo._repo, index._index, opts))
     return pygit2.Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
-
-
-#: Held while strict object creation is off, so that two restores in one
-#: process (the service restores several worktrees at once) cannot switch
-#: it back on under each other.
-_STRICT_LOCK = threading.Lock()
-
-
-@contextmanager
-def _ids_known() -> Iterator[None]:
-    """libgit2's existence check of the ids given to it, off for the adds in
-    this block.  The option is process-wide: another thread's index add or
-    commit made meanwhile is not checked either; those name objects just
-    written or read (a capture hashes each file into the store before it
-    stages it), so the check has nothing to find there.  It is on by default
-    and nothing here ever turns it off elsewhere, so it is switched back on."""
-    with _STRICT_LOCK:
-        pygit2.settings.enable_strict_object_creation(False)
-        try:
-            yield
-        finally:
-            pygit2.settings.enable_strict_object_creation(True)
 
 
 def _check(rc: int) -> None:

@@ -1,14 +1,12 @@
-"""A git restore switches libgit2's strict object creation off, process-wide,
-while it stages the files it wrote (``git_index._ids_known``).  Another
-thread of the same process (the engine or the MCP server capturing a jj
-worktree while it restores a git one) then loses libgit2's existence checks
-too, including the one on a ref's target: a jj pin of a commit that is not
-in the git store is taken, leaving a dangling ref (which ``git gc`` refuses),
-instead of failing with ``jj-failed``.
-
-Known and left open (review of issue 11's restore work): the check cannot be
-skipped per call through pygit2, and the window is one restore's index
-update.  Strict xfail, so a fix shows up here."""
+"""libgit2's check that an id names an object in the store stays on while a
+git restore stages the files it wrote.  A first version of the faster restore
+switched it off, process-wide, for those adds: another thread of the same
+process (the engine or the MCP server capturing a jj worktree while it
+restores a git one) then lost the check too, including the one on a ref's
+target: a jj pin of a commit that is not in the git store was taken, leaving
+a dangling ref (which ``git gc`` refuses), instead of failing with
+``jj-failed``.  Found by a review of issue 11's restore work; the restore now
+keeps the blobs it read in libgit2's cache instead (``_blobs_cached``)."""
 
 from __future__ import annotations
 
@@ -35,7 +33,6 @@ def grepo(tmp_path: Path) -> Iterator[Path]:
     forget(path)
 
 
-@pytest.mark.xfail(strict=True, reason="strict object creation is process-wide in libgit2")
 def test_a_pin_of_a_missing_commit_fails_while_a_restore_stages(
         grepo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = tmp_path / "other.git"
