@@ -135,8 +135,9 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
     """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first).
 
     --node may be left out when the run has one node (a hook session's is
-    its agent).  Every restore can be undone: restore the seq it prints,
-    --path restores too.  --dry-run takes no checkpoint.
+    its agent).  Every restore can be undone: run the undo it prints,
+    --path restores too (after --from-remote the undo names a run of its
+    own, never RUN's chain).  --dry-run takes no checkpoint.
 
     \b
     Examples:

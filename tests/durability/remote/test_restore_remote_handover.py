@@ -157,6 +157,10 @@ def test_b_undo_names_its_own_run_and_brings_back_b_files(tmp_path: Path,
     [pre] = json.loads(cli("snapshots", own_run, "--json", env=b_env).stdout)
     assert (pre["source"], pre["worktree"]) == ("pre-restore", str(there))
 
+    # --latest in B's worktree names that run: its checkpoint is the newest.
+    latest = json.loads(cli("snapshots", "--latest", "--json", env=b_env, cwd=there).stdout)
+    assert [r["run_id"] for r in latest] == [own_run]
+
     done = cli(*undo[1:], env=b_env)
     assert done.returncode == 0, done.stderr
     assert tree_manifest(there) == before
