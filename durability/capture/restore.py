@@ -53,6 +53,13 @@ class Restored:
     #: The worktree-relative paths restored, or None for the whole tree.
     paths: tuple[str, ...] | None = None
     changes: Changes = field(default_factory=Changes)
+    #: The attempt the pre-restore checkpoint went on (None: the restored one's).
+    pre_restore_key: AttemptKey | None = None
+
+    @property
+    def undo_key(self) -> AttemptKey:
+        """The attempt whose ``pre_restore_seq`` undoes this restore."""
+        return self.pre_restore_key or self.restored.key
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,8 @@ def restore(
     """Restore the checkpoint named (the whole tree, or only ``paths``:
     relative to the worktree root or absolute inside it).  The pre-restore
     checkpoint goes on the target's attempt, or on ``pre_restore_key`` (the
-    engine's interrupted attempt, when the target is another attempt's)."""
+    engine's interrupted attempt, when the target is another attempt's; a
+    run of its own for ``restore --from-remote``)."""
     job = _job(settings, env, worktree, paths, run_id=run_id, node_id=node_id,
                iteration=iteration, attempt=attempt, seq=seq)
     if pre_restore_key is not None:
@@ -137,10 +145,18 @@ def restore(
             # A refusal names what is in the way; a restore that stopped or
             # failed partway (a folder swapped for a link, jj or git failing,
             # a tree that does not verify) is undone by the pre-restore seq.
+            k = job.pre_key or target.key
             raise type(exc)(f"{exc.message}; the state before is seq {pre.seq} of "
-                            f"{target.node_id}/{target.iteration}/{target.attempt}",
-                            code=exc.code) from exc
-    return Restored(str(root), target, pre.seq, pre.commit_id, job.paths, changes)
+                            f"{_where(k, target)}", code=exc.code) from exc
+    return Restored(str(root), target, pre.seq, pre.commit_id, job.paths, changes,
+                    job.pre_key)
+
+
+def _where(key: AttemptKey, target: Checkpoint) -> str:
+    """The pre-restore's attempt as a failure names it: node/iteration/attempt,
+    with the run first when it is not the target's."""
+    at = f"{key.node_id}/{key.iteration}/{key.attempt}"
+    return at if key.run_id == target.run_id else f"{key.run_id} {at}"
 
 
 @contextmanager

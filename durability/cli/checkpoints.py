@@ -135,8 +135,9 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
     """Restore a worktree to a checkpoint (a pre-restore checkpoint is taken first).
 
     --node may be left out when the run has one node (a hook session's is
-    its agent).  Every restore can be undone: restore the seq it prints,
-    --path restores too.  --dry-run takes no checkpoint.
+    its agent).  Every restore can be undone: run the undo it prints,
+    --path restores too (after --from-remote the undo names a run of its
+    own, never RUN's chain).  --dry-run takes no checkpoint.
 
     \b
     Examples:
@@ -166,8 +167,14 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
         if as_json:
             return options.emit(preview_dict(seen))
         return click.echo("\n".join(preview_lines(seen)))
+    pre_key = None
+    if from_remote is not None:
+        from durability.remote.fetch import pre_restore_key
+
+        # Its own run: the restored run's chain is the other machine's.
+        pre_key = pre_restore_key(run_id, which["node_id"])
     with Bar("restoring", quiet=as_json) as bar:
-        done = do_restore(settings, progress=bar, **which)
+        done = do_restore(settings, progress=bar, pre_restore_key=pre_key, **which)
     if as_json:
         return options.emit(restored_dict(done))
     at = f" at {', '.join(map(ids.printable, done.paths))}" if done.paths else ""
@@ -216,8 +223,9 @@ def _fetch_from_remote(settings: Settings, name: str, run_id: str | None, latest
 
 def _undo_command(done: Restored) -> str:
     """The restore that undoes ``done``: its pre-restore seq lives in the
-    restored checkpoint's attempt, which need not be the latest one."""
-    r = done.restored
+    restored checkpoint's attempt (which need not be the latest one), or in a
+    run of its own after ``--from-remote``."""
+    r = done.undo_key
     return (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)} "
             f"--iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
 

@@ -12,6 +12,7 @@ from typing import Any
 from durability import ids
 from durability.backends import Changes
 from durability.capture.restore import Preview, Restored
+from engine import AttemptKey
 
 __all__ = ["preview_dict", "preview_lines", "restored_dict"]
 
@@ -23,9 +24,16 @@ def restored_dict(done: Restored) -> dict[str, Any]:
     """``restore --json``."""
     return {"worktree": done.worktree,
             "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
-            "pre_restore": {"seq": done.pre_restore_seq, "commit_id": done.pre_restore_commit},
+            "pre_restore": {**_attempt(done.undo_key), "seq": done.pre_restore_seq,
+                            "commit_id": done.pre_restore_commit},
             "paths": list(done.paths) if done.paths is not None else None,
             "written": len(done.changes.write), "deleted": len(done.changes.delete)}
+
+
+def _attempt(key: AttemptKey) -> dict[str, Any]:
+    """Where a pre-restore checkpoint is: the restore that undoes one names it."""
+    return {"run_id": key.run_id, "node_id": key.node_id, "iteration": key.iteration,
+            "attempt": key.attempt}
 
 
 def preview_dict(seen: Preview) -> dict[str, Any]:

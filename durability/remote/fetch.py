@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,10 +34,10 @@ from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.inspect.repository import open_checkpoints
 from durability.remote import manifest, transport
-from engine import Checkpoint, NotFound
+from engine import AttemptKey, Checkpoint, NotFound
 from engine.remotes import Remotes
 
-__all__ = ["Fetched", "fetch_run", "prepare_folder"]
+__all__ = ["Fetched", "fetch_run", "pre_restore_key", "prepare_folder"]
 
 _JJ_PREFIX = "refs/durability/jj/"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -88,6 +89,18 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
                                      f"{missing[0].commit_id[:12]} (seq {missing[0].seq})")
     added = remotes.import_checkpoints(rows, pushed_to=name)
     return Fetched(root, rows, added)
+
+
+def pre_restore_key(run_id: str, node_id: str) -> AttemptKey:
+    """Where the pre-restore checkpoint of a ``--from-remote`` restore goes: a
+    run of its own (``RUN.pre-restore.<random>``), never the restored run.
+
+    In the restored attempt it would take the next seq of a chain that the
+    machine which took the run goes on writing: once pushed, that machine's
+    own next checkpoints would be refused by the remote, and a later
+    ``--from-remote`` would pick this machine's seq (issue 15).  A run no other
+    machine names pushes to refs and a manifest entry of its own."""
+    return AttemptKey(f"{run_id[:150]}.pre-restore.{uuid.uuid4().hex}", node_id, 0, 1)
 
 
 def _sound(entry: manifest.Entry) -> bool:

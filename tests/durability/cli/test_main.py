@@ -182,8 +182,10 @@ def test_restore_json_shape_and_undo(mode: str, repo: Path) -> None:
     assert done["worktree"] == str(repo)
     assert (done["paths"], done["written"], done["deleted"]) == (None, 1, 1)
     assert done["restored"] == {"seq": 1, "commit_id": first["commit_id"]}
-    assert set(done["pre_restore"]) == {"seq", "commit_id"}
-    assert done["pre_restore"]["seq"] == 3
+    # The pre-restore checkpoint as the undo names it: a local restore's is
+    # the restored attempt's next seq.
+    assert {k: v for k, v in done["pre_restore"].items() if k != "commit_id"} == {
+        "run_id": "run-r", "node_id": "n", "iteration": 0, "attempt": 1, "seq": 3}
     assert (repo / "a.txt").read_text() == "one\n"
     assert not (repo / "b.txt").exists()
 

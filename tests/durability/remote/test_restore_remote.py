@@ -88,13 +88,17 @@ def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
         out = json.loads(done.stdout)
         assert out["restored"] == {"seq": seq, "commit_id": commit}
         assert tree_manifest(there) == files
-    # B's record now holds the run as A captured it, plus B's own pre-restore
-    # checkpoints, and nothing of it is due to go back to the remote.
+    # B's record now holds the run as A captured it, and nothing of it is due
+    # to go back to the remote; B's pre-restore checkpoints are runs of their
+    # own (issue 15: never the next seq of A's attempt).
     rows = json.loads(cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
-    assert [r["commit_id"] for r in rows[:2]] == [c for c, _ in history]
+    assert [r["commit_id"] for r in rows] == [c for c, _ in history]
     assert all(r["worktree"] == str(there) for r in rows)
-    assert [r["replicated"] for r in rows[:2]] == [{"backup": "pushed"}] * 2
-    assert [r["source"] for r in rows[2:]] == ["pre-restore", "pre-restore"]
+    assert [r["replicated"] for r in rows] == [{"backup": "pushed"}] * 2
+    runs = json.loads(cli("sessions", "--worktree", str(there), "--json", env=b_env).stdout)
+    own = sorted(r["run_id"] for r in runs if r["run_id"] != KEY.run_id)
+    assert len(own) == 2 and all(r.startswith(f"{KEY.run_id}.pre-restore.") for r in own)
+    assert [r["sources"] for r in runs if r["run_id"] in own] == ["pre-restore"] * 2
 
 
 def test_a_run_the_remote_does_not_hold_is_not_found(tmp_path: Path) -> None:
