@@ -223,12 +223,13 @@ class TimelineScreen(Screen[None]):
             self._status(f"durability: {exc.code}: {exc}")
             return
         self.reload()
+        undo = done.undo_key
         self._status(
             f"restored {done.worktree} to seq {target.seq}: {len(done.changes.write)} written, "
             f"{len(done.changes.delete)} deleted.  Undo: restore seq {done.pre_restore_seq} "
             f"(the tree as it was just before), or run: durability restore "
-            f"{target.run_id} --node {target.node_id} --iteration {target.iteration} "
-            f"--attempt {target.attempt} --seq {done.pre_restore_seq}")
+            f"{undo.run_id} --node {undo.node_id} --iteration {undo.iteration} "
+            f"--attempt {undo.attempt} --seq {done.pre_restore_seq}")
 
     @property
     def _browse(self) -> BrowseApp:

@@ -332,7 +332,7 @@ def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
                             left=[{"path": p, "why": why} for p, why in seen.changes.left])
     # Every restore takes its pre-restore checkpoint first (contract 7): the undo.
     done = do_restore(here.settings, **which)
-    r = done.restored
+    r = done.undo_key  # the attempt the pre-restore checkpoint went on
     pre = m.SideOut(run_id=r.run_id, node_id=r.node_id, iteration=r.iteration,
                     attempt=r.attempt, seq=done.pre_restore_seq,
                     commit_id=done.pre_restore_commit)
@@ -340,7 +340,8 @@ def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
             "attempt": r.attempt, "seq": done.pre_restore_seq}
     command = (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)}"
                f" --iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
-    return m.RestoreOut(dry_run=False, worktree=done.worktree, target=_must(_side(r)),
+    return m.RestoreOut(dry_run=False, worktree=done.worktree,
+                        target=_must(_side(done.restored)),
                         paths=list(done.paths) if done.paths is not None else None,
                         written=[p for p, _ in done.changes.write],
                         deleted=list(done.changes.delete), pre_restore=pre,
