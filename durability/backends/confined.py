@@ -40,8 +40,6 @@ _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 #: Folders kept open at once during one restore; far below the usual limit of
 #: 1024 descriptors per process, and enough for writes sorted by path.
 MAX_OPEN_DIRS = 64
-#: The same for each of a restore's writer threads (``write_pool``).
-SIBLING_OPEN_DIRS = 16
 #: What renaming over a folder says (Linux: EISDIR, or ENOTEMPTY/EEXIST when
 #: the name renamed is itself a folder).
 _FOLDER_IN_THE_WAY = (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
@@ -55,21 +53,10 @@ class ConfinedTree:
     descriptor it opened.
     """
 
-    def __init__(self, root: Path, *, root_fd: int | None = None,
-                 max_open: int = MAX_OPEN_DIRS) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self._max_open = max_open
-        self._root_fd = os.open(root, _DIR_FLAGS) if root_fd is None else root_fd
+        self._root_fd = os.open(root, _DIR_FLAGS)
         self._dirs: OrderedDict[str, int] = OrderedDict()
-
-    def sibling(self) -> ConfinedTree:
-        """Another tree on the very folder this one opened (a copy of its
-        root descriptor, not the path opened again), with its own folder
-        descriptors: one per thread, as descriptors are not shared.  A
-        thread writes a run of paths in order, so a few open folders serve
-        it; fewer per thread keeps several restores in one process (the
-        service) far from the descriptor limit."""
-        return ConfinedTree(self.root, root_fd=os.dup(self._root_fd), max_open=SIBLING_OPEN_DIRS)
 
     def __enter__(self) -> ConfinedTree:
         return self
@@ -98,7 +85,7 @@ class ConfinedTree:
         parent, _, name = folder.rpartition("/")
         fd = self._open_child(self.dir_fd(parent, create=create), folder, name, create)
         self._dirs[folder] = fd
-        while len(self._dirs) > self._max_open:
+        while len(self._dirs) > MAX_OPEN_DIRS:
             os.close(self._dirs.popitem(last=False)[1])
         return fd
 

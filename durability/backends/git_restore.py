@@ -57,7 +57,6 @@ from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.selection import covers, touches
-from durability.backends.write_pool import write_all
 from durability.errors import RestoreError
 
 __all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
@@ -80,11 +79,6 @@ class _Entry(NamedTuple):
 _ADDED, _DELETED = int(DeltaStatus.ADDED), int(DeltaStatus.DELETED)
 _LINK, _COMMIT = int(FileMode.LINK), int(FileMode.COMMIT)
 _BLOB = pygit2.enums.ObjectType.BLOB
-#: One blob read at a time: the writer threads (``write_pool``) share one
-#: repository object, which libgit2 does not promise is safe to read from
-#: two threads at once (pygit2 holds the interpreter lock through a read
-#: today; this does not rely on it).
-_READ_LOCK = threading.Lock()
 
 
 @dataclass
@@ -279,16 +273,11 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
             done = _step(progress, done, total)
-        writes = sorted(plan.writes, key=lambda w: w[1].path)
-        count = [done]
-
-        def step() -> None:
-            count[0] = _step(progress, count[0], total)
-
-        stats = write_all(tree, writes, lambda own, w: _write(repo, own, *w, wanted, seen),
-                          step if progress is not None else None)
-        written = {new.path: st for (_, new), st in zip(writes, stats, strict=True)
-                   if st is not None}
+        for old, new in sorted(plan.writes, key=lambda w: w[1].path):
+            st = _write(repo, tree, old, new, wanted, seen)
+            if st is not None:
+                written[new.path] = st
+            done = _step(progress, done, total)
     return written
 
 
@@ -424,8 +413,7 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
             return None
     # Otherwise a file or link of the tree just captured is replaced: not
     # looked at first (a folder made there since stops the write below).
-    with _READ_LOCK:
-        kind, data = repo.read(new.oid)
+    kind, data = repo.read(new.oid)
     if kind != _BLOB:
         what = pygit2.enums.ObjectType(kind).name.lower()
         raise RestoreError(f"restore stopped at {new.path}: the checkpoint names a {what} "

@@ -2,8 +2,7 @@
 each backend, a thread keeps swapping the worktree's folders for symlinks to a
 decoy tree outside it.  Restores may be refused or fail verification; nothing
 outside the worktree may be written or deleted, which a hash of the decoy
-tree (names, kinds, modes, contents) before and after shows.  Once more with
-the writes spread over threads, as a large restore's are."""
+tree (names, kinds, modes, contents) before and after shows."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from durability.backends import write_pool
 from durability.backends.git import forget
 from durability.capture.restore import restore
 from durability.capture.snapshot import snapshot_now
@@ -35,14 +33,9 @@ FILES = [f"f{i:02d}.txt" for i in range(12)]
 RESTORES = 50
 
 
-@pytest.fixture(params=["git", "jj", "git-threads"])
-def wt(request: pytest.FixtureRequest, tmp_path: Path,
-       monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    if request.param == "git-threads":
-        # These restores are small: force the writes onto three threads, as
-        # a large restore's are (backends.write_pool).
-        monkeypatch.setattr(write_pool, "_threads", lambda count: 3 if count >= 3 else 1)
-    if request.param.startswith("git"):
+@pytest.fixture(params=["git", "jj"])
+def wt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    if request.param == "git":
         path = make_git_repo(tmp_path / "wt").resolve()
     else:
         path = make_jj_repo(tmp_path / "wt").resolve()
