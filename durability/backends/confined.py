@@ -280,9 +280,11 @@ def _is_folder(dir_fd: int, name: str) -> bool:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    done = os.write(fd, data) if data else 0
+    if done < len(data):  # a short write: rare, but allowed
+        view = memoryview(data)[done:]
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _fchmod(fd: int, mode: int) -> None:

@@ -398,7 +398,8 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
     ``_stat_replaced``); a path missing there is looked at now."""
     if new.mode == _COMMIT:
         return None  # checking out a submodule commit is the submodule's business
-    mode = _kept_mode(wanted.get(new.path), new.mode)
+    # Usually no mode is kept for the target (only a pre-restore checkpoint has them).
+    mode = _kept_mode(wanted.get(new.path), new.mode) if wanted else None
     if old is None:
         st = tree.lstat(new.path)
         if is_dir(st) and not tree.rmdir(new.path):
