@@ -21,7 +21,7 @@ from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
-from durability.gaps.ingest import write_gap
+from durability.gaps.ingest import ingest_records, write_gap
 from durability.paths import ensure_private_dir
 from engine import (
     AttemptKey,
@@ -238,6 +238,9 @@ class Capturer:
             tool_use_id=request.tool_use_id, label=request.label, harness=request.harness,
             agent_id=request.agent_id, agent_type=request.agent_type,
         )
+        spooled = self._spooled_gap(request)
+        if spooled is not None:
+            return spooled
         try:
             done = self._store().record_checkpoint(new)
         except RecordRefused as exc:
@@ -261,6 +264,26 @@ class Capturer:
             file_path_gaps(self.settings, self._store, request, snap.skipped)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
                        skipped=snap.skipped, fresh=True)
+
+    def _spooled_gap(self, request: CaptureRequest) -> Outcome | None:
+        """The request's answer when its requester already filed it as a gap
+        in the spool (a hook's watchdog, past its budget, writes only there)
+        and the store does not know yet: the gap is ingested first, so the
+        store refuses the checkpoint as it refuses one for a gap it holds."""
+        record = spool.find_request(self.settings.spool_dirs, request.key.run_id,
+                                    request.request_id)
+        if record is None:
+            return None
+        try:
+            ingest_records(self._store(), [record])
+        except EngineError:
+            # The store is unreachable now: the spooled gap stays the record
+            # (the service's next ingest moves it), no checkpoint beside it.
+            return Outcome(request.request_id, error_code=str(record["reason"]),
+                           error_message=f"request {request.request_id} is already on "
+                                         f"record as a {record['reason']} gap",
+                           gap_recorded=True)
+        return None
 
     def fail(
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,
