@@ -76,7 +76,7 @@ def quick_states(run_id: str = KEY.run_id) -> list[dict[str, str]]:
     from engine import Store
     from engine.remotes import Remotes
 
-    path = Settings.from_env().db_path
+    path = Settings.from_env().database
     with Store(path) as store:
         rows = store.checkpoints(run_id)
     found = Remotes(path).states(rows)

@@ -30,7 +30,7 @@ from tests.helpers import cli, git, make_git_repo
 
 def _push_all() -> None:
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 
@@ -91,7 +91,7 @@ def test_a_forged_entry_never_marks_another_checkpoint_pushed(tmp_path: Path) ->
     _push_all()
     other = AttemptKey("run-other", "agent", 0, 1)
     capture(repo, "not pushed yet", key=other)
-    with Store(Settings.from_env().db_path) as store:
+    with Store(Settings.from_env().database) as store:
         [waiting] = store.checkpoints(other.run_id)
     assert states(other.run_id) == [{"backup": "pending"}]
     _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": waiting.request_id})

@@ -18,7 +18,7 @@ from tests.helpers import git, make_git_repo
 
 def _push_all() -> None:
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 

@@ -83,7 +83,7 @@ def test_doctor_reports_the_remotes_of_the_worktree(tmp_path: Path) -> None:
     [found] = [c for c in run_checks(settings, {"PATH": "/usr/bin:/bin"}, repo)
                if c.name == "remotes"]
     assert found.status == "ok" and "1 checkpoint(s) waiting" in found.detail
-    remotes = Remotes(settings.db_path)
+    remotes = Remotes(settings.database)
     remotes.mark(remotes.pending(), FAILED, "unreachable")
     [found] = [c for c in run_checks(settings, {"PATH": "/usr/bin:/bin"}, repo)
                if c.name == "remotes"]

@@ -20,7 +20,15 @@ from tests.durability.remote.remotekit import (
     remote_refs,
     states,
 )
-from tests.helpers import git, make_git_repo, make_jj_repo, ping, start_service, wait_for
+from tests.helpers import (
+    git,
+    make_git_repo,
+    make_jj_repo,
+    ping,
+    start_service,
+    state_write,
+    wait_for,
+)
 
 
 def _all_pushed(remote_name: str = "backup") -> bool:
@@ -206,8 +214,6 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     """A service killed between git's answer and the store's record: the next
     one finds the remote's manifest at the local tip and records the
     checkpoints as pushed without pushing them again."""
-    import sqlite3
-
     from durability.config import Settings
     from durability.remote.replicator import Replicator
     from engine import Store
@@ -218,10 +224,10 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     capture(repo, "one")
     capture(repo, "two")
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         first = Replicator(settings, lambda: store, os.environ)
         assert (first.run_once(), first.pushes) == (2, 1)
-        with sqlite3.connect(settings.db_path) as db:  # the record the kill lost
+        with state_write() as db:  # the record the kill lost
             db.execute("DELETE FROM replication")
         assert quick_states() == [{"backup": "pending"}] * 2
         second = Replicator(settings, lambda: store, os.environ)

@@ -76,7 +76,7 @@ def test_a_push_refused_halfway_files_gaps_only_for_what_is_not_there(
     capture(repo, "second")
     monkeypatch.setattr(replicator, "MAX_BATCH", 1)
     settings = replace(Settings.from_env(), replication_bound_ms=0)
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() == 1
     assert first in manifest_commits(remote)
     assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
@@ -100,7 +100,7 @@ def test_a_checkpoint_whose_pin_is_gone_does_not_hold_back_the_others(tmp_path: 
     kept = [capture(repo, f"call {i}") for i in range(2)]
     git(repo, "update-ref", "-d", f"refs/durability/jj/{lost}")
     settings = replace(Settings.from_env(), replication_bound_ms=0)
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() == 2
     assert manifest_commits(remote) == set(kept)
     assert quick_states() == [{"backup": "failed"}, {"backup": "pushed"}, {"backup": "pushed"}]

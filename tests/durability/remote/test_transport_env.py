@@ -36,7 +36,7 @@ def test_an_ssh_remote_is_reached_with_the_users_git_ssh_command(
     add_remote(repo, "backup", f"ssh://backup.invalid{remote}")
     commit = capture(repo, "over ssh")
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert Replicator(settings, lambda: store, os.environ).run_once() == 1
     monkeypatch.delenv("GIT_DIR")  # for the checks' own git
     assert manifest_commits(remote) == {commit}

@@ -35,7 +35,7 @@ class Recorder:
 
     def __init__(self, settings: Settings, worktree: Path, *, start_ms: int = T0) -> None:
         self.clock = ManualClock(start_ms)
-        self.store = Store(settings.db_path, clock=self.clock)
+        self.store = Store(settings.database, clock=self.clock)
         self.capturer = Capturer(settings=settings, store=lambda: self.store)
         self.worktree = worktree
         self.content: dict[tuple[AttemptKey, int], bytes] = {}

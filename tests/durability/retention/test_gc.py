@@ -256,7 +256,7 @@ def test_file_modes_kept_by_a_pre_restore_follow_its_new_commit(
     # and the modes are kept beside seq 2's commit.
     done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=1)
     assert done.pre_restore_seq == 2
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         policy = Policy(keep_all_days=0, hourly_days=0, daily_days=0, pre_restore_days=30,
                         jj_op_log_days=0, prune_grace_s=0)
         report = run_gc(settings, store, policy, now_ms=T0 + 5 * DAY).to_dict()

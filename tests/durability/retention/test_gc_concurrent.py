@@ -53,7 +53,7 @@ def test_gc_during_captures_loses_nothing(kind: str, grace: str, tmp_path: Path,
     assert not failures, failures
     assert dropped >= 4
     assert seqs == list(range(6, 6 + len(seqs)))  # every capture recorded, none reused
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         rows = store.checkpoints(KEY.run_id)
     assert rows[-1].seq == seqs[-1]
     for row in rows:

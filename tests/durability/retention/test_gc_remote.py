@@ -34,7 +34,7 @@ def test_unpushed_checkpoints_are_kept_then_pushed_ones_follow_the_policy(
     bare = tmp_path / "bare.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
     rec = _daily(settings, wt, 4)
-    remotes = Remotes(settings.db_path)
+    remotes = Remotes(settings.database)
     remotes.add(str(wt), "backup", bare.as_uri())
 
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 10 * DAY,
