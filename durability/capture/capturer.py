@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +126,14 @@ class Capturer:
         settings: Settings,
         store: Callable[[], Store],
         env: Mapping[str, str] = os.environ,
+        deadline: float | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._env = env
+        #: When the requester must have its answer (``time.monotonic()``), if
+        #: it has a budget (the hook): jj's timeout is cut to fit it.
+        self._deadline = deadline
 
     def lock(self, worktree: Path, timeout_s: float) -> filelock.BaseFileLock:
         """The cross-process lock that serialises captures of ``worktree``."""
@@ -137,8 +142,21 @@ class Capturer:
         return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
 
     def backend(self, worktree: Path) -> Backend:
-        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env,
+        return backend_for(worktree, timeout_s=self._jj_timeout_s(), env=self._env,
                            max_new_file_size=self.settings.max_new_file_size)
+
+    def _jj_timeout_s(self) -> float:
+        """``settings.jj_timeout_s``, cut to what is left before the deadline.
+
+        Read when the backend is made, just before jj starts, not when the
+        capture was asked for: whatever ran in between (the worktree lock, the
+        store's opening, which on PostgreSQL includes psycopg's import) comes
+        out of jj's share, so a hanging jj is still a `jj-timeout` gap filed
+        within the budget rather than a watchdog's `timeout`.
+        """
+        if self._deadline is None:
+            return self.settings.jj_timeout_s
+        return max(min(self.settings.jj_timeout_s, self._deadline - time.monotonic()), 0.1)
 
     def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         """One snapshot of the requests' worktree answers all of them."""
