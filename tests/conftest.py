@@ -104,3 +104,16 @@ def repo(tmp_path: Path) -> Path:
     path = make_jj_repo(tmp_path / "repo")
     (path / "README.md").write_text("hello\n")
     return path
+
+
+@pytest.fixture
+def second_machine_database(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment that gives a second machine in a test its own state
+    database: nothing under SQLite (its own ``DURABILITY_HOME`` holds its own
+    state.db), a schema of its own when this test's store is PostgreSQL (the
+    suite's PostgreSQL mode), since two machines never share one unless the
+    test says so."""
+    if not os.environ.get("DURABILITY_DATABASE_URL"):
+        return {}
+    server: pg.PgServer = request.getfixturevalue("pg_server")
+    return {"DURABILITY_DATABASE_URL": server.fresh_url()}

@@ -31,7 +31,8 @@ def _push_all() -> None:
 
 
 def test_two_machines_with_the_same_worktree_path_both_replicate(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        second_machine_database: dict[str, str]) -> None:
     """A fleet of containers each cloning the project to the same path (say
     /workspace) and naming the same remote: each machine's manifest is its
     own on the remote, so the second machine's pushes are not refused as a
@@ -44,6 +45,8 @@ def test_two_machines_with_the_same_worktree_path_both_replicate(
         state = tmp_path / f"machine-{machine}"
         monkeypatch.setenv("DURABILITY_HOME", str(state / "state"))
         monkeypatch.setenv("DURABILITY_SPOOL_DIR", str(state / "spool"))
+        for name, value in (second_machine_database if machine == "b" else {}).items():
+            monkeypatch.setenv(name, value)
         if work.exists():
             work.rename(tmp_path / "workspace-of-a")
         git(tmp_path, "clone", "-q", str(origin), str(work))

@@ -26,12 +26,14 @@ def _push_all() -> None:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 
-def _machine_b(tmp_path: Path) -> dict[str, str]:
+def _machine_b(tmp_path: Path, database: dict[str, str]) -> dict[str, str]:
+    """Machine B's environment: its own state folder, spool, socket and
+    (``second_machine_database``) state database."""
     other = tmp_path / "machine-b"
     other.mkdir()
     return {**os.environ, "DURABILITY_HOME": str(other / "state"),
             "DURABILITY_SPOOL_DIR": str(other / "spool"),
-            "DURABILITY_SOCKET": str(other / "s.sock")}
+            "DURABILITY_SOCKET": str(other / "s.sock"), **database}
 
 
 def _history(repo: Path) -> list[tuple[str, dict[str, tuple[str, bool, bytes]]]]:
@@ -56,8 +58,9 @@ def _history(repo: Path) -> list[tuple[str, dict[str, tuple[str, bool, bytes]]]]
     # git store behind jj).
     ("jj", "jj-repo"),
 ])
-def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
-                                                target: str) -> None:
+def test_restore_from_remote_on_another_machine(
+        tmp_path: Path, second_machine_database: dict[str, str], backend: str,
+        target: str) -> None:
     repo = (make_git_repo(tmp_path / "a") if backend == "git"
             else make_jj_repo(tmp_path / "a"))
     remote = bare_remote(tmp_path / "backup.git")
@@ -65,7 +68,7 @@ def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
     history = _history(repo)
     _push_all()
 
-    b_env = _machine_b(tmp_path)
+    b_env = _machine_b(tmp_path, second_machine_database)
     there = tmp_path / "b"
     if target == "fresh-clone":
         git(tmp_path, "clone", "-q", str(repo), str(there))
@@ -90,7 +93,8 @@ def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
     assert [r["source"] for r in rows[2:]] == ["pre-restore", "pre-restore"]
 
 
-def test_a_run_the_remote_does_not_hold_is_not_found(tmp_path: Path) -> None:
+def test_a_run_the_remote_does_not_hold_is_not_found(
+        tmp_path: Path, second_machine_database: dict[str, str]) -> None:
     repo = make_git_repo(tmp_path / "a")
     remote = bare_remote(tmp_path / "backup.git")
     add_remote(repo, "backup", remote.as_uri())
@@ -98,7 +102,7 @@ def test_a_run_the_remote_does_not_hold_is_not_found(tmp_path: Path) -> None:
     _push_all()
     there = tmp_path / "b"
     there.mkdir()
-    b_env = _machine_b(tmp_path)
+    b_env = _machine_b(tmp_path, second_machine_database)
     add_remote(there, "backup", remote.as_uri(), env=b_env)
     done = cli("restore", "other-run", "--from-remote", "backup", "--worktree", str(there),
                env=b_env)
@@ -122,7 +126,8 @@ def test_a_remote_not_named_for_the_folder_is_not_found(tmp_path: Path) -> None:
     assert done.returncode == 3 and "no remote 'backup'" in done.stderr
 
 
-def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> None:
+def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(
+        tmp_path: Path, second_machine_database: dict[str, str]) -> None:
     """The remote is data from outside: an entry whose pin is not one of our
     refs (here refs/heads/main) is never fetched nor recorded."""
     repo = make_git_repo(tmp_path / "a")
@@ -144,14 +149,15 @@ def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> Non
     git(remote, "update-ref", ref, commit)
     there = tmp_path / "b"
     there.mkdir()
-    b_env = _machine_b(tmp_path)
+    b_env = _machine_b(tmp_path, second_machine_database)
     add_remote(there, "backup", remote.as_uri(), env=b_env)
     done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
                env=b_env)
     assert done.returncode == 3 and "lists no checkpoints" in done.stderr
 
 
-def test_two_worktrees_share_a_remote_without_overwriting_each_other(tmp_path: Path) -> None:
+def test_two_worktrees_share_a_remote_without_overwriting_each_other(
+        tmp_path: Path, second_machine_database: dict[str, str]) -> None:
     """Each worktree pushes its own manifest: the second push is not refused
     as a non-fast-forward of the first's, and both runs can be restored."""
     from engine import AttemptKey
@@ -164,7 +170,7 @@ def test_two_worktrees_share_a_remote_without_overwriting_each_other(tmp_path: P
         (repo / "which.txt").write_text(f"{name}\n")
         made[run] = capture(repo, name, key=AttemptKey(run, "agent", 0, 1))
         _push_all()
-    b_env = _machine_b(tmp_path)
+    b_env = _machine_b(tmp_path, second_machine_database)
     for run in made:
         there = tmp_path / f"b-{run}"
         there.mkdir()
