@@ -9,7 +9,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -317,3 +318,29 @@ def make_git_repo(path: Path, *, commit: bool = True) -> Path:
         git(path, "add", "README.md")
         git(path, "commit", "-q", "-m", "init")
     return path
+
+
+# -- the configured state database (a SQLite file, or PostgreSQL) ----------
+
+def state_database() -> Path | str:
+    """The state database the toolkit's settings name: ``$DURABILITY_HOME/state.db``,
+    or this test's PostgreSQL schema when the suite runs on PostgreSQL
+    (tests/pg.py), so a test reads what the commands it runs wrote."""
+    from durability.config import Settings
+
+    return Settings.from_env().database
+
+
+@contextmanager
+def state_write() -> Iterator[Any]:
+    """One write transaction on ``state_database()``, for a test that edits
+    rows by hand (a record a kill lost, a claim another host holds)."""
+    from engine.backend import open_database
+    from engine.db import write_transaction
+
+    db = open_database(state_database())
+    try:
+        with write_transaction(db) as conn:
+            yield conn
+    finally:
+        db.close()

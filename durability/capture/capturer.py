@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
-from durability.gaps.ingest import write_gap
+from durability.gaps.ingest import ingest_records, write_gap
 from durability.paths import ensure_private_dir
 from engine import (
     AttemptKey,
@@ -125,10 +126,14 @@ class Capturer:
         settings: Settings,
         store: Callable[[], Store],
         env: Mapping[str, str] = os.environ,
+        deadline: float | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._env = env
+        #: When the requester must have its answer (``time.monotonic()``), if
+        #: it has a budget (the hook): jj's timeout is cut to fit it.
+        self._deadline = deadline
 
     def lock(self, worktree: Path, timeout_s: float) -> filelock.BaseFileLock:
         """The cross-process lock that serialises captures of ``worktree``."""
@@ -137,8 +142,21 @@ class Capturer:
         return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
 
     def backend(self, worktree: Path) -> Backend:
-        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env,
+        return backend_for(worktree, timeout_s=self._jj_timeout_s(), env=self._env,
                            max_new_file_size=self.settings.max_new_file_size)
+
+    def _jj_timeout_s(self) -> float:
+        """``settings.jj_timeout_s``, cut to what is left before the deadline.
+
+        Read when the backend is made, just before jj starts, not when the
+        capture was asked for: whatever ran in between (the worktree lock, the
+        store's opening, which on PostgreSQL includes psycopg's import) comes
+        out of jj's share, so a hanging jj is still a `jj-timeout` gap filed
+        within the budget rather than a watchdog's `timeout`.
+        """
+        if self._deadline is None:
+            return self.settings.jj_timeout_s
+        return max(min(self.settings.jj_timeout_s, self._deadline - time.monotonic()), 0.1)
 
     def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         """One snapshot of the requests' worktree answers all of them."""
@@ -238,6 +256,9 @@ class Capturer:
             tool_use_id=request.tool_use_id, label=request.label, harness=request.harness,
             agent_id=request.agent_id, agent_type=request.agent_type,
         )
+        spooled = self._spooled_gap(request)
+        if spooled is not None:
+            return spooled
         try:
             done = self._store().record_checkpoint(new)
         except RecordRefused as exc:
@@ -261,6 +282,26 @@ class Capturer:
             file_path_gaps(self.settings, self._store, request, snap.skipped)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
                        skipped=snap.skipped, fresh=True)
+
+    def _spooled_gap(self, request: CaptureRequest) -> Outcome | None:
+        """The request's answer when its requester already filed it as a gap
+        in the spool (a hook's watchdog, past its budget, writes only there)
+        and the store does not know yet: the gap is ingested first, so the
+        store refuses the checkpoint as it refuses one for a gap it holds."""
+        record = spool.find_request(self.settings.spool_dirs, request.key.run_id,
+                                    request.request_id)
+        if record is None:
+            return None
+        try:
+            ingest_records(self._store(), [record])
+        except EngineError:
+            # The store is unreachable now: the spooled gap stays the record
+            # (the service's next ingest moves it), no checkpoint beside it.
+            return Outcome(request.request_id, error_code=str(record["reason"]),
+                           error_message=f"request {request.request_id} is already on "
+                                         f"record as a {record['reason']} gap",
+                           gap_recorded=True)
+        return None
 
     def fail(
         self, request: CaptureRequest, error: Exception, *, detail: str | None = None,

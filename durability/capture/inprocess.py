@@ -43,10 +43,12 @@ def capture_once(
     agent: dict[str, str] | None = None,
     lock_timeout_s: float,
     env: Mapping[str, str] = os.environ,
+    deadline: float | None = None,
 ) -> Outcome:
-    """Capture ``worktree`` now and record it for ``key``; gaps are filed."""
+    """Capture ``worktree`` now and record it for ``key``; gaps are filed.
+    ``deadline`` (``time.monotonic()``): jj's timeout ends there at the latest."""
     store = lazy_store(settings)
-    capturer = Capturer(settings=settings, store=store, env=env)
+    capturer = Capturer(settings=settings, store=store, env=env, deadline=deadline)
     request = CaptureRequest(key=key, worktree=worktree, source=source, request_id=request_id,
                              tool_use_id=tool_use_id, label=label,
                              harness=(agent or {}).get("harness"),

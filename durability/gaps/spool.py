@@ -34,6 +34,7 @@ __all__ = [
     "append_anywhere",
     "append_gap",
     "append_last_gap",
+    "find_request",
     "gap_record",
     "read_spool",
     "spool_files",
@@ -239,6 +240,40 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(record.get("ts_ms"), int):
         return None
     return record
+
+
+def find_request(directories: Sequence[Path], run_id: str,
+                 request_id: str) -> dict[str, Any] | None:
+    """The line a run's spool files hold for ``request_id``, if any.
+
+    A hook past its budget files its gap here only (its watchdog has no time
+    for the store), so whoever is about to record a checkpoint for the same
+    request looks here first: a request is a gap or a checkpoint, never both.
+    Cheap when the run has no spool file (a stat per folder), and a file is
+    parsed only when the id's text is in it.  A folder that ingestion would
+    skip (a symlink, another owner's) is skipped here too.
+    """
+    name = safe_filename(run_id) + SUFFIX
+    needle = json.dumps(request_id).encode()
+    for directory in directories:
+        path = directory / name
+        try:
+            if not os.path.isfile(path) or path.is_symlink():
+                continue
+            ensure_private_dir(directory)
+            with open(path, "rb") as f:
+                # Shared lock: a line being appended now is read whole, once written.
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+                data = f.read()
+        except (OSError, DurabilityError):
+            continue
+        if needle not in data:
+            continue
+        for raw in data.split(b"\n"):
+            record = _parse(raw) if raw.strip() else None
+            if record is not None and record["request_id"] == request_id:
+                return record
+    return None
 
 
 def spool_files(directory: Path) -> Iterator[Path]:

@@ -486,7 +486,7 @@ def _answer_s(env: Mapping[str, str], deadline: float) -> float:
 
 def _fallback(hook: _Hook, deadline: float) -> None:
     """No service: capture here, under the same per-worktree lock."""
-    import dataclasses
+    _preload_database_driver(hook.env)
     from pathlib import Path
 
     from durability.capture.inprocess import capture_once
@@ -497,14 +497,39 @@ def _fallback(hook: _Hook, deadline: float) -> None:
     hook.disarms.append(_arm_thread(hook, max(deadline - time.monotonic(), 0.05)))
     settings = Settings.from_env(hook.env)
     remaining = deadline - time.monotonic()
-    settings = dataclasses.replace(
-        settings, jj_timeout_s=max(min(settings.jj_timeout_s, remaining - 0.2), 0.1))
+    # jj's timeout is measured from when jj starts (the capturer's deadline),
+    # not from here: the lock and the store's opening come first.
     outcome = capture_once(
         settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
         worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
         tool_use_id=f["tool_use_id"], label=f.get("label"), agent=f.get("agent"),
-        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env,
+        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env, deadline=deadline - 0.2,
     )
     if outcome.ok or outcome.gap_recorded:
         return hook.succeed()
     hook.gap(outcome.error_code or "internal-error", outcome.error_message or "")
+
+
+def _preload_database_driver(env: Mapping[str, str]) -> None:
+    """On PostgreSQL, import psycopg on a thread of its own as the fallback
+    begins, so that its import (0.2-1.1 s) overlaps the fallback's waits (the
+    worktree lock, held by a stopped or slow service) instead of following
+    them into the budget's last tenth: a lock timeout's gap then reaches the
+    store before the hook exits, not only the spool.  Without a wait it gains
+    nothing (both threads need the GIL) and costs nothing; the fast path never
+    gets here.  psycopg imports none of this package's modules, so the two
+    threads cannot hand each other a half-imported module; the main thread's
+    own ``import psycopg`` waits for this one to finish.
+    """
+    url = env.get("DURABILITY_DATABASE_URL", "").strip()
+    if not url.startswith(("postgresql://", "postgres://")):
+        return
+    import threading
+
+    def load() -> None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            pass  # the store's opening says so, as a store-unavailable gap
+
+    threading.Thread(target=load, name="durability-psycopg", daemon=True).start()

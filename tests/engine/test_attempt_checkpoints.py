@@ -15,7 +15,7 @@ from engine.attempt_checkpoints import restore_target
 from engine.execute import EngineConfig, start_run
 from engine.models import Checkpoint
 from engine.runs import Runs
-from tests.helpers import cli, cli_json, make_jj_repo
+from tests.helpers import cli, cli_json, make_jj_repo, state_database
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workflow_hello.py"
 
@@ -26,7 +26,7 @@ def test_every_attempt_of_workflow_hello_has_checkpoints(tmp_path: Path, repo: P
     status = cli_json("run-status", "hello")
     attempts = [a for t in status["tasks"] for a in t["attempts"]]
     assert len(attempts) == 4  # outline, draft x3; publish waits for approval
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         checkpoints = runs.checkpoints("hello")
     for a in attempts:
         assert a["latest_checkpoint"] is not None, a
@@ -93,7 +93,7 @@ def test_an_attempt_that_ends_badly_still_leaves_its_final_checkpoint(
     path.parent.mkdir()
     path.write_text(textwrap.dedent(body))
     config = EngineConfig(ops=DurabilityOps(settings), heartbeat_s=0.05)
-    with Runs(settings.db_path) as runs:
+    with Runs(settings.database) as runs:
         outcome = start_run(runs, path, config=config, run_id="ends", worktree=str(repo))
         assert outcome.state == "failed"
         attempt = next(a for a in runs.attempts("ends") if a.node_id == node)
@@ -196,7 +196,7 @@ def test_with_a_service_up_the_service_watches_the_attempt(
     assert [(w["run_id"], w["node_id"], w["attempt"], w["worktree"]) for w in
             during["watches"]] == [("sv", "works", 1, str(repo))]
     assert after["watches"] == []  # the attempt's end ended the watch
-    with Runs(settings.db_path) as runs:
+    with Runs(settings.database) as runs:
         own = runs.checkpoints("sv", "works")
         attempt = runs.attempts("sv")[0]
     assert (own[0].source, own[0].label) == ("attempt", "attempt start")
@@ -247,7 +247,7 @@ def test_a_watch_the_service_kept_for_a_killed_attempt_ends_before_the_restore(
     finally:
         service.stop()
     assert after["watches"] == []
-    with Runs(settings.db_path) as runs:
+    with Runs(settings.database) as runs:
         events = runs.events("kw")
     restore = next(e.id for e in events if e.kind == "restore")
     dead = [e for e in events if e.kind == "checkpoint" and e.attempt == 1]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import textwrap
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, durability_exe, wait_for
+from tests.helpers import cli, durability_exe, state_write, wait_for
 
 GATED = """\
 from __future__ import annotations
@@ -113,10 +112,8 @@ def test_resume_never_reads_the_log(tmp_path: Path, repo: Path) -> None:
     path = _workflow(tmp_path, QUICK)
     assert cli("run", str(path), "--run-id", "q0", "--worktree", str(repo)).returncode == 0
     assert cli("approve", "q0", "gate").returncode == 0
-    db = sqlite3.connect(tmp_path / "state" / "state.db")
-    with db:
+    with state_write() as db:
         db.execute("DELETE FROM events")
-    db.close()
     done = cli("resume", "q0")
     assert done.returncode == 0 and done.stdout.strip() == "run q0 finished", done.stderr
 
@@ -125,12 +122,10 @@ def _own(tmp_path: Path, run_id: str, **row: object) -> None:
     """Make the run's row say a live claim holds it (as another process, or
     another host, would appear to a resume)."""
     sets = ", ".join(f"{k}=?" for k in row)
-    db = sqlite3.connect(tmp_path / "state" / "state.db")
-    with db:
+    with state_write() as db:
         db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
                    f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
                    (time.time_ns() // 1_000_000, *row.values(), run_id))
-    db.close()
 
 
 @pytest.mark.parametrize(("owner", "status"), [

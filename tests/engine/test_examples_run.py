@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, cli_json
+from tests.helpers import cli, cli_json, state_database
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -36,7 +36,7 @@ def test_workflow_parallel_merges_back_then_forks_from_the_report(tmp_path: Path
     forked = cli("fork", "par", "--node", "report", "--run-id", "par-2")
     assert forked.returncode == 0, forked.stderr
     assert forked.stdout.strip() == "run par-2 finished"
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         ran = sorted({a.node_id for a in runs.attempts("par-2")})
         kinds = [e.kind for e in runs.events("par")]
     assert ran == ["report"]  # survey, docs and tests were copied, not re-run

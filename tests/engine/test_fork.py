@@ -11,7 +11,7 @@ import pytest
 
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, cli_json
+from tests.helpers import cli, cli_json, state_database
 
 CHAIN = """
 VERSION = 1
@@ -46,7 +46,7 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
     assert done.returncode == 0, done.stderr
     workflow.write_text(workflow.read_text().replace("VERSION = 1", "VERSION = 2"))
 
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         # t3's own checkpoint (its attempt's start capture is seq 1, its end
         # capture adds nothing: the tree did not change after it).
         [wrote] = [c for c in runs.checkpoints("orig", "t3") if c.label == "t3 wrote"]
@@ -62,7 +62,7 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
                    ("t4", ["README.md", "t1.txt", "t2.txt", "t3.txt"])]
     assert {p.name: p.read_text() for p in repo.glob("t*.txt")} == {
         "t1.txt": "t1 v1\n", "t2.txt": "t2 v1\n", "t3.txt": "t3 v2\n", "t4.txt": "t4 v2\n"}
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         outputs = {o["node_id"]: o["output"]["version"] for o in runs.outputs("again")}
         attempts = sorted({a.node_id for a in runs.attempts("again")})
     assert outputs == {"t1": 1, "t2": 1, "t3": 2, "t4": 2}
@@ -77,7 +77,7 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
     assert "forked from orig at t3 it 0 att 1 seq 2 (2 outputs copied)" in text.stdout
     assert cli_json("run-status", "orig")["forked_from"] is None
     # The new run's log says where it came from, right after it started.
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         kinds = [e.kind for e in runs.events("again")]
         [fork] = [e for e in runs.events("again") if e.kind == "fork"]
     assert kinds[:2] == ["run-started", "fork"]

@@ -16,7 +16,7 @@ import pytest
 from engine.isolation import task_worktrees
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli
+from tests.helpers import cli, state_database
 
 BACKENDS = ["jj", "git"]
 
@@ -55,7 +55,7 @@ def fast(ctx):
 @workflow.task()
 def slow(ctx):
     log(node="slow", attempt=ctx.attempt, worktree=ctx.worktree, files=files(ctx))
-    runs = Runs(Settings.from_env(ctx.env).db_path)
+    runs = Runs(Settings.from_env(ctx.env).database)
     if ctx.attempt == 1:
         Path(ctx.worktree, "slow.txt").write_text("slow\\n")
         checkpoint(ctx, "slow wrote")
@@ -81,7 +81,7 @@ def check(ctx):
 
 
 def _runs(tmp_path: Path) -> Runs:
-    return Runs(tmp_path / "state" / "state.db")
+    return Runs(state_database())
 
 
 def _logs(run_id: str) -> list[dict[str, object]]:
@@ -173,7 +173,7 @@ def slow(ctx):
     Path(ctx.worktree, "README.md").write_text("from slow\\n")
     if ctx.attempt == 1:
         checkpoint(ctx, "slow wrote")
-        runs = Runs(Settings.from_env(ctx.env).db_path)
+        runs = Runs(Settings.from_env(ctx.env).database)
         deadline = time.monotonic() + 60
         while not any(o["node_id"] == "fast" for o in runs.outputs(ctx.run_id)):
             assert time.monotonic() < deadline, "fast never finished"

@@ -15,7 +15,7 @@ from engine.isolation import task_worktrees
 from engine.models import Checkpoint
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, cli_json
+from tests.helpers import cli, cli_json, state_database
 
 BACKENDS = ["jj", "git"]
 
@@ -46,7 +46,7 @@ def check(ctx):
 
 
 def _runs(tmp_path: Path) -> Runs:
-    return Runs(tmp_path / "state" / "state.db")
+    return Runs(state_database())
 
 
 def _setup(tmp_path: Path, backend: str, left: str | None = None,
@@ -164,7 +164,7 @@ def slow(ctx):
     if ctx.attempt == 1:
         from engine.runs import Runs
 
-        runs = Runs(Settings.from_env(ctx.env).db_path)
+        runs = Runs(Settings.from_env(ctx.env).database)
         deadline = time.monotonic() + 60
         while not any(o["node_id"] == "fast" for o in runs.outputs(ctx.run_id)):
             assert time.monotonic() < deadline, "fast never finished"

@@ -13,7 +13,7 @@ import pytest
 
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, durability_exe, wait_for
+from tests.helpers import cli, durability_exe, state_database, wait_for
 
 FILES = 600
 
@@ -59,5 +59,5 @@ def test_kill_9_mid_merge_back_then_resume_lands_every_file_once(tmp_path: Path,
     assert names == [f"f{i:04d}.txt" for i in range(FILES)]
     assert all((repo / n).read_text() == f"file {int(n[1:5])}\n" * 20 for n in names)
     assert [ln["attempt"] for ln in isokit.side(folder)] == [1, 2]
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         assert [(o["node_id"], o["attempt"]) for o in runs.outputs("m1")] == [("many", 2)]

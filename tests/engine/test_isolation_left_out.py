@@ -13,7 +13,7 @@ from pathlib import Path
 from engine.isolation import task_worktrees
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.helpers import cli, cli_json
+from tests.helpers import cli, cli_json, state_database
 
 BIG = """
 workflow = Workflow("big", worktree="isolated")
@@ -40,7 +40,7 @@ def test_a_file_left_out_of_the_task_tree_keeps_the_worktree(tmp_path: Path) -> 
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (repo / "big.bin").exists() and not (repo / "small.txt").exists(), \
         "nothing merged"
-    with Runs(tmp_path / "state" / "state.db") as runs:
+    with Runs(state_database()) as runs:
         [row] = task_worktrees(runs, "b1")
     assert Path(row.path, "big.bin").stat().st_size == 5000, "the worktree is kept"
     assert cli_json("run-status", "b1")["error"]["code"] == "WORKTREE_MERGE_FAILED"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.runs import Runs
-from tests.helpers import cli, make_git_repo, make_jj_repo
+from tests.helpers import cli, make_git_repo, make_jj_repo, state_database
 
 HEADER = """\
 from __future__ import annotations
@@ -84,7 +84,7 @@ def slow(ctx):
     checkpoint(ctx, "slow wrote")
     log("slow checkpointed", ctx.attempt)
     if ctx.attempt == 1:
-        runs = Runs(Settings.from_env(ctx.env).db_path)
+        runs = Runs(Settings.from_env(ctx.env).database)
         deadline = time.monotonic() + 60
         while not any(o["node_id"] == "fast" for o in runs.outputs(ctx.run_id)):
             assert time.monotonic() < deadline, "fast never finished"
@@ -157,7 +157,7 @@ def _killed(path: Path, repo: Path, run_id: str) -> None:
 
 
 def _state_db(tmp_path: Path) -> Runs:
-    return Runs(tmp_path / "state" / "state.db")
+    return Runs(state_database())
 
 
 @pytest.mark.parametrize("backend", ["jj", "git"])

@@ -139,7 +139,7 @@ def test_restore_after_confirming_changes_the_tree_and_names_the_undo(
     _drive(app, scenario)
     assert (session / "a.txt").read_text() == "one\n"
     assert not (session / "b.txt").exists() and not (session / "c.txt").exists()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         pre = store.checkpoints(RUN)[-1]
     assert (pre.seq, pre.source) == (3, "pre-restore")
     # Undo, as the browser said: the tree is back as it was.
@@ -151,7 +151,7 @@ def test_restore_after_confirming_changes_the_tree_and_names_the_undo(
 def test_a_cancelled_restore_changes_nothing(session: Path, settings: Settings,
                                              answer: str) -> None:
     before = tree_manifest(session)
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         recorded = store.checkpoints(RUN)
     app = BrowseApp(settings, RUN)
 
@@ -170,7 +170,7 @@ def test_a_cancelled_restore_changes_nothing(session: Path, settings: Settings,
 
     _drive(app, scenario)
     assert tree_manifest(session) == before
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         assert store.checkpoints(RUN) == recorded  # no pre-restore checkpoint either
 
 

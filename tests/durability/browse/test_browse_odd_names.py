@@ -90,7 +90,7 @@ def test_a_diff_line_of_megabytes_is_cut_in_the_pane(tmp_path: Path, settings: S
         cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
         (repo / "bundle.js").write_text("var a=1;" * 250_000 + "\n")
         cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
-        with Store(settings.db_path) as store:
+        with Store(settings.database) as store:
             shown = model.diff_text(store, store.checkpoints(RUN)[-1])
     finally:
         forget(repo)

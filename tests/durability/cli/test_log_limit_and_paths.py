@@ -24,7 +24,7 @@ RUN = "run-left"
 def _with_gaps(tmp_path: Path, settings: Settings, count: int) -> Path:
     """A git worktree with two checkpoints and ``count`` gaps filed before them."""
     repo = make_git_repo(tmp_path / "repo").resolve()
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         store.add_gaps(Gap(ts_ms=1_000 + i, run_id=RUN, request_id=f"gap-{i}",
                            reason="jj-failed", worktree=str(repo), detail=f"gap {i}")
                        for i in range(count))

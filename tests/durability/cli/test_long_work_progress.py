@@ -145,7 +145,7 @@ def test_log_reports_each_checkpoint_it_compares(tmp_path: Path, settings: Setti
         (repo / "a.txt").write_text(f"{i}\n")
         cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     told: list[tuple[int, int]] = []
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         entries = timeline(store, repo, progress=lambda done, total: told.append((done, total)))
     assert len(entries) == 3 and told == [(1, 3), (2, 3), (3, 3)]
     forget(repo)

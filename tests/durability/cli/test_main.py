@@ -279,6 +279,9 @@ def test_doctor_fails_on_a_symlinked_spool_folder(tmp_path: Path) -> None:
     assert spool_line.startswith("FAIL") and "symlink" in spool_line
 
 
+# The state folder holds the SQLite file: under PostgreSQL the store does not
+# live there, so this is about the file.
+@pytest.mark.sqlite_file
 @pytest.mark.parametrize("args", [["gaps", "r"], ["snapshots", "r"], ["attempts", "r"],
                                   ["restore", "r", "--node", "n"]])
 def test_unusable_state_folder_is_one_line_store_unavailable(tmp_path: Path,

@@ -127,7 +127,7 @@ def test_remotes_summarise_what_each_remote_holds(tmp_path: Path) -> None:
         added = cli("remote", "add", name, backup.as_uri(), "--worktree", str(where))
         assert added.returncode == 0, added.stderr
     settings = Settings.from_env()
-    with Store(settings.db_path) as store:  # the service's replicator, run once here
+    with Store(settings.database) as store:  # the service's replicator, run once here
         assert Replicator(settings, lambda: store, os.environ).run_once() == 2
     assert remote_refs(backup)
     _snapshots(ours, "ra", 1)  # the third is not pushed yet

@@ -20,7 +20,14 @@ from tests.durability.remote.remotekit import (
     remote_refs,
     states,
 )
-from tests.helpers import git, make_git_repo, make_jj_repo, ping, start_service, wait_for
+from tests.helpers import (
+    git,
+    make_git_repo,
+    make_jj_repo,
+    ping,
+    start_service,
+    wait_for,
+)
 
 
 def _all_pushed(remote_name: str = "backup") -> bool:

@@ -29,7 +29,7 @@ def _env(tmp_path: Path, interval: str) -> dict[str, str]:
 
 
 def _seqs(settings: Settings) -> list[int]:
-    with Store(settings.db_path) as store:
+    with Store(settings.database) as store:
         return [c.seq for c in store.checkpoints(KEY.run_id)]
 
 

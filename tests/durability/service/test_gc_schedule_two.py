@@ -30,7 +30,7 @@ def test_two_services_run_a_due_gc_once(tmp_path: Path, settings: Settings) -> N
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     (settings.state_dir / "gc-last").write_text(f"{now_ms() - 60_000}\n")  # gc is due
     stop = threading.Event()
-    services = [GcSchedule(settings, lambda: Store(settings.db_path), env, stop)
+    services = [GcSchedule(settings, lambda: Store(settings.database), env, stop)
                 for _ in range(2)]
     lock = rec.capturer.lock(wt, 5)
     lock.acquire()  # a capture holds the worktree: a gc that starts waits for it

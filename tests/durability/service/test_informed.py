@@ -30,6 +30,7 @@ from tests.helpers import (
     make_jj_repo,
     ping,
     start_service,
+    state_database,
 )
 
 RUN = "sess-informed"
@@ -63,12 +64,12 @@ def _hook(worktree: Path, run: str = RUN) -> None:
 
 
 def _checkpoints(run: str = RUN) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(state_database()) as store:
         return store.checkpoints(run)
 
 
 def _gaps(run: str = RUN) -> list[Any]:
-    with Store(Path(os.environ["DURABILITY_HOME"]) / "state.db") as store:
+    with Store(state_database()) as store:
         return store.gaps(run)
 
 

@@ -22,7 +22,7 @@ from tests.helpers import git, make_git_repo, wait_for
 def test_the_final_capture_of_an_ended_git_watch_waits_for_no_barrier(
         tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     grepo = make_git_repo(tmp_path / "g").resolve()
-    store = Store(settings.db_path)
+    store = Store(settings.database)
     capturer = Capturer(settings=settings, store=lambda: store)
     seen: list[CaptureRequest] = []
 
