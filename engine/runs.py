@@ -214,19 +214,26 @@ class Runs(TaskRecords):
         target = {"pause": "paused", "cancel": "cancelled"}[kind]
         now = self._clock()
         with self._write() as conn:
-            row = conn.execute("SELECT state, owner, heartbeat_at_ms FROM runs WHERE run_id=?",
-                               (run_id,)).fetchone()
+            row = conn.execute("SELECT state, owner, heartbeat_at_ms, claim_epoch FROM runs "
+                               "WHERE run_id=?", (run_id,)).fetchone()
             if row is None or row[0] is None:
                 raise NotFound(f"no engine run {run_id!r}")
-            state, owner, beat = row
+            state, owner, beat, epoch = row
             if state in ("finished", "cancelled") or (state == "failed" and kind == "pause"):
                 raise RunNotActive(f"run {run_id} is {state}; nothing to {kind}")
             append(conn, run_id, kind, now, detail={"state": state})
             if state == "running" and owner and beat is not None and now - beat < live_within_ms:
                 conn.execute("UPDATE runs SET requested=? WHERE run_id=?", (kind, run_id))
                 return "requested"
+            # An owner whose heartbeat is stale may only be asleep (a suspended
+            # laptop): its claim ends here, so once awake it can record
+            # nothing more on a run that was paused or cancelled meanwhile.
             conn.execute("UPDATE runs SET state=?, requested=NULL, owner=NULL, owner_pid=NULL, "
-                         "owner_host=NULL, updated_at_ms=? WHERE run_id=?", (target, now, run_id))
+                         "owner_host=NULL, claim_epoch=claim_epoch+1, updated_at_ms=? "
+                         "WHERE run_id=?", (target, now, run_id))
+            if owner:
+                append(conn, run_id, "claim-lost", now,
+                       detail={"owner": owner, "epoch": epoch, "by": kind})
             return target
 
     def supervisable(self, *, now: int, stale_after_ms: int,

@@ -89,3 +89,24 @@ def test_a_claim_that_loses_the_race_logs_nothing(runs: Runs, tmp_path: Path) ->
         ("claim-won", {"owner": "a", "epoch": row.claim_epoch + 1}),
     ]
 
+
+
+def test_cancelling_a_run_whose_owner_looks_dead_ends_that_owners_claim(
+        runs: Runs, tmp_path: Path) -> None:
+    """A pause or cancel of a run whose owner's heartbeat is stale parks it at
+    once; an owner that was only asleep (a suspended laptop) and wakes up
+    afterwards must not go on writing to the run as if it still held it."""
+    path = wfkit.write(tmp_path, GATED)
+    claim = runs.create_run("cl4", owner=Owner("sleeper", os.getpid(), "h"),
+                            workflow_path=str(path), repo_root=str(tmp_path), worktree=None,
+                            metadata_json="{}", plan_json="[]", limits_json="{}")
+    assert runs.request("cl4", "cancel", live_within_ms=0) == "cancelled"
+    try:
+        runs.beat(claim)
+    except ClaimLost:
+        pass
+    else:
+        raise AssertionError("the woken owner still held the cancelled run")
+    assert runs.get_run("cl4").state == "cancelled"
+    assert _kinds(runs, "cl4")[-1] == (
+        "claim-lost", {"owner": "sleeper", "epoch": claim.epoch, "by": "cancel"})
