@@ -57,6 +57,15 @@ class Recorder:
         self.store.close()
 
 
+def daily(settings: Settings, worktree: Path, days: int) -> Recorder:
+    """A recorder that captured ``worktree`` once a day for ``days`` days."""
+    rec = Recorder(settings, worktree)
+    for _ in range(days):
+        rec.capture()
+        rec.clock.advance(DAY)
+    return rec
+
+
 def store_git(worktree: Path) -> pygit2.Repository:
     """The git store holding a worktree's checkpoints (jj's, or the repo's own)."""
     if (worktree / ".jj").is_dir():

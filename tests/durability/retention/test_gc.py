@@ -20,6 +20,7 @@ from tests.durability.retention.gckit import (
     T0,
     Recorder,
     blob_of,
+    daily,
     file_at,
     has_object,
     make_repo,
@@ -42,18 +43,10 @@ def _refs(worktree: Path) -> dict[str, str]:
             if name.startswith("refs/")}
 
 
-def _daily(settings: Settings, worktree: Path, days: int) -> Recorder:
-    rec = Recorder(settings, worktree)
-    for _ in range(days):
-        rec.capture()
-        rec.clock.advance(DAY)
-    return rec
-
-
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_dry_run_changes_nothing(kind: str, tmp_path: Path, settings: Settings) -> None:
     wt = make_repo(kind, tmp_path / "wt")
-    rec = _daily(settings, wt, 4)
+    rec = daily(settings, wt, 4)
     rows, refs = _rows(rec.store), _refs(wt)
     files = sorted(p.relative_to(wt) for p in wt.rglob("*") if p.is_file())
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 10 * DAY, dry_run=True)
@@ -69,7 +62,7 @@ def test_dry_run_changes_nothing(kind: str, tmp_path: Path, settings: Settings) 
 def test_expiry_by_age_drops_rows_refs_and_objects(kind: str, tmp_path: Path,
                                                    settings: Settings) -> None:
     wt = make_repo(kind, tmp_path / "wt")
-    rec = _daily(settings, wt, 5)  # seq 1..5 at T0, T0+1d, ... T0+4d
+    rec = daily(settings, wt, 5)  # seq 1..5 at T0, T0+1d, ... T0+4d
     now = T0 + 5 * DAY  # ages 5d, 4d, 3d, 2d, 1d
     old_blobs = [blob_of(rec.content[(KEY, s)]) for s in (1, 2, 3)]
     assert all(has_object(wt, b) for b in old_blobs)
@@ -92,7 +85,7 @@ def test_expiry_by_age_drops_rows_refs_and_objects(kind: str, tmp_path: Path,
 def test_kept_checkpoints_restore_after_gc(kind: str, tmp_path: Path,
                                            settings: Settings) -> None:
     wt = make_repo(kind, tmp_path / "wt")
-    rec = _daily(settings, wt, 5)
+    rec = daily(settings, wt, 5)
     run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 5 * DAY)
     rec.close()
     shown = cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "5")
@@ -108,7 +101,7 @@ def test_kept_checkpoints_restore_after_gc(kind: str, tmp_path: Path,
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_seq_keeps_rising_after_gc(kind: str, tmp_path: Path, settings: Settings) -> None:
     wt = make_repo(kind, tmp_path / "wt")
-    rec = _daily(settings, wt, 4)
+    rec = daily(settings, wt, 4)
     run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
     assert [r.seq for r in _rows(rec.store)] == [4]
     out = rec.capture()
@@ -122,7 +115,7 @@ def test_seq_keeps_rising_after_gc(kind: str, tmp_path: Path, settings: Settings
 
 def test_unfinished_run_keeps_everything(tmp_path: Path, settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
-    rec = _daily(settings, wt, 3)
+    rec = daily(settings, wt, 3)
     with rec.store._conn() as conn:  # an engine run still running
         conn.execute("UPDATE runs SET state='running' WHERE run_id=?", (KEY.run_id,))
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
@@ -164,7 +157,7 @@ def test_git_gc_keeps_the_users_refs_head_and_index(tmp_path: Path,
     (wt / "staged.txt").write_text("staged\n")
     git(wt, "add", "staged.txt")
     head, index = git(wt, "rev-parse", "HEAD").stdout, (wt / ".git" / "index").read_bytes()
-    rec = _daily(settings, wt, 4)
+    rec = daily(settings, wt, 4)
     run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY)
     assert git(wt, "rev-parse", "HEAD").stdout == head
     assert (wt / ".git" / "index").read_bytes() == index
@@ -203,7 +196,7 @@ def test_gc_after_an_interrupted_rewrite_loses_nothing(tmp_path: Path,
     from durability.backends import prune as backend_prune
 
     wt = make_repo("git", tmp_path / "wt")
-    rec = _daily(settings, wt, 4)
+    rec = daily(settings, wt, 4)
     rows = _rows(rec.store)
     backend_prune.rewrite_chain(store_git(wt), KEY, {rows[0].commit_id})  # then "killed"
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
@@ -222,7 +215,7 @@ def test_jj_op_log_is_kept_when_the_repo_has_several_workspaces(
 
     wt = make_jj_repo(tmp_path / "wt", colocate=False)
     jj(wt, "workspace", "add", str(tmp_path / "second"))
-    rec = _daily(settings, wt, 3)
+    rec = daily(settings, wt, 3)
     ops_before = jj(wt, "op", "log", "--no-graph", "-T", 'id ++ "\\n"',
                     "--ignore-working-copy").stdout
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()

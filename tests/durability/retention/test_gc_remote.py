@@ -12,19 +12,11 @@ from durability.config import Settings
 from durability.retention.gc import extra_keepers, run_gc
 from durability.retention.policy import Policy
 from engine.remotes import Remotes
-from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, make_repo
+from tests.durability.retention.gckit import DAY, KEY, T0, daily, make_repo
 from tests.helpers import git
 
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,
                   jj_op_log_days=1, prune_grace_s=0)
-
-
-def _daily(settings: Settings, worktree: Path, days: int) -> Recorder:
-    rec = Recorder(settings, worktree)
-    for _ in range(days):
-        rec.capture()
-        rec.clock.advance(DAY)
-    return rec
 
 
 @pytest.mark.parametrize("kind", ["git", "jj"])
@@ -33,7 +25,7 @@ def test_unpushed_checkpoints_are_kept_then_pushed_ones_follow_the_policy(
     wt = make_repo(kind, tmp_path / "wt")
     bare = tmp_path / "bare.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
-    rec = _daily(settings, wt, 4)
+    rec = daily(settings, wt, 4)
     remotes = Remotes(settings.database)
     remotes.add(str(wt), "backup", bare.as_uri())
 

@@ -20,6 +20,7 @@ import pytest
 from durability.config import Settings
 from durability.service.server import Service
 from engine import Store
+from tests.durability.service.informedkit import make_worktree
 from tests.helpers import (
     ServiceProcess,
     cli,
@@ -38,16 +39,7 @@ RUN = "sess-informed"
 
 @pytest.fixture(params=["git", "jj"])
 def worktree(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    path = tmp_path / "wt"
-    if request.param == "git":
-        make_git_repo(path)
-    else:
-        make_jj_repo(path)
-        (path / "README.md").write_text("hello\n")
-    (path / ".gitignore").write_text("build/\n")
-    (path / "src").mkdir()
-    (path / "src" / "a.txt").write_text("a\n")
-    return path
+    return make_worktree(request.param, tmp_path / "wt")
 
 
 def _start(tmp_path: Path, **env: str) -> ServiceProcess:

@@ -24,6 +24,7 @@ import pytest
 
 from durability.config import Settings
 from durability.service.server import Service
+from tests.durability.service.informedkit import make_worktree
 from tests.helpers import commit_manifest, git, jj, make_git_repo, make_jj_repo, tree_manifest
 
 RUN = "sess-probe"
@@ -36,16 +37,7 @@ _calls = itertools.count(1)
 
 @pytest.fixture(params=["git", "jj"])
 def worktree(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    path = tmp_path / "wt"
-    if request.param == "git":
-        make_git_repo(path)
-    else:
-        make_jj_repo(path)
-        (path / "README.md").write_text("hello\n")
-    (path / ".gitignore").write_text("build/\n")
-    (path / "src").mkdir()
-    (path / "src" / "a.txt").write_text("a\n")
-    return path
+    return make_worktree(request.param, tmp_path / "wt")
 
 
 @pytest.fixture
