@@ -40,9 +40,9 @@ _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 #: Folders kept open at once during one restore; far below the usual limit of
 #: 1024 descriptors per process, and enough for writes sorted by path.
 MAX_OPEN_DIRS = 64
-#: What renaming over a folder says (Linux: EISDIR, or ENOTEMPTY/EEXIST when
-#: the name renamed is itself a folder).
-_FOLDER_IN_THE_WAY = (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
+#: What unlinking or renaming over a folder says: EISDIR on Linux (POSIX
+#: allows EPERM for an unlink), ENOTEMPTY/EEXIST for a rename over one.
+_FOLDER_IN_THE_WAY = (errno.EISDIR, errno.EPERM, errno.ENOTEMPTY, errno.EEXIST)
 
 
 class ConfinedTree:
@@ -142,8 +142,7 @@ class ConfinedTree:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            # Linux says EISDIR for a folder, POSIX allows EPERM.
-            if exc.errno not in (errno.EISDIR, errno.EPERM) or not _is_folder(fd, name):
+            if not _folder_there(exc, fd, name):
                 raise
 
     def rmdir(self, rel: str) -> bool:
@@ -186,7 +185,7 @@ class ConfinedTree:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                if exc.errno in (errno.EISDIR, errno.EPERM) and _is_folder(fd, name):
+                if _folder_there(exc, fd, name):
                     raise _not_a_folder(rel, what="a folder where a file goes") from exc
                 raise
             try:
@@ -219,8 +218,7 @@ class ConfinedTree:
             os.unlink(tmp, dir_fd=fd)
             # A folder made there since the plan (a restore does not look
             # first): refused as write_file refuses it, not a bare OSError.
-            if isinstance(exc, OSError) and exc.errno in _FOLDER_IN_THE_WAY \
-                    and _is_folder(fd, name):
+            if isinstance(exc, OSError) and _folder_there(exc, fd, name):
                 raise _not_a_folder(rel, what="a folder where a file goes") from exc
             raise
 
@@ -272,7 +270,10 @@ class ConfinedTree:
                 yield rel
 
 
-def _is_folder(dir_fd: int, name: str) -> bool:
+def _folder_there(exc: OSError, dir_fd: int, name: str) -> bool:
+    """Whether ``exc`` failed an unlink or rename because ``name`` is a folder."""
+    if exc.errno not in _FOLDER_IN_THE_WAY:
+        return False
     try:
         return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
