@@ -36,6 +36,21 @@ __all__ = ["BrowseApp", "ConfirmRestore", "SessionsScreen", "TimelineScreen"]
 _STYLES = {"+": "green", "-": "red", "@": "cyan"}
 
 
+def _fill_table(table: DataTable[Text], labels: tuple[str, ...],
+                rows: list[tuple[str, list[Text]]]) -> None:
+    """Replace the table's columns and rows, each column as wide as its widest
+    cell.  Textual's auto-width columns settle their width on an idle pass
+    that can lose the race with the first paint, which then leaves a column
+    as narrow as its heading ("2026" for a whole time, "secon" for a label)
+    until something else makes the table measure again."""
+    table.clear(columns=True)
+    for i, label in enumerate(labels):
+        width = max([len(label), *(cells[i].cell_len for _, cells in rows)])
+        table.add_column(label, width=width)
+    for key, cells in rows:
+        table.add_row(*cells, key=key)
+
+
 class SessionsScreen(Screen[None]):
     """Every session with records; enter opens its timeline."""
 
@@ -57,13 +72,11 @@ class SessionsScreen(Screen[None]):
     def reload(self) -> None:
         app = self._browse
         rows = model.session_rows(app.store)
-        table = self.query_one("#sessions", DataTable)
-        table.clear(columns=True)
-        table.add_columns(*model.SESSION_COLUMNS)
-        for run_id, cells in rows:
-            # Text, not str: the table reads a str as markup, and a worktree's
-            # path may hold brackets ("[/x]" stops the browser).
-            table.add_row(*(Text(c) for c in cells), key=run_id)
+        table: DataTable[Text] = self.query_one("#sessions", DataTable)
+        # Text, not str: the table reads a str as markup, and a worktree's
+        # path may hold brackets ("[/x]" stops the browser).
+        _fill_table(table, model.SESSION_COLUMNS,
+                    [(run_id, [Text(c) for c in cells]) for run_id, cells in rows])
         note = ("Enter: a session's checkpoints.  q: quit." if rows else
                 "No sessions recorded yet: a session appears here once a hook, a watch or "
                 "`durability snapshot` has taken a checkpoint (or filed a gap).")
@@ -141,10 +154,10 @@ class TimelineScreen(Screen[None]):
             self._show_diff(rows)
             return
         self.rows = {r.key: r for r in rows}
-        table = self.query_one("#timeline", DataTable)
-        for r in rows:
-            cells = [Text(c, style="bold yellow") if r.gap_reason else Text(c) for c in r.cells]
-            table.add_row(*cells, key=r.key)
+        table: DataTable[Text] = self.query_one("#timeline", DataTable)
+        _fill_table(table, model.TIMELINE_COLUMNS, [
+            (r.key, [Text(c, style="bold yellow") if r.gap_reason else Text(c)
+                     for c in r.cells]) for r in rows])
         if not rows:
             self._show_diff(f"session {self.run_id} has no checkpoints or gaps")
 

@@ -118,6 +118,42 @@ def test_navigate_sessions_timeline_and_diff(session: Path, settings: Settings) 
     _drive(app, scenario)
 
 
+def _fits(table: DataTable[object]) -> None:
+    """Every column of the table is at least as wide as its widest cell, as
+    the table stands now (no idle pass of Textual's in between)."""
+    assert table.row_count > 0
+    widest = [max(len(str(table.get_row_at(r)[c])) for r in range(table.row_count))
+              for c in range(len(table.columns))]
+    drawn = [col.get_render_width(table) - 2 * table.cell_padding
+             for col in table.ordered_columns]
+    assert all(d >= w for d, w in zip(drawn, widest, strict=True)), (drawn, widest)
+
+
+def test_every_cell_fits_its_column_the_moment_the_rows_arrive(
+        session: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows reach the table from a worker; the columns must be wide enough
+    for them right then, not after an idle pass of Textual's that can lose the
+    race with the first paint (seen on a real terminal: "2026" for the time,
+    "secon" for the label, for good)."""
+    app = BrowseApp(settings, RUN)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        rows = list(screen.rows.values())
+        monkeypatch.setattr(screen, "_load_timeline", lambda: None)  # the worker, held back
+        screen.reload()
+        screen._fill(rows)  # what the worker's callback does, with no pause after it
+        _fits(screen.query_one("#timeline", DataTable))
+        await pilot.press("escape")
+        sessions = app.screen
+        assert isinstance(sessions, SessionsScreen)
+        sessions.reload()
+        _fits(sessions.query_one("#sessions", DataTable))
+
+    _drive(app, scenario)
+
+
 def test_restore_after_confirming_changes_the_tree_and_names_the_undo(
         session: Path, settings: Settings) -> None:
     (session / "c.txt").write_text("not captured yet\n")  # only the pre-restore takes it
