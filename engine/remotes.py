@@ -43,6 +43,8 @@ PENDING = "pending"
 # The store's checkpoint columns, as ``c.`` of the join (``engine.prune`` alike).
 _CP_COLS = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
 _CP_WIDTH = len(_CHECKPOINT_COLS.split(","))
+# Request ids per `IN (...)` query: under the 999 bound of older SQLite builds.
+_CHUNK = 500
 # The outbox: each row's checkpoint (by its unique request id), remote (by
 # its key) and ``failed`` state (by the replication key), so the cost is the
 # outbox's size, never the history's.
@@ -246,10 +248,14 @@ class Remotes:
         for remote in self.all():
             by_tree.setdefault(remote.worktree, []).append(remote.name)
         done: dict[tuple[str, str], str] = {}
-        for worktree in {c.worktree for c in wanted if c.worktree in by_tree}:
+        asked = [to_db(c.request_id) for c in wanted if c.worktree in by_tree]
+        # By the checkpoints asked about (the primary key), not by worktree:
+        # `show` of one checkpoint must not read the whole history's rows.
+        for start in range(0, len(asked), _CHUNK):
+            chunk = asked[start:start + _CHUNK]
             for req, name, state in self._read(
-                    "SELECT request_id, remote, state FROM replication WHERE worktree=?",
-                    (to_db(worktree),)):
+                    "SELECT request_id, remote, state FROM replication WHERE request_id IN ("
+                    + ",".join("?" * len(chunk)) + ")", tuple(chunk)):
                 done[(str(req), str(name))] = str(state)
         return {c.request_id: {n: done.get((c.request_id, n), PENDING)
                                for n in by_tree[c.worktree]}

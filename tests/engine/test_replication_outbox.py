@@ -232,3 +232,40 @@ def test_a_kept_connection_serves_every_look_and_recovers_from_a_break(
         remotes.close()
     assert remotes._kept is None
     assert len(Remotes(db_location).all()) == 1
+
+
+@pytest.mark.sqlite_file
+def test_the_state_of_one_checkpoint_does_not_read_the_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`show` asks for one checkpoint's replication state: the store reads
+    that checkpoint's rows, not every row of its worktree."""
+    import engine.remotes
+
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    def counting(location: Location) -> object:
+        conn = open_database(location)
+        assert isinstance(conn, sqlite3.Connection)
+        conn.set_progress_handler(count, 1)
+        return conn
+
+    looks = {}
+    for pushed in (100, 5000):
+        path = tmp_path / f"{pushed}.db"
+        with Store(path) as store:
+            Remotes(path).add("/w", "a", "file:///a.git")
+            _record(store, 1)
+            shown = store.checkpoints("run-1")
+        _history(path, pushed)
+        remotes = Remotes(path)
+        with monkeypatch.context() as patch:
+            patch.setattr(engine.remotes, "open_database", counting)
+            steps = 0
+            assert remotes.states(shown) == {"r1": {"a": "pending"}}
+            looks[pushed] = steps
+    assert looks[5000] <= looks[100] * 1.2, looks
