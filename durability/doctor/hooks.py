@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -52,15 +53,23 @@ def hook_checks(project_dir: Path, env: Mapping[str, str]) -> list[Check]:
 
 
 def _installed(harness: str, project_dir: Path, env: Mapping[str, str]) -> Iterator[Check]:
-    for scope in install_hook.HARNESSES[harness].scopes:
+    spec = install_hook.HARNESSES[harness]
+    for scope in spec.scopes:
         path = install_hook.hook_path(harness, scope, project_dir=project_dir, env=env)
-        commands = sorted({c for cs in install_hook.installed_commands(path, harness).values()
-                           for c in cs})
+        by_event = install_hook.installed_commands(path, harness)
+        commands = sorted({c for cs in by_event.values() for c in cs})
         for command in commands:
             check = run_hook_command(f"hook {harness} {scope}", command, path, env,
                                      shell=_shell(harness))
             if check.status == OK and harness == "codex":
                 check = _codex_trust(check, path, scope, project_dir, env)
+            missing = [e for e in spec.events if e not in by_event]
+            if check.status == OK and missing:
+                # An install by an older toolkit (Codex's Stop came later): the
+                # hook runs, but not on every event it should.
+                check = Check(check.name, WARN, f"{path}: runs, but not on "
+                              f"{' or '.join(missing)}, so some edits wait for a later "
+                              "checkpoint or are in none", _again(check.name))
             yield check
 
 
@@ -193,13 +202,20 @@ def _codex_config(env: Mapping[str, str]) -> dict[str, Any]:
 def _codex_keys(path: Path) -> list[str]:
     """Codex's trust keys of our handlers: file, event, group and handler index."""
     try:
-        groups = json.loads(path.read_text(encoding="utf-8"))["hooks"]["PostToolUse"]
+        hooks = json.loads(path.read_text(encoding="utf-8"))["hooks"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [f"{path}:post_tool_use:{g}:{h}"
-            for g, group in enumerate(groups if isinstance(groups, list) else [])
-            for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else [])
-            if isinstance(handler, dict) and install_hook.is_ours(handler.get("command"))]
+    keys = []
+    for event in install_hook.HARNESSES["codex"].events:
+        groups = hooks.get(event) if isinstance(hooks, dict) else None
+        # Codex's key names the event in snake case: PostToolUse -> post_tool_use.
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+        keys += [f"{path}:{snake}:{g}:{h}"
+                 for g, group in enumerate(groups if isinstance(groups, list) else [])
+                 for h, handler in enumerate(group.get("hooks", [])
+                                             if isinstance(group, dict) else [])
+                 if isinstance(handler, dict) and install_hook.is_ours(handler.get("command"))]
+    return keys
 
 
 def _plugin(env: Mapping[str, str]) -> Check | None:

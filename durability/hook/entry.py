@@ -311,8 +311,12 @@ def harness(payload: dict[str, Any]) -> str:
 
 
 def _call_key(payload: dict[str, Any]) -> str | None:
-    """A stand-in call id for Gemini CLI, which sends none: the payload's own
-    timestamp and tool call, identical when one call is reported twice."""
+    """A stand-in call id for a payload without one: Codex's ``Stop`` (the
+    turn it ends), Gemini CLI's calls (the payload's own timestamp and tool
+    call); each identical when one event is reported twice."""
+    turn = payload.get("turn_id")
+    if payload.get("hook_event_name") == "Stop" and isinstance(turn, str) and turn:
+        return f"turn:{turn[:200]}"
     stamp = payload.get("timestamp")
     if harness(payload) != "gemini" or not isinstance(stamp, str) or not stamp:
         return None
@@ -341,7 +345,7 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
         return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
     root = found[0]
     hook.fields["worktree"] = root
-    hook.fields["label"] = tool_label(payload, root)
+    hook.fields["label"] = tool_label(payload, root) or _event_label(payload)
     hook.fields["agent"] = agent_identity(payload)
     return None, ""
 
@@ -369,6 +373,13 @@ def tool_label(payload: dict[str, Any], root: str) -> str | None:
     tool_input = payload.get("tool_input")
     detail = _input_summary(tool_input, root) if isinstance(tool_input, dict) else None
     return (f"{tool} {detail}" if detail else tool)[:1000]
+
+
+def _event_label(payload: dict[str, Any]) -> str | None:
+    """The label of a payload that names no tool: Codex's ``Stop``, which
+    ends a turn (an ``apply_patch`` Codex ran from a shell command fires no
+    post-tool hook, and its edit is first seen here)."""
+    return "turn end" if payload.get("hook_event_name") == "Stop" else None
 
 
 def _input_summary(tool_input: dict[str, Any], root: str) -> str | None:

@@ -4,7 +4,7 @@ hook file, for users who do not install the plugin.
 One table (``HARNESSES``) says, per harness, which file at which scope, which
 events, and the exact shape of one hook entry: Claude Code's settings.json
 (``PostToolUse`` and ``PostToolUseFailure``, timeout in seconds), OpenAI Codex
-CLI's hooks.json (``PostToolUse``, seconds) and Gemini CLI's settings.json
+CLI's hooks.json (``PostToolUse`` and ``Stop``, seconds) and Gemini CLI's settings.json
 (``AfterTool``, milliseconds).
 
 Idempotent (installing twice leaves one entry; an entry of ours with an older
@@ -79,7 +79,10 @@ class Harness:
 HARNESSES = {
     "claude": Harness("claude", EVENTS, SCOPES, "*", HOOK_TIMEOUT_S),
     # Codex matches every tool when a group has no matcher.
-    "codex": Harness("codex", ("PostToolUse",), ("user", "project"), None, HOOK_TIMEOUT_S),
+    # Stop too: an apply_patch Codex runs from a shell command fires no
+    # PostToolUse, so the edit a turn ends with is captured at the turn's end.
+    "codex": Harness("codex", ("PostToolUse", "Stop"), ("user", "project"), None,
+                     HOOK_TIMEOUT_S),
     # Gemini CLI counts its timeout in milliseconds; its matcher is a regex.
     "gemini": Harness("gemini", ("AfterTool",), ("user", "project"), ".*",
                       HOOK_TIMEOUT_S * 1000, (("name", "durability"),)),

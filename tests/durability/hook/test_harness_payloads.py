@@ -1,5 +1,6 @@
 """``durability snapshot-hook`` fed the post-tool payloads of OpenAI Codex CLI
-(``PostToolUse``) and Gemini CLI (``AfterTool``), told apart by their shape."""
+(``PostToolUse``, and ``Stop`` at a turn's end) and Gemini CLI (``AfterTool``),
+told apart by their shape."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def codex_payload(cwd: Path, command: str, call_id: str = "call_7Ab") -> dict[st
     }
 
 
+def codex_stop_payload(cwd: Path, turn: str = "turn-3") -> dict[str, Any]:
+    """Codex 0.169's ``Stop`` payload as its hook received it (seen against a
+    loopback stand-in of the model API): no tool, no call id, the turn's id."""
+    return {
+        "session_id": "0199a7c1-codex-session", "turn_id": turn, "transcript_path": None,
+        "cwd": str(cwd), "hook_event_name": "Stop", "model": "gpt-5-codex",
+        "permission_mode": "bypassPermissions", "stop_hook_active": False,
+        "last_assistant_message": "All done.",
+    }
+
+
 def gemini_payload(cwd: Path, tool: str, tool_input: dict[str, Any],
                    stamp: str = "2026-11-29T10:00:00.123Z") -> dict[str, Any]:
     return {
@@ -57,6 +69,25 @@ def test_codex_post_tool_use_is_captured(settings: Settings, repo: Path) -> None
     assert (row.source, row.tool_use_id, row.label) == (
         "hook", "call_7Ab", "Bash touch made-by-codex.txt")
     assert "made-by-codex.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
+
+
+def test_codex_stop_captures_the_edit_a_turn_ends_with_once(settings: Settings,
+                                                             repo: Path) -> None:
+    """An apply_patch Codex runs from a shell command fires no PostToolUse:
+    its edit is first seen by the Stop hook at the turn's end."""
+    _run_hook(codex_payload(repo, "echo two >> a.txt"))
+    (repo / "patched.txt").write_text("hello\n")  # the shell-run apply_patch
+    _run_hook(codex_stop_payload(repo))
+    _run_hook(codex_stop_payload(repo))  # installed at user and project scope: a replay
+    rows = _rows(settings, "0199a7c1-codex-session")
+    assert [(r.seq, r.label, r.tool_use_id) for r in rows] == [
+        (1, "Bash echo two >> a.txt", "call_7Ab"), (2, "turn end", None)]
+    assert "patched.txt" in jj(repo, "file", "list", "-r", rows[1].commit_id).stdout
+    assert harness(codex_stop_payload(repo)) == "codex"
+    (repo / "next-turn.txt").write_text("x\n")
+    _run_hook(codex_stop_payload(repo, turn="turn-4"))  # the next turn's end: its own
+    assert [r.label for r in _rows(settings, "0199a7c1-codex-session")][-1] == "turn end"
+    assert len(_rows(settings, "0199a7c1-codex-session")) == 3
 
 
 def test_gemini_after_tool_is_captured_once_even_when_sent_twice(settings: Settings,

@@ -347,11 +347,35 @@ def test_doctor_reports_an_untrusted_codex_hook(tmp_path: Path) -> None:
     codex = _by_name(checks, "hook codex user")
     assert (code, codex["status"]) == (0, "warn")
     assert "no trust recorded" in codex["detail"] and "/hooks" in codex["next_step"]
-    key = f"{codex_home / 'hooks.json'}:post_tool_use:0:0"
+    trusted = ""
+    for event in ("post_tool_use", "stop"):  # /hooks trusts each entry on its own
+        key = f"{codex_home / 'hooks.json'}:{event}:0:0"
+        trusted += f'[hooks.state."{key}"]\ntrusted_hash = "sha256:{"0" * 64}"\n'
+        (codex_home / "config.toml").write_text(trusted)
+        code, checks = _doctor(env=env)
+        assert _by_name(checks, "hook codex user")["status"] == (
+            "ok" if event == "stop" else "warn"), event
+
+
+def test_doctor_warns_of_a_codex_hook_installed_before_stop(tmp_path: Path) -> None:
+    """A hooks.json an older toolkit wrote has PostToolUse only: the last
+    edit of a Codex session made by a shell-run apply_patch is in no
+    checkpoint.  doctor says so; install-hook again adds Stop."""
+    codex_home = tmp_path / "codex-home"
+    env = {**os.environ, "CODEX_HOME": str(codex_home)}
+    cli_json("install-hook", "--harness", "codex", env=env)
+    hooks = codex_home / "hooks.json"
+    data = json.loads(hooks.read_text())
+    del data["hooks"]["Stop"]
+    hooks.write_text(json.dumps(data))
     (codex_home / "config.toml").write_text(
-        f'[hooks.state."{key}"]\ntrusted_hash = "sha256:{"0" * 64}"\n')
-    code, checks = _doctor(env=env)
-    assert _by_name(checks, "hook codex user")["status"] == "ok"
+        f'[hooks.state."{hooks}:post_tool_use:0:0"]\ntrusted_hash = "sha256:{"0" * 64}"\n')
+    _code, checks = _doctor(env=env)
+    codex = _by_name(checks, "hook codex user")
+    assert codex["status"] == "warn" and "not on Stop" in codex["detail"], codex
+    assert "install-hook --harness codex --scope user" in codex["next_step"]
+    cli_json("install-hook", "--harness", "codex", env=env)
+    assert set(json.loads(hooks.read_text())["hooks"]) == {"PostToolUse", "Stop"}
 
 
 def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
@@ -378,9 +402,10 @@ def test_readme_snippets_are_what_install_hook_writes() -> None:
     for block in blocks:
         if "matcher" in block:  # a bare group: the one Claude Code gets for each event
             found = [("claude", block)]
-        else:  # a whole file: Codex's PostToolUse, Gemini's AfterTool
-            found = [("codex" if event == "PostToolUse" else "gemini", group)
-                     for event, [group] in block["hooks"].items()]
+        else:  # a whole file: Codex's PostToolUse and Stop, Gemini's AfterTool
+            name = "gemini" if "AfterTool" in block["hooks"] else "codex"
+            assert tuple(block["hooks"]) == HARNESSES[name].events
+            found = [(name, group) for [group] in block["hooks"].values()]
         for name, group in found:
             command = group["hooks"][0]["command"]
             assert command.startswith("/bin/sh ") and command.endswith("/bin/durability")
