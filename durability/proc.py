@@ -37,8 +37,14 @@ def run(
     cwd: str | None = None,
     timeout: float,
     env: Mapping[str, str] | None = None,
+    hold: Sequence[int] = (),
 ) -> Finished:
-    """Run ``argv`` to completion; raise ``TimedOut`` after ``timeout`` seconds."""
+    """Run ``argv`` to completion; raise ``TimedOut`` after ``timeout`` seconds.
+
+    ``hold``: descriptors of ``flock``-ed locks the program inherits (and
+    its own children after it), so that the lock stays taken while it runs
+    even if this process is killed first: a program started in a session
+    of its own outlives a ``kill -9`` of its parent."""
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -47,6 +53,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own group, so a timeout kills its children too
+        pass_fds=tuple(hold),
     )
     with _active_lock:
         _active.add(proc)

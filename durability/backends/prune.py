@@ -124,11 +124,13 @@ def workspace_count(jj: str, worktree: Path, timeout_s: float) -> int:
     return len([line for line in done.splitlines() if line.strip()])
 
 
-def trim_op_log(jj: str, worktree: Path, cutoff_ms: int, timeout_s: float) -> int:
+def trim_op_log(jj: str, worktree: Path, cutoff_ms: int, timeout_s: float, *,
+                hold: Sequence[int] = ()) -> int:
     """Abandon every operation that ended before ``cutoff_ms`` (never the
     current one); returns how many operations were older.  Only for a repo
     with one workspace: another workspace's working copy names an operation
-    that abandoning would rewrite under it."""
+    that abandoning would rewrite under it.  ``hold``: the worktree locks'
+    descriptors, kept by jj while it runs (``proc.run``)."""
     listing = _jj(jj, worktree, timeout_s, "--ignore-working-copy", "op", "log", "--no-graph",
                   "-T", 'id ++ " " ++ time.end().format("%s") ++ "\\n"')
     found = [m.groups() for m in map(_OP_LINE.match, listing.splitlines()) if m]
@@ -139,21 +141,28 @@ def trim_op_log(jj: str, worktree: Path, cutoff_ms: int, timeout_s: float) -> in
     first = max(older[0], 1)  # ops are newest first: index 0 is the current one
     if first >= len(ops):
         return 0
-    _jj(jj, worktree, timeout_s, "op", "abandon", f"..{ops[first][0]}")
+    _jj(jj, worktree, timeout_s, "op", "abandon", f"..{ops[first][0]}", hold=hold)
     return len(ops) - first
 
 
-def collect_jj(jj: str, worktree: Path, grace_s: float, timeout_s: float) -> Collected:
+def collect_jj(jj: str, worktree: Path, grace_s: float, timeout_s: float, *,
+               hold: Sequence[int] = ()) -> Collected:
     """``jj util gc``: at once with no grace (jj takes only "now"), else with
-    jj's own two weeks for objects nothing names any more."""
-    _jj(jj, worktree, timeout_s, "util", "gc", *(["--expire=now"] if grace_s <= 0 else []))
+    jj's own two weeks for objects nothing names any more.  jj runs
+    ``git gc --prune=<now>`` under it; both keep the worktree locks of
+    ``hold`` until they end, so that a gc killed meanwhile cannot leave them
+    pruning what the captures that then go ahead write (a capture's fresh
+    commit was gone before it was pinned: test_gc_kill9)."""
+    _jj(jj, worktree, timeout_s, "util", "gc", *(["--expire=now"] if grace_s <= 0 else []),
+        hold=hold)
     return Collected(True, None if grace_s <= 0 else "jj keeps unreferenced objects 2 weeks")
 
 
-def _jj(jj: str, worktree: Path, timeout_s: float, *args: str) -> str:
+def _jj(jj: str, worktree: Path, timeout_s: float, *args: str,
+        hold: Sequence[int] = ()) -> str:
     try:
         done = proc.run([jj, "--no-pager", "--color=never", "-R", ".", *args],
-                        cwd=str(worktree), timeout=timeout_s)
+                        cwd=str(worktree), timeout=timeout_s, hold=hold)
     except (OSError, proc.TimedOut) as exc:
         raise JjFailed(f"jj {args[-1] if args else ''} in {worktree}: {exc}") from exc
     if done.returncode != 0:
@@ -294,7 +303,7 @@ def _move_modes(repo: pygit2.Repository, renamed: dict[str, str], dropped: Seque
 
 
 def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
-                locked_at_s: float | None = None) -> Collected:
+                locked_at_s: float | None = None, hold: Sequence[int] = ()) -> Collected:
     """Drop unreachable objects older than the grace, as ``git gc`` does
     for objects: repack what is reachable (unreachable packed objects younger
     than the grace come out loose), then prune loose ones past it.  Not
@@ -306,8 +315,8 @@ def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
     took the worktree locks), not "now": git runs in a session of its own, so
     a gc killed meanwhile leaves it running after the locks are gone, and
     "now" would prune what the captures that then go ahead are writing.  (git
-    compares whole seconds: a capture within that same second is still
-    exposed.)"""
+    compares whole seconds: a capture within that same second would still be
+    exposed, so git also keeps the worktree locks of ``hold`` while it runs.)"""
     if grace_s > 0:
         expire = f"{int(grace_s)}.seconds.ago"
     elif locked_at_s is not None:
@@ -317,17 +326,17 @@ def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
     base = ["git", "--git-dir", str(git_dir)]
     pins = _pin_private_indexes(git_dir)
     try:
-        return _repack_and_prune(base, git_dir, expire, timeout_s)
+        return _repack_and_prune(base, git_dir, expire, timeout_s, hold)
     finally:
         _unpin(git_dir, pins)
 
 
 def _repack_and_prune(base: list[str], git_dir: Path, expire: str,
-                      timeout_s: float) -> Collected:
+                      timeout_s: float, hold: Sequence[int]) -> Collected:
     for argv in ([*base, "repack", "-d", "-l", "-A", "-q", f"--unpack-unreachable={expire}"],
                  [*base, "prune", f"--expire={expire}"]):
         try:
-            done = proc.run(argv, timeout=timeout_s)
+            done = proc.run(argv, timeout=timeout_s, hold=hold)
         except FileNotFoundError:
             return Collected(False, "git not found: objects are left for git's own gc")
         except (OSError, proc.TimedOut) as exc:

@@ -135,11 +135,16 @@ class Capturer:
         #: it has a budget (the hook): jj's timeout is cut to fit it.
         self._deadline = deadline
 
-    def lock(self, worktree: Path, timeout_s: float) -> filelock.BaseFileLock:
-        """The cross-process lock that serialises captures of ``worktree``."""
+    def lock(self, worktree: Path, timeout_s: float, *,
+             held: list[int] | None = None) -> filelock.BaseFileLock:
+        """The cross-process lock that serialises captures of ``worktree``
+        (an ``flock``).  ``held`` collects the locked descriptor when it is
+        taken, for a child that must keep the lock if this process dies
+        first (``proc.run``'s ``hold``)."""
         ensure_private_dir(self.settings.lock_dir)
         digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:32]
-        return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s)
+        return filelock.FileLock(self.settings.lock_dir / f"{digest}.lock", timeout=timeout_s,
+                                 on_acquired=None if held is None else held.append)
 
     def backend(self, worktree: Path) -> Backend:
         return backend_for(worktree, timeout_s=self._jj_timeout_s(), env=self._env,

@@ -181,14 +181,14 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
         # jj's own gc is left under them (it may pack refs while a capture pins).
         locked_collect = policy.prune_grace_s <= 0 or repo.backend == "jj"
         try:
-            with _locked(capturer, repo.worktrees, lock_timeout_s):
+            with _locked(capturer, repo.worktrees, lock_timeout_s) as held:
                 locked_at_s = time.time()
                 _one_repository(settings, store, policy, repo, now_ms=now_ms, dry_run=dry_run,
-                                keepers=keepers, env=env, measure=measure)
+                                keepers=keepers, env=env, measure=measure, held=held)
                 if locked_collect and not dry_run:
-                    _collect(repo, policy, env, measure, locked_at_s)
+                    _collect(repo, policy, env, measure, locked_at_s, held)
             if not locked_collect and not dry_run:
-                _collect(repo, policy, env, measure, locked_at_s)
+                _collect(repo, policy, env, measure, locked_at_s, ())
         except filelock.Timeout:
             repo.note = "skipped: a capture held a worktree lock past the timeout"
         except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
@@ -203,7 +203,7 @@ def run_gc(settings: Settings, store: Store, policy: Policy, *, now_ms: int,
 
 def _one_repository(settings: Settings, store: Store, policy: Policy, repo: RepoReport, *,
                     now_ms: int, dry_run: bool, keepers: Sequence[Keeper],
-                    env: Mapping[str, str], measure: bool) -> None:
+                    env: Mapping[str, str], measure: bool, held: Sequence[int]) -> None:
     # Read under the locks: no capture of these worktrees can add a row now.
     rows = store_prune.retention_rows(store, repo.worktrees)
     if repo.backend == "git" and not dry_run and _repair(store, Path(repo.store), rows, repo):
@@ -225,19 +225,21 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
         _drop_jj(store, git_dir, expired, repo)
     jj = _jj_path(repo, env)
     if jj is not None and policy.jj_op_log_days > 0:
-        _trim(jj, repo, now_ms - int(policy.jj_op_log_days * DAY_MS), settings)
+        _trim(jj, repo, now_ms - int(policy.jj_op_log_days * DAY_MS), settings, held)
 
 
 def _collect(repo: RepoReport, policy: Policy, env: Mapping[str, str], measure: bool,
-             locked_at_s: float) -> None:
-    """git's or jj's own gc, then the figures after."""
+             locked_at_s: float, held: Sequence[int]) -> None:
+    """git's or jj's own gc, then the figures after.  ``held``: the worktree
+    locks' descriptors when this runs under them, which git and jj keep
+    until they end (``proc.run``)."""
     git_dir, measured = _store_paths(repo)
     jj = _jj_path(repo, env)
     collected = (backend_prune.collect_git(git_dir, policy.prune_grace_s, COLLECT_TIMEOUT_S,
-                                           locked_at_s=locked_at_s)
+                                           locked_at_s=locked_at_s, hold=held)
                  if jj is None else
                  backend_prune.collect_jj(jj, Path(repo.worktrees[0]), policy.prune_grace_s,
-                                          COLLECT_TIMEOUT_S))
+                                          COLLECT_TIMEOUT_S, hold=held))
     repo.collected = collected.ran
     repo.note = repo.note or collected.note
     if measure:
@@ -314,13 +316,14 @@ def _drop_jj(store: Store, git_dir: Path, expired: list[Checkpoint], repo: RepoR
     repo.refs_removed = backend_prune.unpin_jj(git_dir, sorted(unused))
 
 
-def _trim(jj: str, repo: RepoReport, cutoff_ms: int, settings: Settings) -> None:
+def _trim(jj: str, repo: RepoReport, cutoff_ms: int, settings: Settings,
+          held: Sequence[int]) -> None:
     worktree = Path(repo.worktrees[0])
     if backend_prune.workspace_count(jj, worktree, settings.jj_timeout_s) != 1:
         repo.note = "jj op log kept: the repo has several workspaces"
         return
     repo.op_log_abandoned = backend_prune.trim_op_log(jj, worktree, cutoff_ms,
-                                                      settings.jj_timeout_s)
+                                                      settings.jj_timeout_s, hold=held)
 
 
 def _jj_path(repo: RepoReport, env: Mapping[str, str]) -> str | None:
@@ -374,13 +377,15 @@ def _repository(worktree: Path, env: Mapping[str, str]) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _locked(capturer: Capturer, worktrees: list[str], timeout_s: float) -> Iterator[None]:
+def _locked(capturer: Capturer, worktrees: list[str], timeout_s: float) -> Iterator[list[int]]:
     """Every worktree lock of a repository, in path order (two gcs, or a gc
-    and a restore, never wait on each other in a circle)."""
+    and a restore, never wait on each other in a circle); yields their
+    locked descriptors, for the git and jj runs that must keep them."""
+    held: list[int] = []
     with contextlib.ExitStack() as stack:
         for wt in sorted(worktrees):
-            stack.enter_context(capturer.lock(Path(wt), timeout_s))
-        yield
+            stack.enter_context(capturer.lock(Path(wt), timeout_s, held=held))
+        yield held
 
 
 def _figures(f: backend_prune.StoreFigures | None) -> dict[str, int] | None:
