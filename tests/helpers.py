@@ -153,7 +153,8 @@ class ServiceProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
-            pytest.fail(f"service did not stop on SIGTERM within {timeout}s")
+            pytest.fail(f"service did not stop on SIGTERM within {timeout}s; its log ends:\n"
+                        f"{self.log()[-3000:]}")
 
     def kill(self) -> None:
         self.proc.kill()
