@@ -43,7 +43,7 @@ def test_a_burst_of_checkpoints_reaches_the_remote_each_ref_update_once(
     try:
         commits = [capture(repo, f"call {i}") for i in range(12)]
         wait_for(lambda: manifest_commits(remote) == set(commits), timeout=30)
-        wait_for(_all_pushed, timeout=10)
+        wait_for(_all_pushed, timeout=60)
     finally:
         assert svc.stop() == 0
     taken = pushes(remote)
@@ -119,7 +119,7 @@ def test_an_unreachable_remote_is_a_replication_failed_gap_after_the_bound(
     svc = start_service(tmp_path, env=env)
     try:
         capture(repo, "never pushed in time")
-        wait_for(lambda: quick_states() == [{"backup": "failed"}], timeout=20)
+        wait_for(lambda: quick_states() == [{"backup": "failed"}], timeout=60)
         assert states() == [{"backup": "failed"}]
         gaps = cli("gaps", "run-r", "--json")
         rows = [g for g in json.loads(gaps.stdout)
@@ -185,7 +185,7 @@ def test_a_push_that_hangs_never_holds_a_capture(tmp_path: Path) -> None:
     svc = start_service(tmp_path)
     try:
         capture(repo, "its push hangs")
-        wait_for(lambda: _push_started(remote), timeout=20)
+        wait_for(lambda: _push_started(remote), timeout=60)
         later: list[str] = []
         worker = threading.Thread(target=lambda: later.extend(
             capture(repo, f"while it hangs {i}") for i in range(3)))
