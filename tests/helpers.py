@@ -95,7 +95,7 @@ def hook_payload(cwd: Path, *, session_id: str = "sess-1", tool_use_id: str = "t
     }
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.02) -> Any:
     """Poll until ``predicate`` returns something truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -153,7 +153,8 @@ class ServiceProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
-            pytest.fail(f"service did not stop on SIGTERM within {timeout}s")
+            pytest.fail(f"service did not stop on SIGTERM within {timeout}s; its log ends:\n"
+                        f"{self.log()[-3000:]}")
 
     def kill(self) -> None:
         self.proc.kill()

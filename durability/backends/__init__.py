@@ -67,17 +67,19 @@ def backend_name(worktree: Path, env: Mapping[str, str] = os.environ) -> str:
 
 def backend_for(
     worktree: Path, *, timeout_s: float, env: Mapping[str, str] = os.environ,
-    max_new_file_size: int | None = None,
+    max_new_file_size: int | None = None, deadline: float | None = None,
 ) -> Backend:
     """The backend that captures ``worktree`` (``max_new_file_size``: jj's
-    limit on a new file, default ``config.DEFAULT_MAX_NEW_FILE_SIZE``)."""
+    limit on a new file, default ``config.DEFAULT_MAX_NEW_FILE_SIZE``; each jj
+    command's ``timeout_s`` is cut to ``deadline``, a ``time.monotonic()``)."""
     if backend_name(worktree, env) == "git":
         from durability.backends.git import GitBackend
 
         return GitBackend()
     from durability.backends.jj import JjBackend, find_jj
 
-    return JjBackend(find_jj(env), timeout_s=timeout_s, max_new_file_size=max_new_file_size)
+    return JjBackend(find_jj(env), timeout_s=timeout_s, max_new_file_size=max_new_file_size,
+                     deadline=deadline)
 
 
 def _jj_installed(env: Mapping[str, str]) -> bool:

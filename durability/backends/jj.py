@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,12 +137,25 @@ class JjBackend:
     stamps_commits = False
 
     def __init__(self, jj: JjBinary, *, timeout_s: float,
-                 max_new_file_size: int | None = None) -> None:
+                 max_new_file_size: int | None = None, deadline: float | None = None) -> None:
         self.jj = jj
         self.timeout_s = timeout_s
+        #: ``time.monotonic()`` past which no jj command may run (a hook's
+        #: budget), or None.
+        self.deadline = deadline
         self.max_new_file_size = max_new_file_size or DEFAULT_MAX_NEW_FILE_SIZE
         #: What the last jj command's snapshot left out.
         self.skipped: tuple[Skipped, ...] = ()
+
+    def _timeout(self) -> float:
+        """``timeout_s``, cut to what is left before ``deadline`` as this jj
+        command starts, not as the backend was made: what ran in between (the
+        ``jj --version`` check, an earlier command of the same capture) comes
+        out of it, so a hanging jj is still a ``jj-timeout`` gap filed within
+        the hook's budget rather than its watchdog's ``timeout``."""
+        if self.deadline is None:
+            return self.timeout_s
+        return max(min(self.timeout_s, self.deadline - time.monotonic()), 0.1)
 
     def _run(self, worktree: Path, *args: str) -> str:
         """Run a jj command (each one snapshots the working copy first).
@@ -205,7 +219,7 @@ class JjBackend:
         for item in config:
             argv += ["--config", item]
         try:
-            return proc.run([*argv, *args], cwd=str(worktree), timeout=self.timeout_s)
+            return proc.run([*argv, *args], cwd=str(worktree), timeout=self._timeout())
         except proc.TimedOut as exc:
             raise JjTimeout(f"jj {args[0]} in {worktree}: {exc}") from exc
         except OSError as exc:
@@ -216,7 +230,7 @@ class JjBackend:
         try:
             done = proc.run([self.jj.path, "--no-pager", "--color=never", "-R", str(worktree),
                              "--ignore-working-copy", "config", "get", "snapshot.auto-track"],
-                            cwd=str(worktree), timeout=self.timeout_s)
+                            cwd=str(worktree), timeout=self._timeout())
         except (proc.TimedOut, OSError):
             return "all()"
         value = done.stdout.strip()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,21 +146,13 @@ class Capturer:
                                  on_acquired=None if held is None else held.append)
 
     def backend(self, worktree: Path) -> Backend:
-        return backend_for(worktree, timeout_s=self._jj_timeout_s(), env=self._env,
-                           max_new_file_size=self.settings.max_new_file_size)
-
-    def _jj_timeout_s(self) -> float:
-        """``settings.jj_timeout_s``, cut to what is left before the deadline.
-
-        Read when the backend is made, just before jj starts, not when the
-        capture was asked for: whatever ran in between (the worktree lock, the
-        store's opening, which on PostgreSQL includes psycopg's import) comes
-        out of jj's share, so a hanging jj is still a `jj-timeout` gap filed
-        within the budget rather than a watchdog's `timeout`.
-        """
-        if self._deadline is None:
-            return self.settings.jj_timeout_s
-        return max(min(self.settings.jj_timeout_s, self._deadline - time.monotonic()), 0.1)
+        # jj's timeout is cut to the deadline by the backend as each jj
+        # command starts: whatever ran before (the worktree lock, the store's
+        # opening, which on PostgreSQL includes psycopg's import, the jj
+        # --version check) comes out of jj's share.
+        return backend_for(worktree, timeout_s=self.settings.jj_timeout_s, env=self._env,
+                           max_new_file_size=self.settings.max_new_file_size,
+                           deadline=self._deadline)
 
     def capture(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
         """One snapshot of the requests' worktree answers all of them."""

@@ -37,6 +37,12 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 DEFAULT_BUDGET_MS = 10_000
 # Time kept back from the budget to write a gap and exit before the deadline.
 _MARGIN_S = 0.3
+# Kept back from the fallback's jj before that deadline: time to stop a
+# hanging jj and file its jj-timeout gap (spool, then store: on PostgreSQL a
+# round trip) on a loaded machine before the watchdog files a timeout instead.
+# 0.2 s was too little there (1 of 15 loaded runs of test_hook_postgres.py).
+# The lock wait keeps its 0.1 s: its gap is a timeout either way.
+_RESERVE_S = 0.5
 # Where a tool names the file it touched: Claude Code and Codex use file_path
 # (notebook_path, path); Gemini CLI's read tools use absolute_path.
 _PATH_KEYS = ("file_path", "notebook_path", "path", "absolute_path")
@@ -514,7 +520,7 @@ def _fallback(hook: _Hook, deadline: float) -> None:
         settings, key=AttemptKey(hook.run_id, f["node_id"], f["iteration"], f["attempt"]),
         worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
         tool_use_id=f["tool_use_id"], label=f.get("label"), agent=f.get("agent"),
-        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env, deadline=deadline - 0.2,
+        lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env, deadline=deadline - _RESERVE_S,
     )
     if outcome.ok or outcome.gap_recorded:
         return hook.succeed()

@@ -38,6 +38,8 @@ RUN = "run-dies"
 CALL = "toolu_orphaned"
 # Short enough that a fallback held at its gate runs out of budget quickly.
 BUDGET_MS = "4000"
+# Long enough for a fallback that captures to fit on a loaded machine.
+ROOMY_MS = "30000"
 
 
 def _spool_lines(settings: Settings) -> list[dict[str, Any]]:
@@ -56,8 +58,8 @@ def _record(settings: Settings) -> tuple[list[Any], list[Any], list[dict[str, An
         return store.checkpoints(RUN), store.gaps(RUN), _spool_lines(settings)
 
 
-def _kill_service_mid_capture(tmp_path: Path, repo: Path, hook_jj: str,
-                              when: str = "before") -> subprocess.CompletedProcess[bytes]:
+def _kill_service_mid_capture(tmp_path: Path, repo: Path, hook_jj: str, when: str = "before",
+                              budget_ms: str = ROOMY_MS) -> subprocess.CompletedProcess[bytes]:
     """Send one hook call to a service whose jj is held at a gate, SIGKILL the
     service there, and let the hook finish (in-process); its result."""
     gated = GatedJj(tmp_path / "service-gate", when=when)
@@ -70,7 +72,7 @@ def _kill_service_mid_capture(tmp_path: Path, repo: Path, hook_jj: str,
         with payload.open("rb") as stdin:
             hook = subprocess.Popen([durability_exe(), "snapshot-hook"], stdin=stdin,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env={**os.environ, "DURABILITY_HOOK_TIMEOUT_MS": BUDGET_MS,
+                                    env={**os.environ, "DURABILITY_HOOK_TIMEOUT_MS": budget_ms,
                                          "DURABILITY_JJ": hook_jj})
         held = gated.wait_held()
         service.proc.send_signal(signal.SIGKILL)
@@ -91,7 +93,7 @@ def test_a_fallback_that_runs_out_of_budget_is_one_gap(
     own = GatedJj(tmp_path / "hook-gate")  # the fallback's jj is held too
     own.close()
     try:
-        _kill_service_mid_capture(tmp_path, repo, str(own.path))
+        _kill_service_mid_capture(tmp_path, repo, str(own.path), budget_ms=BUDGET_MS)
         held = own.wait_held()
     finally:
         own.open()

@@ -47,12 +47,12 @@ def test_a_remote_replaced_while_a_push_to_it_hangs_gets_everything(tmp_path: Pa
     svc = start_service(tmp_path)
     try:
         commit = capture(repo, "pushed while the remote changes")
-        wait_for(lambda: _push_started(old), timeout=20)
+        wait_for(lambda: _push_started(old), timeout=60)
         assert cli("remote", "remove", "backup", "--worktree", str(repo)).returncode == 0
         add_remote(repo, "backup", new.as_uri())
         gate.unlink()
         wait_for(lambda: commit in manifest_commits(new), timeout=30)
-        wait_for(lambda: quick_states() == [{"backup": "pushed"}], timeout=10)
+        wait_for(lambda: quick_states() == [{"backup": "pushed"}], timeout=60)
     finally:
         gate.unlink(missing_ok=True)
         assert svc.stop() == 0
@@ -130,7 +130,7 @@ def test_two_services_on_one_state_store_push_a_checkpoint_once(tmp_path: Path) 
     second = start_service(tmp_path, socket_path=Path(tempfile.mkdtemp(prefix="dur-")) / "s")
     try:
         capture(repo, "pushed by one of them")
-        wait_for(lambda: tries.exists(), timeout=20)
+        wait_for(lambda: tries.exists(), timeout=60)
         # Longer than the idle poll: the other service looks at the outbox.
         time.sleep(replicator.POLL_S + 1.0)
         gate.unlink()

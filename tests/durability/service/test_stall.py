@@ -38,9 +38,15 @@ from tests.helpers import (
     wait_for,
 )
 
-# Short, so that the old behaviour (waiting out the whole budget) fails
-# quickly; the answer deadline is then half of what is left (about 1.9 s).
-BUDGET = {"DURABILITY_HOOK_TIMEOUT_MS": "4000"}
+# A short answer wait, so that the old behaviour (waiting out the whole
+# budget) is caught, and a long budget, so that the in-process capture after
+# the wait fits on a loaded machine.  (With a 4 s budget the fallback got
+# about 1.9 s, and under load the hook filed a timeout gap instead of its
+# checkpoint.)  The cut of the wait to half the budget is proved on its own,
+# in tests/durability/hook/test_answer_wait.py.
+WAIT = {"DURABILITY_HOOK_TIMEOUT_MS": "30000", "DURABILITY_SERVICE_ANSWER_MS": "1500"}
+# A budget the hook must run out of (the worktree held by a stopped service).
+SHORT = {"DURABILITY_HOOK_TIMEOUT_MS": "4000"}
 
 
 @pytest.fixture
@@ -56,8 +62,8 @@ def _cont(svc: ServiceProcess) -> None:
         os.kill(svc.proc.pid, signal.SIGCONT)
 
 
-def _hook(repo: Path, run_id: str, tool_use_id: str, **env: str) -> str:
-    full = {**os.environ, **BUDGET, **env}
+def _hook(repo: Path, run_id: str, tool_use_id: str, budget: dict[str, str] = WAIT) -> str:
+    full = {**os.environ, **budget}
     payload = hook_payload(repo, session_id=run_id, tool_use_id=tool_use_id,
                            file_path=str(repo / "f.txt"))
     done = cli("snapshot-hook", input=json.dumps(payload), env=full, timeout=60)
@@ -137,7 +143,7 @@ def test_a_service_stopped_mid_capture_leaves_one_record_per_call(
             hook = subprocess.Popen(
                 [sys.executable, "-m", "durability", "snapshot-hook"], stdin=stdin,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env={**os.environ, **BUDGET, "DURABILITY_JJ": jj_path()})
+                env={**os.environ, **SHORT, "DURABILITY_JJ": jj_path()})
         gated.wait_held(1)
         os.kill(svc.proc.pid, signal.SIGSTOP)
         gated.open()  # the service's jj returns, but the service is stopped
@@ -224,10 +230,13 @@ def test_a_flood_of_slow_connections_does_not_starve_other_clients(
         assert opened > 0
         # While the flood holds its connections, others are still served (a
         # loaded machine may need a retry: "busy" is an answer, not a stall).
-        before = wait_for(lambda: ping(service.socket_path, timeout=2), timeout=15)
+        before = wait_for(lambda: ping(service.socket_path, timeout=2), timeout=60)
         (repo / "f.txt").write_text("served\n")
-        _hook(repo, "run-flood", "t1")
-        after = wait_for(lambda: ping(service.socket_path, timeout=2), timeout=15)
+        # A long answer wait: served by the service, however loaded the
+        # machine; a starved hook would capture in-process after it.
+        _hook(repo, "run-flood", "t1", {"DURABILITY_HOOK_TIMEOUT_MS": "50000",
+                                        "DURABILITY_SERVICE_ANSWER_MS": "20000"})
+        after = wait_for(lambda: ping(service.socket_path, timeout=2), timeout=60)
         assert after["captures"] == before["captures"] + 1  # by the service, not in-process
         rows = _checkpoints("run-flood")
         assert [(c.seq, c.tool_use_id) for c in rows] == [(1, "t1")]
@@ -263,9 +272,9 @@ def test_a_capture_slower_than_the_answer_wait_is_found_not_redone(
             hook = subprocess.Popen(
                 [sys.executable, "-m", "durability", "snapshot-hook"], stdin=stdin,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env={**os.environ, **BUDGET, "DURABILITY_JJ": str(broken)})
+                env={**os.environ, **WAIT, "DURABILITY_JJ": str(broken)})
         gated.wait_held(1)
-        time.sleep(2.3)  # past the hook's answer wait (about 1.9 s of a 4 s budget)
+        time.sleep(2.3)  # past the hook's answer wait (1.5 s, begun before the gate held)
         gated.open()
         out, _ = hook.communicate(timeout=60)
         assert (hook.returncode, out) == (0, b"")

@@ -68,7 +68,7 @@ def _open_window(settings: Settings, repo: Path, name: str) -> int:
     """Write a file and wait for its window's marker; the ms before the write."""
     before = time.time_ns() // 1_000_000
     (repo / name).write_text(f"{name}\n")
-    wait_for(lambda: _markers(settings), timeout=10)
+    wait_for(lambda: _markers(settings), timeout=60)
     return before
 
 
@@ -344,7 +344,7 @@ def test_events_during_a_capture_open_the_next_window() -> None:
         time.sleep(0.01)
         d.touch()  # during the capture: not answered by it
         go.set()
-        wait_for(lambda: len(window.calls) == 3, timeout=10)
+        wait_for(lambda: len(window.calls) == 3, timeout=60)
     finally:
         d.stop(final=False)
     (m1, t1), (m2, t2), (c, _) = window.calls
