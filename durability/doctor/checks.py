@@ -15,7 +15,7 @@ from pathlib import Path
 
 from durability import client, ids, paths
 from durability.config import Settings
-from durability.doctor.hooks import hook_checks
+from durability.doctor.hooks import MINIMAL_PATH, hook_checks
 from durability.doctor.mcp import mcp_checks
 from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.errors import (
@@ -84,7 +84,20 @@ def _jj(root: str, env: Mapping[str, str]) -> Check:
                 "this colocated repository through git" if colocated else
                 "install jj (README: Installing jj) or set DURABILITY_JJ")
         return Check("backend", FAIL, f"jj at {root}, but {exc.code}: {exc}", step)
-    return Check("backend", OK, f"jj at {root} ({jj.path}, jj {jj.version_text})")
+    found = f"jj at {root} ({jj.path}, jj {jj.version_text})"
+    if not _hook_finds_jj(env):
+        return Check("backend", WARN, f"{found}, but a hook run with PATH={MINIMAL_PATH} (a "
+                     "harness started from a desktop launcher) finds no jj: its captures here "
+                     "would be jj-missing gaps", f"link {jj.path} into ~/.local/bin or "
+                     "/usr/local/bin, or set DURABILITY_JJ in the harness's environment")
+    return Check("backend", OK, found)
+
+
+def _hook_finds_jj(env: Mapping[str, str]) -> bool:
+    """Would a hook find jj with the PATH a harness may give it?  (The hook
+    checks below run its command that way, but with an empty payload, which
+    never reaches jj.)"""
+    return _has_jj({**env, "PATH": MINIMAL_PATH})
 
 
 def _git(root: str) -> Check:
