@@ -26,7 +26,7 @@ from typing import Any
 import filelock
 
 from durability import client
-from durability.backends import resolve_worktree
+from durability.backends import capture_settings, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
 from durability.capture.coalesce import Coalescer
 from durability.config import Settings
@@ -312,7 +312,8 @@ class Service:
                     "requests": self.requests, "expired": self.coalescer.expired,
                     "pushes": self.replicator.pushes if self.replicator else 0,
                     "pushed": self.replicator.pushed if self.replicator else 0,
-                    "informed": self.informed.stats() if self.informed else None}
+                    "informed": self.informed.stats() if self.informed else None,
+                    "capture": capture_settings(self.env, self.settings.max_new_file_size)}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
