@@ -358,7 +358,9 @@ def _nested_root(payload: dict[str, Any], root: str, forced: str | None) -> str 
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
         return None
-    for key in _PATH_KEYS:
+    # The keys that name the file a tool wrote (Write, Edit, MultiEdit,
+    # NotebookEdit; Gemini's write_file and replace), not a folder searched.
+    for key in ("file_path", "notebook_path"):
         value = tool_input.get(key)
         if isinstance(value, str) and os.path.isabs(value):
             found = ids.find_root_str(os.path.dirname(value), forced)
