@@ -31,7 +31,22 @@ from durability.errors import (
 from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
 __all__ = ["MOVING", "Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp",
-           "backend_for", "backend_name", "resolve_worktree"]
+           "backend_for", "backend_name", "capture_settings", "resolve_worktree"]
+
+
+def capture_settings(env: Mapping[str, str], max_new_file_size: int) -> dict[str, str]:
+    """What a capture under ``env`` depends on beyond the worktree, as the
+    variable each comes from and its value (``jj``: the binary it resolves,
+    or the error that finding it gives): the service reports its own in its
+    ping answer and doctor compares them with its shell's."""
+    from durability.backends.jj import find_jj
+
+    try:
+        jj = find_jj(env).path
+    except DurabilityError as exc:
+        jj = f"{exc.code}: {exc}"
+    return {"jj": jj, "DURABILITY_BACKEND": env.get("DURABILITY_BACKEND") or "",
+            "DURABILITY_MAX_NEW_FILE_SIZE": str(max_new_file_size)}
 
 
 def resolve_worktree(

@@ -269,16 +269,50 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
             seen = _stat_replaced(tree, plan)
             saved_modes.save(repo, pre_restore, _modes(seen))
         wanted = saved_modes.load(repo, target)
+        smudge = _may_filter(repo, root, plan)
         total, done = len(plan.deletes) + len(plan.writes), 0
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
             done = _step(progress, done, total)
         for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-            st = _write(repo, tree, old, new, wanted, seen)
+            st = _write(repo, tree, old, new, wanted, seen, smudge=smudge)
             if st is not None:
                 written[new.path] = st
             done = _step(progress, done, total)
     return written
+
+
+def _may_filter(repo: pygit2.Repository, root: Path, plan: Plan) -> bool:
+    """Whether git could filter a file it checks out here (``eol=crlf``,
+    ``text`` with ``core.autocrlf``, ``ident``): attributes at the worktree's
+    root, among the files written, in the repository or the user's config.
+    Only then is each file written through the filters, which costs a
+    stream per file; a tree with none (the usual case) is written as stored."""
+    if os.path.lexists(root / ".gitattributes") or os.path.exists(
+            os.path.join(repo.path, "info", "attributes")):
+        return True
+    if any(new.path == ".gitattributes" or new.path.endswith("/.gitattributes")
+           for _, new in plan.writes):
+        return True
+    try:
+        autocrlf = str(repo.config["core.autocrlf"]).lower()
+    except (KeyError, pygit2.GitError):
+        autocrlf = "false"
+    return autocrlf in ("true", "input") or "core.attributesFile" in repo.config
+
+
+def _checked_out(repo: pygit2.Repository, path: str, oid: pygit2.Oid, data: bytes) -> bytes:
+    """The blob as git checks it out at ``path`` (its smudge and eol filters
+    applied, as the attributes and config say); as stored when libgit2 cannot
+    filter it (a filter driver it does not run, such as LFS's, is left out)."""
+    blob = repo[oid]
+    if not isinstance(blob, pygit2.Blob):
+        return data
+    try:
+        with pygit2.BlobIO(blob, as_path=path) as stream:
+            return bytes(stream.read())
+    except (pygit2.GitError, OSError, ValueError):
+        return data
 
 
 def _step(progress: Progress | None, done: int, total: int) -> int:
@@ -392,7 +426,8 @@ def _delete(tree: ConfinedTree, entry: _Entry) -> None:
 
 def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new: _Entry,
            wanted: Mapping[str, int],
-           seen: Mapping[str, os.stat_result | None]) -> os.stat_result | None:
+           seen: Mapping[str, os.stat_result | None], *,
+           smudge: bool = False) -> os.stat_result | None:
     """Write ``new``; the stat data of the regular file written, if one was.
     ``seen``: stat data taken before the restore began writing (see
     ``_stat_replaced``); a path missing there is looked at now."""
@@ -422,6 +457,8 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
     if new.mode == _LINK:
         tree.write_link(new.path, data)
         return None
+    if smudge:
+        data = _checked_out(repo, new.path, new.oid, data)
     if mode is not None:
         return tree.write_file(new.path, data, mode, exact_mode=True)
     # The mode comes from the umask, as for a file git checks out.

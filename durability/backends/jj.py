@@ -74,18 +74,34 @@ _cache: dict[tuple[str, float], JjBinary] = {}
 _cache_lock = threading.Lock()
 
 
+def usual_places(env: Mapping[str, str]) -> list[str]:
+    """Where jj's installers put it (cargo, a prebuilt binary, Nix, Homebrew):
+    a hook whose harness started from a desktop launcher runs with a PATH like
+    ``/usr/bin:/bin`` that holds none of them, and a pipx or uv tool install
+    has no jj beside its Python."""
+    home = env.get("HOME", "")
+    cargo = env.get("CARGO_HOME") or (f"{home}/.cargo" if home else "")
+    places = [f"{cargo}/bin/jj" if cargo else "",
+              *([f"{home}/.local/bin/jj", f"{home}/.nix-profile/bin/jj"] if home else []),
+              "/opt/homebrew/bin/jj", "/usr/local/bin/jj", "/home/linuxbrew/.linuxbrew/bin/jj"]
+    return [p for p in places if p.startswith("/")]
+
+
 def find_jj(env: Mapping[str, str] = os.environ) -> JjBinary:
     """``$DURABILITY_JJ``, else ``jj`` on PATH, else ``jj`` beside the running
-    Python (a project venv); it must be jj >= 0.30."""
+    Python (a project venv), else in the usual install places; it must be
+    jj >= 0.30."""
     explicit = env.get("DURABILITY_JJ")
     if explicit:
         candidates = [explicit]
     else:
         candidates = [c for c in (shutil.which("jj", path=env.get("PATH")),
-                                  str(Path(sys.executable).parent / "jj")) if c]
+                                  str(Path(sys.executable).parent / "jj"),
+                                  *usual_places(env)) if c]
     path = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
     if path is None:
-        where = f"DURABILITY_JJ={explicit}" if explicit else "PATH or beside Python"
+        where = (f"DURABILITY_JJ={explicit}" if explicit
+                 else "PATH, beside Python or in " + ", ".join(usual_places(env)))
         raise JjMissing(f"jj not found ({where}); install jj >= 0.30 (see README)")
     key = (path, os.stat(path).st_mtime)
     with _cache_lock:

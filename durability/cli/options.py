@@ -69,7 +69,7 @@ def resolve_run(s: Store, run: str | None, latest: bool, *,
     if (run is None) == (not latest):
         raise InvalidInput("name a RUN or give --latest (not both)")
     if run is not None:
-        if not s.has_records(run):
+        if not s.has_records(run) and not _spooled(run):
             raise NotFound(f"no run or session {run!r}: `durability sessions` lists them")
         return run
     from durability.backends import resolve_worktree
@@ -80,6 +80,16 @@ def resolve_run(s: Store, run: str | None, latest: bool, *,
     if not found:
         raise NotFound(f"no session has touched {root} yet")
     return found[0].run_id
+
+
+def _spooled(run: str) -> bool:
+    """Whether ``run`` has gaps in a spool not ingested yet (the plugin's
+    launcher files them when it finds no toolkit): a session all the same."""
+    from durability.gaps.spool import SUFFIX
+    from durability.ids import safe_filename
+
+    name = safe_filename(run) + SUFFIX
+    return any((folder / name).is_file() for folder in settings().spool_dirs)
 
 
 def settings() -> Settings:

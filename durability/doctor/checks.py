@@ -15,7 +15,7 @@ from pathlib import Path
 
 from durability import client, ids, paths
 from durability.config import Settings
-from durability.doctor.hooks import hook_checks
+from durability.doctor.hooks import MINIMAL_PATH, hook_checks
 from durability.doctor.mcp import mcp_checks
 from durability.doctor.report import FAIL, OK, WARN, Check
 from durability.errors import (
@@ -33,7 +33,7 @@ def run_checks(settings: Settings, env: Mapping[str, str],
                project_dir: Path | None = None) -> list[Check]:
     where = Path(project_dir or Path.cwd()).absolute()
     remotes = _remotes(settings, where, env)
-    return [_backend(where, env), _state(settings), _spool(settings), _socket(settings),
+    return [_backend(where, env), _state(settings), _spool(settings), _socket(settings, env),
             *([remotes] if remotes is not None else []), *hook_checks(where, env),
             *mcp_checks(where, env)]
 
@@ -84,7 +84,20 @@ def _jj(root: str, env: Mapping[str, str]) -> Check:
                 "this colocated repository through git" if colocated else
                 "install jj (README: Installing jj) or set DURABILITY_JJ")
         return Check("backend", FAIL, f"jj at {root}, but {exc.code}: {exc}", step)
-    return Check("backend", OK, f"jj at {root} ({jj.path}, jj {jj.version_text})")
+    found = f"jj at {root} ({jj.path}, jj {jj.version_text})"
+    if not _hook_finds_jj(env):
+        return Check("backend", WARN, f"{found}, but a hook run with PATH={MINIMAL_PATH} (a "
+                     "harness started from a desktop launcher) finds no jj: its captures here "
+                     "would be jj-missing gaps", f"link {jj.path} into ~/.local/bin or "
+                     "/usr/local/bin, or set DURABILITY_JJ in the harness's environment")
+    return Check("backend", OK, found)
+
+
+def _hook_finds_jj(env: Mapping[str, str]) -> bool:
+    """Would a hook find jj with the PATH a harness may give it?  (The hook
+    checks below run its command that way, but with an empty payload, which
+    never reaches jj.)"""
+    return _has_jj({**env, "PATH": MINIMAL_PATH})
 
 
 def _git(root: str) -> Check:
@@ -121,7 +134,7 @@ def _spool(settings: Settings) -> Check:
     return Check("spool", OK, f"{settings.spool_dir} ({mode})")
 
 
-def _socket(settings: Settings) -> Check:
+def _socket(settings: Settings, env: Mapping[str, str]) -> Check:
     path = settings.socket_path
     try:
         answer = client.call(path, {"v": 1, "op": "ping"}, timeout_s=2)
@@ -135,8 +148,34 @@ def _socket(settings: Settings) -> Check:
         return Check("service", FAIL, f"{path}: {exc}", "see `durability status`")
     mode = oct(os.stat(path).st_mode & 0o777)
     ok = bool(answer.get("ok"))
-    return Check("service", OK if ok else FAIL, f"pid {answer.get('pid')} on {path} ({mode})",
+    where = f"pid {answer.get('pid')} on {path} ({mode})"
+    differ = _settings_differ(answer.get("capture"), settings, env) if ok else ""
+    if differ:
+        return Check("service", WARN, f"{where} captures with settings other than this "
+                     f"shell's: {differ}", "`durability stop`, then `durability serve --detach` "
+                     "from here (or let the next hook start it) to capture with these")
+    return Check("service", OK if ok else FAIL, where,
                  "" if ok else "restart the service: `durability serve --detach`")
+
+
+def _settings_differ(theirs: object, settings: Settings, env: Mapping[str, str]) -> str:
+    """The capture settings in which the service's differ from this shell's
+    (the service keeps those of the environment it was started in: often a
+    harness's, when a hook started it); "" when none do or it does not say."""
+    from durability.backends import capture_settings
+
+    if not isinstance(theirs, dict):
+        return ""  # a service from before it reported them
+    ours = capture_settings(env, settings.max_new_file_size)
+    return "; ".join(f"{name}={theirs.get(name) or '(unset)'} there, "
+                     f"{value or '(unset)'} here" for name, value in ours.items()
+                     if _kind(name, theirs.get(name, value)) != _kind(name, value))
+
+
+def _kind(name: str, value: object) -> object:
+    """What matters of a setting: for jj, whether one is found at all (two
+    working jj binaries, the venv's and the system's, capture alike)."""
+    return (str(value).startswith("/")) if name == "jj" else value
 
 
 def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check | None:

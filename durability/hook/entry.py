@@ -350,10 +350,44 @@ def _locate_worktree(hook: _Hook, payload: dict[str, Any]) -> tuple[str | None, 
             return "not-a-jj-repo", f"{where} is not inside a jj working copy"
         return "not-a-repo", f"{where} is not inside a jj working copy or a git working tree"
     root = found[0]
+    if not hook.env.get("DURABILITY_WORKTREE"):
+        root = _nested_root(payload, root, forced) or root
     hook.fields["worktree"] = root
     hook.fields["label"] = tool_label(payload, root) or _event_label(payload)
     hook.fields["agent"] = agent_identity(payload)
     return None, ""
+
+
+def _nested_root(payload: dict[str, Any], root: str, forced: str | None) -> str | None:
+    """The repository inside ``root`` that holds the file a file tool names
+    (a vendored repository, an agent's ``git clone``, a submodule), else None.
+    ``root`` records such a repository as a gitlink to its HEAD (jj leaves it
+    out), so an edit in it would be in no checkpoint of ``root``.  Only a
+    repository inside ``root``: a file elsewhere never moves the capture to
+    another project, or to a home folder that happens to be a repository."""
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return None
+    # The keys that name the file a tool wrote (Write, Edit, MultiEdit,
+    # NotebookEdit; Gemini's write_file and replace), not a folder searched.
+    for key in ("file_path", "notebook_path"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and os.path.isabs(value):
+            found = ids.find_root_str(os.path.dirname(value), forced)
+            inner = found[0] if found is not None else None
+            return inner if inner is not None and inner.startswith(root + os.sep) else None
+    return None
+
+
+def nested_worktree(payload: dict[str, Any], cwd: str, env: Mapping[str, str]) -> str | None:
+    """``_nested_root`` from a cwd (the Agent SDK's hook, which has no root
+    yet); None when the cwd is in no repository or the backend is unusable."""
+    try:
+        forced = ids.backend_choice(env)
+    except ValueError:
+        return None
+    found = ids.find_root_str(cwd, forced)
+    return _nested_root(payload, found[0], forced) if found is not None else None
 
 
 def agent_identity(payload: dict[str, Any]) -> dict[str, str]:

@@ -31,7 +31,7 @@ from claude_agent_sdk.types import HookEvent
 
 from durability import ids
 from durability.config import Settings
-from durability.hook.entry import agent_identity, tool_label
+from durability.hook.entry import agent_identity, nested_worktree, tool_label
 from durability.integrations.wrap import AmbientAttempt, current_attempt
 from engine import AttemptKey
 
@@ -93,4 +93,7 @@ def _from_payload(payload: dict[str, Any], env: Mapping[str, str]) -> AmbientAtt
     except ValueError as exc:
         log.warning("durability: %s", exc)
         return None
-    return AmbientAttempt(key, Path(cwd), Settings.from_env(env))
+    # A file tool's call inside a repository nested in the worktree is
+    # captured there, as by the CLI hook (durability.hook.entry._nested_root).
+    where = cwd if env.get("DURABILITY_WORKTREE") else nested_worktree(payload, cwd, env) or cwd
+    return AmbientAttempt(key, Path(where), Settings.from_env(env))

@@ -31,7 +31,9 @@ Response::
 ``ping`` answers ``{"v": 1, "ok": true, "pid": ..., "version": ...,
 "captures": ..., "pushes": ..., "pushed": ...}`` (``pushes``: git pushes of
 checkpoints to remotes since the service started; ``pushed``: the
-checkpoints they carried, docs/REMOTE.md).
+checkpoints they carried, docs/REMOTE.md; ``capture``: what its captures
+depend on beyond the worktree, ``durability.backends.capture_settings``,
+which doctor compares with its own shell's).
 
 ``watch`` (``run_id``, ``node_id``, ``iteration``, ``attempt``, ``worktree``,
 ``settle_ms``, ``max_delay_ms``, ``poll``) answers ``{"ok": true, "watch":

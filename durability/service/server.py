@@ -26,7 +26,7 @@ from typing import Any
 import filelock
 
 from durability import client
-from durability.backends import resolve_worktree
+from durability.backends import capture_settings, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
 from durability.capture.coalesce import Coalescer
 from durability.config import Settings
@@ -85,6 +85,10 @@ class Service:
         self._lock: filelock.BaseFileLock | None = None
         self._inode: int | None = None
         self.store: Store | None = None
+        # The state file's inode when the store was opened (None under
+        # PostgreSQL), and the lock under which the store is swapped.
+        self._store_ino: int | None = None
+        self._store_lock = threading.Lock()
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
@@ -115,6 +119,7 @@ class Service:
         try:
             self._claim_socket(path)
             self.store = Store(self.settings.database)
+            self._store_ino = self._state_file_ino()
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
             tracker = Tracker(max_worktrees=self.settings.informed_worktrees,
                               max_watches=self.settings.informed_watches)
@@ -206,8 +211,35 @@ class Service:
         thread.start()
 
     def _get_store(self) -> Store:
-        assert self.store is not None
-        return self.store
+        with self._store_lock:
+            assert self.store is not None
+            if self._store_ino is not None and self._state_file_ino() != self._store_ino:
+                self._reopen_store()
+            return self.store
+
+    def _state_file_ino(self) -> int | None:
+        """The SQLite state file's inode now; None under PostgreSQL or when
+        no file is there."""
+        if self.settings.database_url:
+            return None
+        try:
+            return os.stat(self.settings.db_path).st_ino
+        except OSError:
+            return None
+
+    def _reopen_store(self) -> None:
+        """The state file was deleted or replaced since it was opened (a
+        reset, a restore from a backup): a connection kept open on the old
+        inode would record every later capture where nothing reads it.  Open
+        the one at the path (created when none is there); if that fails the
+        error reaches the capture, which becomes a gap, never a lost row."""
+        fresh = Store(self.settings.database)
+        log.warning("state database %s was deleted or replaced while the service ran; "
+                    "recording into the one there now", self.settings.db_path)
+        old, self.store = self.store, fresh
+        self._store_ino = self._state_file_ino()
+        if old is not None:
+            old.close()
 
     # -- loops -------------------------------------------------------------
 
@@ -312,7 +344,8 @@ class Service:
                     "requests": self.requests, "expired": self.coalescer.expired,
                     "pushes": self.replicator.pushes if self.replicator else 0,
                     "pushed": self.replicator.pushed if self.replicator else 0,
-                    "informed": self.informed.stats() if self.informed else None}
+                    "informed": self.informed.stats() if self.informed else None,
+                    "capture": capture_settings(self.env, self.settings.max_new_file_size)}
         if isinstance(req, protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq):
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")

@@ -1,0 +1,62 @@
+"""`durability doctor` says when the running service captures under settings
+other than this shell's.
+
+A service captures with the environment it was started in: the first hook
+that found none started it under its harness's environment.  Found in a new
+user's trial: a service started where jj could not be found (DURABILITY_JJ
+naming a missing file) filed a jj-missing gap for every later hook, whose own
+environment was fine, and doctor said "ok" for the service; installing jj
+changes nothing until that service is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.helpers import cli, make_jj_repo, start_service
+
+
+def _service_check(repo: Path) -> dict[str, str]:
+    done = cli("doctor", "--json", "--project-dir", str(repo))
+    checks = {c["name"]: c for c in json.loads(done.stdout)}
+    return checks["service"]
+
+
+def test_doctor_warns_of_a_service_that_finds_no_jj_where_this_shell_does(
+        tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "repo", colocate=False)
+    broken = dict(os.environ, DURABILITY_JJ=str(tmp_path / "no-such-jj"))
+    service = start_service(tmp_path, env=broken)
+    try:
+        check = _service_check(repo)
+    finally:
+        service.stop()
+    assert check["status"] == "warn", check
+    assert "jj-missing" in check["detail"] and "no-such-jj" in check["detail"]
+    assert "durability stop" in check["next_step"]
+
+
+def test_doctor_warns_of_a_service_with_another_backend_or_file_size_limit(
+        tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "repo")
+    other = dict(os.environ, DURABILITY_BACKEND="git", DURABILITY_MAX_NEW_FILE_SIZE="1M")
+    service = start_service(tmp_path, env=other)
+    try:
+        check = _service_check(repo)
+    finally:
+        service.stop()
+    assert check["status"] == "warn", check
+    assert "DURABILITY_BACKEND=git" in check["detail"]
+    assert "DURABILITY_MAX_NEW_FILE_SIZE=1048576" in check["detail"]
+
+
+def test_a_service_started_here_is_ok(tmp_path: Path) -> None:
+    repo = make_jj_repo(tmp_path / "repo")
+    service = start_service(tmp_path)
+    try:
+        check = _service_check(repo)
+    finally:
+        service.stop()
+    assert check["status"] == "ok", check
