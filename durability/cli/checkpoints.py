@@ -13,7 +13,7 @@ import click
 from durability import ids
 from durability.backends.base import MOVING
 from durability.cli import options
-from engine import AttemptKey, Store
+from engine import AttemptKey, NotFound, Store
 
 if TYPE_CHECKING:
     from durability.capture.restore import Restored
@@ -100,6 +100,13 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
     store = options.store(options.settings())
     run_id = options.resolve_run(store, run_id, latest)
     rows = store.checkpoints(run_id, node_id)
+    if node_id is not None and not rows:
+        # As show and restore say it: a node the run does not have is not
+        # "no checkpoints yet" (exit 0), it is a name that points nowhere.
+        nodes = sorted({c.node_id for c in store.checkpoints(run_id)})
+        if nodes:
+            raise NotFound(f"run {run_id!r} has no node {node_id!r} (its nodes: "
+                           f"{', '.join(nodes)})")
     keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
             "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
             "agent_type")

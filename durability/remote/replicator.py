@@ -162,7 +162,8 @@ class Replicator:
         One pass at a time per state store: two services of one state
         folder (on other sockets) share one outbox, and must neither push
         the same checkpoints twice nor race for the local manifest ref."""
-        lock = filelock.FileLock(str(self.settings.state_dir / "replicate.lock"), timeout=0)
+        lock = filelock.FileLock(str(self.settings.state_dir / "replicate.lock"), timeout=0,
+                                 mode=0o600)  # private, as everything in the state folder
         try:
             lock.acquire()
         except filelock.Timeout:

@@ -288,6 +288,22 @@ def test_state_files_are_private(repo: Path) -> None:
     assert stat.S_IMODE(os.stat(gap_file).st_mode) == 0o600
 
 
+def test_the_replication_lock_is_private_too(tmp_path: Path) -> None:
+    """Every file the toolkit makes in the state folder is 0600, the
+    replicator's lock as well (it was left to the umask: 0644)."""
+    from durability.remote.replicator import Replicator
+
+    old = os.umask(0o022)
+    try:
+        settings = Settings.from_env()
+        with Store(settings.database) as store:
+            assert Replicator(settings, lambda: store, os.environ).run_once() == 0
+    finally:
+        os.umask(old)
+    made = settings.state_dir / "replicate.lock"
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o600
+
+
 def test_spool_file_planted_as_a_symlink_is_not_followed(tmp_path: Path) -> None:
     spool_dir = Path(os.environ["DURABILITY_SPOOL_DIR"])
     spool_dir.mkdir(mode=0o700)

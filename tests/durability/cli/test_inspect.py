@@ -228,6 +228,8 @@ def test_read_commands_refuse_what_cannot_be_shown(tmp_path: Path) -> None:
     assert (first.returncode, first.stdout) == (0, "")
     assert "first checkpoint" in first.stderr
     assert cli("show", "no-such-run").returncode == 3
+    node = cli("snapshots", "r1", "--node", "no-such-node")  # as show and restore say it
+    assert node.returncode == 3 and "has no node 'no-such-node'" in node.stderr, node.stderr
 
 
 def _gap_here(repo: Path, session: str) -> None:
