@@ -85,11 +85,9 @@ def resolve_run(s: Store, run: str | None, latest: bool, *,
 def _spooled(run: str) -> bool:
     """Whether ``run`` has gaps in a spool not ingested yet (the plugin's
     launcher files them when it finds no toolkit): a session all the same."""
-    from durability.gaps.spool import SUFFIX
-    from durability.ids import safe_filename
+    from durability.gaps.spool import has_spool_file
 
-    name = safe_filename(run) + SUFFIX
-    return any((folder / name).is_file() for folder in settings().spool_dirs)
+    return has_spool_file(settings().spool_dirs, run)
 
 
 def settings() -> Settings:

@@ -242,6 +242,26 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return record
 
 
+def _usable(directory: Path, name: str) -> Path | None:
+    """``directory/name`` when it is a regular file in a spool folder that
+    ingestion would read (not a symlink, not another owner's folder)."""
+    path = directory / name
+    try:
+        if not os.path.isfile(path) or path.is_symlink():
+            return None
+        ensure_private_dir(directory)
+    except (OSError, DurabilityError):
+        return None
+    return path
+
+
+def has_spool_file(directories: Sequence[Path], run_id: str) -> bool:
+    """Whether ``run_id`` has a spool file that ingestion would read: a
+    session whose only records are gaps not ingested yet is a session."""
+    name = safe_filename(run_id) + SUFFIX
+    return any(_usable(directory, name) is not None for directory in directories)
+
+
 def find_request(directories: Sequence[Path], run_id: str,
                  request_id: str) -> dict[str, Any] | None:
     """The line a run's spool files hold for ``request_id``, if any.
@@ -256,16 +276,15 @@ def find_request(directories: Sequence[Path], run_id: str,
     name = safe_filename(run_id) + SUFFIX
     needle = json.dumps(request_id).encode()
     for directory in directories:
-        path = directory / name
+        path = _usable(directory, name)
+        if path is None:
+            continue
         try:
-            if not os.path.isfile(path) or path.is_symlink():
-                continue
-            ensure_private_dir(directory)
             with open(path, "rb") as f:
                 # Shared lock: a line being appended now is read whole, once written.
                 fcntl.flock(f.fileno(), fcntl.LOCK_SH)
                 data = f.read()
-        except (OSError, DurabilityError):
+        except OSError:
             continue
         if needle not in data:
             continue
