@@ -24,15 +24,21 @@ def _service_check(repo: Path) -> dict[str, str]:
     return checks["service"]
 
 
+def _check_with_service(tmp_path: Path, repo: Path,
+                        env: dict[str, str] | None = None) -> dict[str, str]:
+    """doctor's service check, from this shell, of a service started under ``env``."""
+    service = start_service(tmp_path, env=env)
+    try:
+        return _service_check(repo)
+    finally:
+        service.stop()
+
+
 def test_doctor_warns_of_a_service_that_finds_no_jj_where_this_shell_does(
         tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo", colocate=False)
     broken = dict(os.environ, DURABILITY_JJ=str(tmp_path / "no-such-jj"))
-    service = start_service(tmp_path, env=broken)
-    try:
-        check = _service_check(repo)
-    finally:
-        service.stop()
+    check = _check_with_service(tmp_path, repo, broken)
     assert check["status"] == "warn", check
     assert "jj-missing" in check["detail"] and "no-such-jj" in check["detail"]
     assert "durability stop" in check["next_step"]
@@ -42,11 +48,7 @@ def test_doctor_warns_of_a_service_with_another_backend_or_file_size_limit(
         tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")
     other = dict(os.environ, DURABILITY_BACKEND="git", DURABILITY_MAX_NEW_FILE_SIZE="1M")
-    service = start_service(tmp_path, env=other)
-    try:
-        check = _service_check(repo)
-    finally:
-        service.stop()
+    check = _check_with_service(tmp_path, repo, other)
     assert check["status"] == "warn", check
     assert "DURABILITY_BACKEND=git" in check["detail"]
     assert "DURABILITY_MAX_NEW_FILE_SIZE=1048576" in check["detail"]
@@ -54,9 +56,5 @@ def test_doctor_warns_of_a_service_with_another_backend_or_file_size_limit(
 
 def test_a_service_started_here_is_ok(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")
-    service = start_service(tmp_path)
-    try:
-        check = _service_check(repo)
-    finally:
-        service.stop()
+    check = _check_with_service(tmp_path, repo)
     assert check["status"] == "ok", check

@@ -299,22 +299,32 @@ def _gone(pid: int) -> bool:
     return state in {"Z", "X"}
 
 
-@pytest.mark.parametrize("hangs_on_version", [False, True])
-def test_hanging_jj_is_bounded_by_the_hook_budget(repo: Path, tmp_path: Path,
-                                                   hangs_on_version: bool) -> None:
+ANSWERS_VERSION = 'if [ "$1" = "--version" ]; then echo "jj 0.46.0"; exit 0; fi\n'
+
+
+def hang_jj(repo: Path, tmp_path: Path, session: str, *, version: str, budget_ms: int,
+            reason: str) -> None:
+    """One hook call whose jj (after ``version``, the fake's answer to
+    ``--version``) hangs: exactly one ``reason`` gap from the hook, no
+    checkpoint, and the hanging jj gone afterwards."""
     pid_file = tmp_path / "jj.pid"
-    version = ("" if hangs_on_version
-               else 'if [ "$1" = "--version" ]; then echo "jj 0.46.0"; exit 0; fi\n')
     slow = fake_jj(tmp_path, f'{version}echo $$ > "{pid_file}"\nexec sleep 300\n')
     # The subprocess timeout (60 s) is far below the fake jj's 300 s: only the
     # hook's own budget can make this pass.
-    run_hook(hook_payload(repo, session_id="sess-hang"), timeout=60,
-             env={"DURABILITY_JJ": str(slow), "DURABILITY_HOOK_TIMEOUT_MS": "2000"})
-    gap = one_gap("sess-hang", "timeout" if hangs_on_version else "jj-timeout")
+    run_hook(hook_payload(repo, session_id=session), timeout=60,
+             env={"DURABILITY_JJ": str(slow), "DURABILITY_HOOK_TIMEOUT_MS": str(budget_ms)})
+    gap = one_gap(session, reason)
     assert gap["source"] == "hook"
     pid = int(pid_file.read_text())
     wait_for(lambda: _gone(pid), timeout=30)
-    assert checkpoints("sess-hang") == []
+    assert checkpoints(session) == []
+
+
+@pytest.mark.parametrize("hangs_on_version", [False, True])
+def test_hanging_jj_is_bounded_by_the_hook_budget(repo: Path, tmp_path: Path,
+                                                   hangs_on_version: bool) -> None:
+    hang_jj(repo, tmp_path, "sess-hang", version="" if hangs_on_version else ANSWERS_VERSION,
+            budget_ms=2000, reason="timeout" if hangs_on_version else "jj-timeout")
 
 
 def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:

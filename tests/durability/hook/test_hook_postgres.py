@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests import pg
-from tests.durability.hook.test_entry import _gone, checkpoints, fake_jj, one_gap, run_hook
-from tests.helpers import hook_payload, wait_for
+from tests.durability.hook.test_entry import ANSWERS_VERSION, checkpoints, hang_jj, run_hook
+from tests.helpers import hook_payload
 
 
 @pytest.fixture
@@ -30,19 +30,11 @@ def on_postgresql(pg_server: pg.PgServer, monkeypatch: pytest.MonkeyPatch) -> st
 def test_a_hanging_jj_on_postgresql_is_a_jj_timeout_gap_within_the_budget(
     on_postgresql: str, repo: Path, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "jj.pid"
-    slow = fake_jj(tmp_path, 'if [ "$1" = "--version" ]; then echo "jj 0.46.0"; exit 0; fi\n'
-                             f'echo $$ > "{pid_file}"\nexec sleep 300\n')
-    # 60 s for the process, 300 s for the fake jj: only the hook's budget ends it.
     # 4 s, not 2: before jj starts, the fallback imports psycopg and creates the
     # fresh schema's tables; on a loaded machine that outlasted jj's share of a
     # 2 s budget, and the call was the watchdog's timeout (1 of 20 loaded runs).
-    run_hook(hook_payload(repo, session_id="sess-pg-hang"), timeout=60,
-             env={"DURABILITY_JJ": str(slow), "DURABILITY_HOOK_TIMEOUT_MS": "4000"})
-    gap = one_gap("sess-pg-hang", "jj-timeout")
-    assert gap["source"] == "hook"
-    wait_for(lambda: _gone(int(pid_file.read_text())), timeout=30)
-    assert checkpoints("sess-pg-hang") == []
+    hang_jj(repo, tmp_path, "sess-pg-hang", version=ANSWERS_VERSION, budget_ms=4000,
+            reason="jj-timeout")
 
 
 def test_the_fallback_on_postgresql_records_its_checkpoint_there(

@@ -15,20 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.durability.hook.test_entry import _gone, checkpoints, fake_jj, one_gap, run_hook
-from tests.helpers import hook_payload, wait_for
+from tests.durability.hook.test_entry import hang_jj
 
 
 def test_a_slow_version_check_comes_out_of_a_hanging_jjs_share(repo: Path,
                                                                tmp_path: Path) -> None:
-    pid_file = tmp_path / "jj.pid"
-    slow = fake_jj(tmp_path, 'if [ "$1" = "--version" ]; then\n'
-                             '  sleep 1; echo "jj 0.46.0"; exit 0\n'
-                             'fi\n'
-                             f'echo $$ > "{pid_file}"\nexec sleep 300\n')
-    run_hook(hook_payload(repo, session_id="sess-slow-version"), timeout=60,
-             env={"DURABILITY_JJ": str(slow), "DURABILITY_HOOK_TIMEOUT_MS": "3000"})
-    gap = one_gap("sess-slow-version", "jj-timeout")
-    assert gap["source"] == "hook"
-    wait_for(lambda: _gone(int(pid_file.read_text())), timeout=30)
-    assert checkpoints("sess-slow-version") == []
+    hang_jj(repo, tmp_path, "sess-slow-version",
+            version='if [ "$1" = "--version" ]; then\n  sleep 1; echo "jj 0.46.0"; exit 0\nfi\n',
+            budget_ms=3000, reason="jj-timeout")
