@@ -242,8 +242,12 @@ def _wire_stdin() -> Iterator[BinaryIO]:
     the SDK's stdio transport does for the stdin it reads itself)."""
     try:
         wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield sys.stdin.buffer
+    except OSError:  # fd 0 closed: nothing to read but the end
+        if sys.stdin is not None:
+            yield sys.stdin.buffer
+        else:
+            with open(os.devnull, "rb") as empty:
+                yield empty
         return
     null = os.open(os.devnull, os.O_RDONLY)
     try:
@@ -260,12 +264,14 @@ def _wire_stdin() -> Iterator[BinaryIO]:
 def serve(here: Here) -> None:
     """Serve on stdin and stdout until the client closes them."""
 
-    async def main() -> None:
+    async def main(wire: BinaryIO) -> None:
         server = build(here)
-        with _wire_stdin() as wire:
-            lines = _Lines(wire)
-            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
-                lines.answer_on(write)
-                await server.run(read, write, server.create_initialization_options())
+        lines = _Lines(wire)
+        async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+            lines.answer_on(write)
+            await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    # fd 0 is taken before the event loop opens its own descriptors: with
+    # fd 0 closed at the start, the loop's would land there and be taken.
+    with _wire_stdin() as wire:
+        anyio.run(main, wire)

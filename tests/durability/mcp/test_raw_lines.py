@@ -129,3 +129,15 @@ def test_bad_lines_get_json_rpc_errors_and_the_server_goes_on(tmp_path: Path) ->
         code, err = raw.close()
     assert code == 0, err
     assert "Traceback" not in err, err
+
+
+def test_a_server_started_with_stdin_closed_ends_cleanly(tmp_path: Path) -> None:
+    # fd 0 closed at the start: the event loop's own descriptor must not
+    # land there and be taken for the wire (EINVAL from its selector).
+    repo = make_git_repo(tmp_path / "repo")
+    done = subprocess.run([durability_exe(), "mcp"], cwd=repo, env=dict(os.environ),
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                          preexec_fn=lambda: os.close(0))
+    err = done.stderr.decode(errors="replace")
+    assert (done.returncode, done.stdout) == (0, b""), err
+    assert "Traceback" not in err and "Invalid argument" not in err, err
