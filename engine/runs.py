@@ -10,9 +10,11 @@ wins, and an owner that was displaced can never record anything again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from engine.backend import Connection
 from engine.errors import InvalidValue, NotFound, RunNotActive
 from engine.events import append
 from engine.fence import Claim, Owner
@@ -82,8 +84,13 @@ class Runs(TaskRecords):
 
     def create_run(self, run_id: str, *, owner: Owner, workflow_path: str, repo_root: str,
                    worktree: str | None, metadata_json: str, plan_json: str,
-                   limits_json: str) -> Claim:
-        """Record a new run, claimed by ``owner``; an engine run id is used once."""
+                   limits_json: str,
+                   also: Callable[[Connection, Claim], None] | None = None) -> Claim:
+        """Record a new run, claimed by ``owner``; an engine run id is used once.
+
+        ``also`` writes more rows of the new run in the same transaction (a
+        fork's copied outputs and its link): the run exists with them or not
+        at all."""
         now = self._clock()
         with self._write() as conn:
             row = conn.execute("SELECT state FROM runs WHERE run_id=?", (run_id,)).fetchone()
@@ -104,7 +111,10 @@ class Runs(TaskRecords):
                                  (run_id,)).fetchone()[0]
             append(conn, run_id, "run-started", now,
                    detail={"owner": owner.name, "workflow": workflow_path})
-        return Claim(run_id, int(epoch), owner)
+            claim = Claim(run_id, int(epoch), owner)
+            if also is not None:
+                also(conn, claim)
+        return claim
 
     def claim(self, run_id: str, *, expected_epoch: int, owner: Owner) -> Claim | None:
         """Compare-and-swap: take the run if its epoch is still ``expected_epoch``.

@@ -33,7 +33,8 @@ def _restorer(settings: Settings) -> Restore:
 @click.option("--iteration", type=click.IntRange(0),
               help="Its iteration (default: the newest with checkpoints).")
 @click.option("--seq", type=click.IntRange(1),
-              help="The checkpoint of its newest attempt (default: the last).")
+              help="The checkpoint of its newest attempt (default: the last; a "
+                   "restore's pre-restore checkpoint is never a fork's point).")
 @click.option("--run-id", "new_id", callback=options.run_id,
               help="The new run's id (default: a new one).")
 @options.json_option
