@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +44,7 @@ from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, LockTimeout, RestoreError
 from engine import AttemptKey, Checkpoint, Store
+from engine.prune import record_undo_point
 
 __all__ = ["Preview", "Restored", "find_checkpoint", "preview", "restore"]
 
@@ -82,6 +83,8 @@ class _Job:
     root: Path
     capturer: Capturer
     paths: tuple[str, ...] | None
+    #: the store's opener (the capturer's own)
+    store: Callable[[], Store]
     #: the attempt the pre-restore checkpoint goes on (None: the target's)
     pre_key: AttemptKey | None = None
 
@@ -139,6 +142,9 @@ def restore(
         refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped, job.paths)
         _check_recorded(backend, job, pre.commit_id)
         _check_unignored(backend, job, pre.commit_id)
+        # From here on the pre-restore seq is this restore's undo: gc keeps
+        # it for the pre-restore window, whatever row the capture landed on.
+        record_undo_point(job.store(), job.pre_key or target.key, pre.seq)
         try:
             changes = backend.restore(root, target.commit_id, pre_restore=pre.commit_id,
                                       paths=job.paths, progress=progress)
@@ -220,7 +226,8 @@ def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
     selected = normalize(paths, root) if paths else None
     if selected is not None and "" in selected:
         selected = None  # `--path .` (or the root by any name) is the whole tree
-    return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected)
+    return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected,
+                store_get)
 
 
 def _pre_restore(job: _Job) -> Outcome:
