@@ -138,10 +138,15 @@ def test_twenty_thousand_ignored_files_are_never_swept_in(work: Path) -> None:
     assert took < 60, took
 
 
-def test_the_secret_never_reaches_a_remote(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_the_secret_never_reaches_a_remote(kind: str, tmp_path: Path) -> None:
     """With a remote: the refused restore, then captures, then replication;
     no commit the remote holds has .env."""
-    wt = make_git_repo(tmp_path / "repo").resolve()
+    if kind == "git":
+        wt = make_git_repo(tmp_path / "repo").resolve()
+    else:
+        wt = make_jj_repo(tmp_path / "repo").resolve()
+        (wt / "README.md").write_text("hello\n")
     remote = bare_remote(tmp_path / "backup.git")
     add_remote(wt, "backup", remote.as_uri())
     try:
