@@ -28,6 +28,8 @@ they never change once released.  Hierarchy::
     └── RestoreError            restore-verify-failed / restore-conflict (a file no
                                 checkpoint holds in the way: nothing was changed; or a
                                 symlink met where a folder goes: stopped, never followed)
+                                / restore-would-unignore (its .gitignore files would
+                                stop ignoring files no checkpoint holds: nothing changed)
 
 ``engine`` errors (``store-unavailable``, ``not-found``) pass through unchanged.
 The service's client (``durability.client``) raises these classes too, and
@@ -238,6 +240,8 @@ _EXIT_CODES = {
     "copy-mismatch": 6,
     "restore-verify-failed": 7,
     "restore-conflict": 7,
+    # A restore whose .gitignore files would let captures record ignored files.
+    "restore-would-unignore": 7,
     # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).
     "remote-failed": 9,
     "replication-failed": 9,

@@ -9,6 +9,11 @@ own contracts whatever the caller decided:
   ``jj_pointer`` names) is never deleted, so the next seq is still the old
   maximum plus one: a seq is never handed out twice (contract 3);
 - rows, renamed commits and the attempt's pointer change in one transaction.
+
+It also keeps the undo points restores named (``record_undo_point``): the
+checkpoint a restore's pre-restore capture landed on, which may be an older
+row the capture deduplicated onto, whatever its ``source``.  A policy reads
+them with the rows (``RetentionRow.undo_named_at_ms``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from engine.models import AttemptKey, Checkpoint
 from engine.store import Store
 from engine.text import row_from_db, to_db
 
-__all__ = ["Pruned", "RetentionRow", "apply", "commits_in_use", "retention_rows"]
+__all__ = ["Pruned", "RetentionRow", "apply", "commits_in_use", "record_undo_point",
+           "retention_rows"]
 
 _KEY = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
 
@@ -39,6 +45,8 @@ class RetentionRow:
     jj_pointer: str | None
     #: The attempt's highest seq.
     max_seq: int
+    #: When a restore last named this checkpoint as its undo (None: never).
+    undo_named_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,14 +60,17 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
     from engine.store import _CHECKPOINT_COLS
 
     cols = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
-    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top FROM workspace_checkpoints c "
+    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top, u.named_at_ms "
+           "FROM workspace_checkpoints c "
            "JOIN attempts a ON a.run_id=c.run_id AND a.node_id=c.node_id "
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
            "LEFT JOIN runs r ON r.run_id=c.run_id "
            "JOIN (SELECT run_id, node_id, iteration, attempt, MAX(seq) AS top "
            "FROM workspace_checkpoints GROUP BY run_id, node_id, iteration, attempt) m "
            "ON m.run_id=c.run_id AND m.node_id=c.node_id AND m.iteration=c.iteration "
-           "AND m.attempt=c.attempt")
+           "AND m.attempt=c.attempt "
+           "LEFT JOIN undo_points u ON u.run_id=c.run_id AND u.node_id=c.node_id "
+           "AND u.iteration=c.iteration AND u.attempt=c.attempt AND u.seq=c.seq")
     params: tuple[Any, ...] = ()
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
@@ -69,8 +80,23 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
         params = tuple(to_db(w) for w in chosen)
     sql += " ORDER BY c.run_id, c.node_id, c.iteration, c.attempt, c.seq"
     n = len(_CHECKPOINT_COLS.split(","))
-    return [RetentionRow(Checkpoint(*row[:n]), row[n], row[n + 1], int(row[n + 2]))
+    return [RetentionRow(Checkpoint(*row[:n]), row[n], row[n + 1], int(row[n + 2]),
+                         None if row[n + 3] is None else int(row[n + 3]))
             for row in _read(store, sql, params)]
+
+
+def record_undo_point(store: Store, key: AttemptKey, seq: int) -> None:
+    """Record that a restore names ``seq`` of ``key`` as its undo, now by the
+    store's clock (a later restore naming it again moves the time on)."""
+    named_at_ms = store._clock()
+    try:
+        with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
+            conn.execute("INSERT OR REPLACE INTO undo_points (run_id, node_id, iteration, "
+                         "attempt, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                         (to_db(key.run_id), to_db(key.node_id), key.iteration, key.attempt,
+                          seq, named_at_ms))
+    except DB_ERRORS as exc:
+        raise StoreUnavailable(f"cannot record the undo point: {exc}") from exc
 
 
 def commits_in_use(store: Store, commit_ids: Iterable[str]) -> set[str]:
@@ -121,6 +147,7 @@ def _drop(conn: Connection, c: Checkpoint) -> int:
         return 0  # read inside the write lock: a capture since the plan moved nothing past this
     cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND seq=?",
                        (*args, c.seq))
+    conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND seq=?", (*args, c.seq))
     # gc keeps what is not pushed; a remote named since its plan must not
     # leave rows of a checkpoint that is gone.
     conn.execute("DELETE FROM replication_outbox WHERE request_id=?", (to_db(c.request_id),))

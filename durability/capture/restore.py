@@ -18,13 +18,17 @@ the verification checks those paths against the checkpoint and everything
 else against the pre-restore checkpoint (``restore_paths``).  ``preview``
 (``restore --dry-run``) makes the same plan and the same refusals and
 changes nothing: it snapshots the tree to see it, records no checkpoint.
+
+A restore whose ``.gitignore`` files would stop ignoring files that are on
+disk and in no checkpoint refuses (``restore-would-unignore``, see
+``restore_ignore``) before writing anything, and so does its dry run.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,13 +37,14 @@ import filelock
 
 from durability.backends import Backend, Changes, Progress, resolve_worktree
 from durability.backends.selection import normalize
-from durability.capture import restore_paths
+from durability.capture import restore_ignore, restore_paths
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError, LockTimeout, RestoreError
 from engine import AttemptKey, Checkpoint, Store
+from engine.prune import record_undo_point
 
 __all__ = ["Preview", "Restored", "find_checkpoint", "preview", "restore"]
 
@@ -78,6 +83,8 @@ class _Job:
     root: Path
     capturer: Capturer
     paths: tuple[str, ...] | None
+    #: the store's opener (the capturer's own)
+    store: Callable[[], Store]
     #: the attempt the pre-restore checkpoint goes on (None: the target's)
     pre_key: AttemptKey | None = None
 
@@ -134,6 +141,10 @@ def restore(
         assert pre.seq is not None and pre.commit_id is not None
         refuse_unrecorded(backend, root, pre.commit_id, target.commit_id, pre.skipped, job.paths)
         _check_recorded(backend, job, pre.commit_id)
+        _check_unignored(backend, job, pre.commit_id)
+        # From here on the pre-restore seq is this restore's undo: gc keeps
+        # it for the pre-restore window, whatever row the capture landed on.
+        record_undo_point(job.store(), job.pre_key or target.key, pre.seq)
         try:
             changes = backend.restore(root, target.commit_id, pre_restore=pre.commit_id,
                                       paths=job.paths, progress=progress)
@@ -197,6 +208,7 @@ def preview(
         now = backend.snapshot(root)
         refuse_unrecorded(backend, root, now.commit_id, target.commit_id, now.skipped, job.paths)
         _check_recorded(backend, job, now.commit_id)
+        _check_unignored(backend, job, now.commit_id)
         changes = backend.restore(root, target.commit_id, pre_restore=now.commit_id,
                                   paths=job.paths, dry_run=True)
     return Preview(str(root), target, job.paths, changes)
@@ -214,7 +226,8 @@ def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
     selected = normalize(paths, root) if paths else None
     if selected is not None and "" in selected:
         selected = None  # `--path .` (or the root by any name) is the whole tree
-    return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected)
+    return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected,
+                store_get)
 
 
 def _pre_restore(job: _Job) -> Outcome:
@@ -242,13 +255,24 @@ def _check_recorded(backend: Backend, job: _Job, current: str) -> None:
                                      job.paths)
 
 
+def _check_unignored(backend: Backend, job: _Job, current: str) -> None:
+    """Refuse (``restore-would-unignore``) a restore whose ignore rules would
+    let the next capture record files that are ignored now."""
+    restore_ignore.refuse_unignore(
+        restore_ignore.unignored(repository(backend, job.root), job.root, current,
+                                 job.target.commit_id, job.paths), job.target.seq)
+
+
 def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None:
+    """Raise ``restore-verify-failed`` naming the paths where the tree now
+    differs from the checkpoint."""
     now = backend.snapshot(root)
     got = backend.tree_id(root, now.commit_id)
-    if want != got:
-        raise RestoreError(
-            f"after restoring seq {target.seq}, {root} has tree {got[:12]}, expected {want[:12]}"
-        )
+    if want == got:
+        return
+    wrong = restore_paths.tree_differs(repository(backend, root), want, got)
+    raise RestoreError(f"after restoring seq {target.seq}, {root} still differs from it "
+                       f"at {restore_paths.named(wrong) or 'its tree id only'}")
 
 
 def _verify_paths(backend: Backend, job: _Job, before: str) -> None:

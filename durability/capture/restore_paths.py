@@ -23,7 +23,7 @@ from durability.errors import RestoreError
 from durability.ids import printable
 from engine import Checkpoint, NotFound
 
-__all__ = ["check_exist", "check_recorded", "verify_paths"]
+__all__ = ["check_exist", "check_recorded", "named", "tree_differs", "verify_paths"]
 
 #: Paths named in a failed verification; the rest are counted.
 _NAMED = 5
@@ -67,6 +67,16 @@ def verify_paths(repo: pygit2.Repository, root: Path, target: Checkpoint, *, now
     if moved:
         raise RestoreError(f"after restoring seq {target.seq} at {_named(paths)}, {root} "
                            f"changed outside those paths at {_named(moved)}")
+
+
+def tree_differs(repo: pygit2.Repository, want: str, got: str) -> list[str]:
+    """The paths where tree ``got`` differs from tree ``want``."""
+    return _differ(repo[got].peel(pygit2.Tree), repo[want].peel(pygit2.Tree), lambda p: True)
+
+
+def named(paths: Sequence[str]) -> str:
+    """Up to five of ``paths``, then a count."""
+    return _named(paths)
 
 
 def _differ(a: pygit2.Tree, b: pygit2.Tree, keep: Callable[[str], bool]) -> list[str]:

@@ -18,8 +18,10 @@ A checkpoint is kept when any keeper claims it, in this order:
    (continue).
 4. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
 5. ``recent``: younger than ``keep_all_days``.
-6. ``pre-restore``: a restore's safety checkpoint younger than
-   ``pre_restore_days``.
+6. ``pre-restore``: a checkpoint a restore named as its undo, for
+   ``pre_restore_days`` after the last restore that named it (the undo
+   record, ``engine.prune.record_undo_point``: the pre-restore capture may
+   have deduplicated onto an older row of any ``source``).
 7. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
    (while younger than ``hourly_days``), then in its day (while younger than
    ``daily_days``).
@@ -165,7 +167,8 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
     age = now_ms - c.created_at_ms
     if age < policy.keep_all_days * DAY_MS:
         return "recent"
-    if c.source == "pre-restore" and age < policy.pre_restore_days * DAY_MS:
+    named = row.undo_named_at_ms
+    if named is not None and now_ms - named < policy.pre_restore_days * DAY_MS:
         return "pre-restore"
     return survivors.get(id(row))
 

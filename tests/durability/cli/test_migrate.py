@@ -11,6 +11,7 @@ from pathlib import Path
 from durability.config import Settings
 from engine import AttemptKey, Gap, NewCheckpoint
 from engine.fence import Owner
+from engine.prune import record_undo_point
 from engine.remotes import Remotes
 from engine.runs import Runs
 from engine.watches import Watches, WatchRow
@@ -36,6 +37,7 @@ def _fill(path: Path) -> None:
                                                  label="Write x.py"))
         runs.add_gaps([Gap(ts_ms=5, run_id="hook-run", request_id="g1", reason="jj-failed",
                            detail="boom")])
+        record_undo_point(runs, KEY, 1)  # a restore named seq 1 as its undo
     Watches(path).put(WatchRow("/w", KEY, 100, 1000, poll=True))
     remotes = Remotes(path)
     remotes.add("/w", "backup", "file:///srv/backup.git")

@@ -14,6 +14,7 @@ from durability.config import Settings
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
 from engine import AttemptKey, Checkpoint, Store
+from engine.prune import record_undo_point
 from tests.durability.retention.gckit import (
     DAY,
     KEY,
@@ -133,7 +134,8 @@ def test_extra_keeper_and_pre_restore_window(tmp_path: Path, settings: Settings)
     rec = Recorder(settings, wt)
     rec.capture()                                  # seq 1: kept by the extra keeper
     rec.clock.advance(DAY)
-    rec.capture(source="pre-restore")              # seq 2: pre-restore, 9 days old at gc
+    rec.capture(source="pre-restore")              # seq 2: an undo, named 9 days before gc
+    record_undo_point(rec.store, KEY, 2)
     rec.clock.advance(DAY)
     rec.capture()                                  # seq 3: expires
     rec.clock.advance(DAY)

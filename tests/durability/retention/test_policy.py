@@ -16,10 +16,11 @@ NOW = 1_000 * DAY_MS  # a day boundary, so hour and day buckets are easy to read
 
 
 def _row(seq: int, at_ms: int, *, source: str = "hook", attempt: int = 1,
-         run_state: str | None = None, top: int = 10_000) -> RetentionRow:
+         run_state: str | None = None, top: int = 10_000,
+         undo_at: int | None = None) -> RetentionRow:
     c = Checkpoint("run", "session", 0, attempt, seq, f"c{attempt}-{seq}", None, None, "/wt",
                    source, None, None, f"r{attempt}-{seq}", at_ms)
-    return RetentionRow(c, run_state, None, top)
+    return RetentionRow(c, run_state, None, top, undo_at)
 
 
 def _kept(rows: list[RetentionRow], policy: Policy) -> dict[int, str | None]:
@@ -60,10 +61,18 @@ def test_newest_unfinished_and_keepers_win_over_age() -> None:
 
 
 def test_pre_restore_window() -> None:
+    """The window keys on what a restore named as its undo, counted from
+    the restore, whatever the row's source or age."""
     policy = Policy(keep_all_days=1, hourly_days=0, daily_days=0, pre_restore_days=30)
-    rows = [_row(1, NOW - 20 * DAY_MS, source="pre-restore"),
-            _row(2, NOW - 40 * DAY_MS, source="pre-restore"), _row(3, NOW - 20 * DAY_MS)]
-    assert _kept(rows, policy) == {1: "pre-restore", 2: None, 3: None}
+    rows = [_row(1, NOW - 20 * DAY_MS, source="pre-restore", undo_at=NOW - 20 * DAY_MS),
+            _row(2, NOW - 40 * DAY_MS, source="pre-restore", undo_at=NOW - 40 * DAY_MS),
+            _row(3, NOW - 20 * DAY_MS),
+            # a pre-restore capture that deduplicated onto a hook row
+            _row(4, NOW - 40 * DAY_MS, undo_at=NOW - 2 * DAY_MS),
+            # source alone names no undo
+            _row(5, NOW - 20 * DAY_MS, source="pre-restore")]
+    assert _kept(rows, policy) == {1: "pre-restore", 2: None, 3: None, 4: "pre-restore",
+                                   5: None}
 
 
 def test_config_file_overrides_defaults(tmp_path: Path) -> None:
