@@ -437,6 +437,7 @@ _GC_LOCK_TIMEOUT_S = 30.0
 def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
     from collections import Counter
 
+    from durability.redact import redact
     from engine.remotes import Remotes
 
     root = str(here.worktree(args.worktree))
@@ -449,7 +450,8 @@ def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
         for name, state in per_remote.items():
             counts.setdefault(name, Counter())[state] += 1
     return m.RemotesOut(worktree=root, checkpoints=len(rows), remotes=[
-        m.RemoteOut(**r.to_dict(), pushed=counts.get(r.name, Counter())["pushed"],
+        m.RemoteOut(**{**r.to_dict(), "url": redact(r.url)},
+                    pushed=counts.get(r.name, Counter())["pushed"],
                     pending=counts.get(r.name, Counter())["pending"],
                     failed=counts.get(r.name, Counter())["failed"])
         for r in named.all(root)])
