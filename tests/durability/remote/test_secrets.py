@@ -237,3 +237,27 @@ def test_redact_keeps_what_a_label_says() -> None:
         "mysql -u root --password <redacted> db")
     assert redact(f"curl -u bob:{SECRET} x") == "curl -u bob:<redacted> x"
     assert redact("ssh://git@host/x.git") == "ssh://git@host/x.git"
+
+
+def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
+        tmp_path: Path) -> None:
+    """The installed service pushing to a URL an older toolkit stored with a
+    query-string token and a token as its user: git's error (which names the
+    URL) reaches service.log and the gap redacted."""
+    from tests.helpers import start_service, wait_for
+
+    repo = _repo("git", tmp_path / "repo")
+    Remotes(Settings.from_env().database).add(
+        str(repo), "old", f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}")
+    (repo / "work.txt").write_text("one\n")
+    _snap(repo)
+    svc = start_service(tmp_path, env={**os.environ, "DURABILITY_REPLICATION_BOUND_MS": "1"})
+    try:
+        wait_for(lambda: [g["reason"] for g in _gaps()] == ["replication-failed"], timeout=60)
+    finally:
+        assert svc.stop() == 0
+    log, gaps = svc.log(), json.dumps(_gaps())
+    assert "replication of" in log and "unable to access" in log
+    for text in (log, gaps):
+        assert SECRET not in text and TOKEN not in text, text
+        assert "127.0.0.1:9/x.git?<redacted>" in text  # git drops the user itself
