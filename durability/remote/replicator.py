@@ -24,6 +24,7 @@ from pathlib import Path
 import filelock
 import pygit2
 
+from durability import proc
 from durability.backends.git_commit import key_ref
 from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.config import Settings
@@ -33,6 +34,7 @@ from durability.gaps.ingest import write_gap
 from durability.ids import printable
 from durability.inspect.repository import open_checkpoints
 from durability.remote import manifest, secrets, transport
+from durability.remote.transport import RemoteFailed
 from engine import Checkpoint, EngineError, Store, now_ms
 from engine.remotes import FAILED, PUSHED, Pending, Remotes
 
@@ -106,11 +108,15 @@ class Replicator:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop after the push under way, if any, waiting up to ``STOP_WAIT_S``
-        for it: a push cut short is pushed again by the next service."""
+        """Stop now: a push under way is killed with its process group (a
+        push hanging on the remote's hook would otherwise outlive the
+        service); it is atomic, so nothing of it landed, and the next service
+        pushes it again.  Waits up to ``STOP_WAIT_S`` for the thread."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
+            if self._thread.ident is not None:
+                proc.kill_started_by(self._thread.ident)
             self._thread.join(STOP_WAIT_S)
             if self._thread.is_alive():
                 return  # a push still under way holds the connection; the process ends it
@@ -254,6 +260,7 @@ class Replicator:
         manifest.add(repo, mref, entries)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
+        self._verify(repo, remote.url, [*sorted(refs), mref])
         self.pushes += 1
         self.pushed += len(items)
         return there + items, lost, held
@@ -304,6 +311,20 @@ class Replicator:
             self._remotes.mark([p], FAILED, detail[:500])
         except EngineError as exc:
             log.warning("cannot record a withheld checkpoint: %s", exc)
+
+    def _verify(self, repo: pygit2.Repository, url: str, refs: list[str]) -> None:
+        """Believe a push only once the remote shows every ref it carried at
+        the commit pushed (``git ls-remote``): a remote whose hook deletes or
+        moves what it accepted said yes, and holds nothing.  Marked pushed,
+        such checkpoints would be dropped here by gc (jj) while they exist
+        nowhere else; not verified, they stay due and become gaps."""
+        held = transport.ls_remote(repo.path, url, refs, env=self._env)
+        wrong = [r for r in refs if held.get(r) != str(repo.references[r].target)]
+        if wrong:
+            raise RemoteFailed(
+                f"the remote accepted the push but does not hold {len(wrong)} of its "
+                f"{len(refs)} refs afterwards (e.g. {wrong[0]}): a hook there deletes or "
+                "moves what it takes; nothing is recorded as pushed")
 
     def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
         """Items a push before a crash carried but did not get recorded.
