@@ -92,6 +92,8 @@ class Replicator:
         #: This state store's id in the names of its manifests (``manifest.replica_id``).
         self._replica_id: str | None = None
         self._scanner = secrets.Scanner()
+        #: The commits each local manifest lists (checked when they were added).
+        self._listed: dict[str, set[str]] = {}
         #: (request id, remote) of the secret-withheld gaps filed since start.
         self._filed: set[tuple[str, str]] = set()
         #: git pushes that succeeded, and checkpoints they carried.
@@ -258,6 +260,7 @@ class Replicator:
         refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
                  if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
         manifest.add(repo, mref, entries)
+        self._listed.setdefault(mref, set()).update(p.checkpoint.commit_id for p in items)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
         self._verify(repo, remote.url, [*sorted(refs), mref])
@@ -276,7 +279,10 @@ class Replicator:
         What a push carries is the commit its pin names (for git, the
         attempt's newest: its chain holds the earlier ones) and the history
         under it that was not listed as pushed before."""
-        known = [e.checkpoint.commit_id for e in manifest.read(repo, mref)]
+        known = self._listed.get(mref)
+        if known is None:  # read once per service: a manifest may list 100,000
+            known = self._listed[mref] = {e.checkpoint.commit_id
+                                          for e in manifest.read(repo, mref)}
         ok, held = [], []
         for p in items:
             tip = str(repo.references[pins[id(p)]].target)

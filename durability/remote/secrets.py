@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -125,37 +125,41 @@ class Finding:
 class Scanner:
     """The check, with what it learned: a tip's verdict never changes (its
     history is fixed), so each tip is walked once per set of patterns, and a
-    clean tip's history is never walked again."""
+    commit whose whole history was found clean is never walked again (the
+    walk of the next checkpoint stops there: its cost is the new commits)."""
 
     def __init__(self) -> None:
         self._verdicts: dict[tuple[str, str, Patterns], tuple[Finding, ...]] = {}
-        self._clean: dict[str, set[str]] = {}
+        self._clean: dict[tuple[str, Patterns], set[str]] = {}
 
     def scan(self, repo: pygit2.Repository, tip: str, patterns: Patterns,
-             known: Iterable[str] = ()) -> tuple[Finding, ...]:
+             known: Collection[str] = ()) -> tuple[Finding, ...]:
         """The secret paths the history of commit ``tip`` brings, down to the
         commits in ``known`` (already pushed or checked) and their ancestors."""
         key = (repo.path, tip, patterns)
         if key in self._verdicts:
             return self._verdicts[key]
-        clean = self._clean.setdefault(repo.path, set())
-        walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-        for oid in {*known, *clean} - {tip}:
-            try:
-                walker.hide(pygit2.Oid(hex=oid))
-            except (KeyError, ValueError, pygit2.GitError):
-                continue  # not in this repository (gc'd, another store): nothing to hide
+        clean = self._clean.setdefault((repo.path, patterns), set())
         found: list[Finding] = []
-        for commit in walker:
+        seen: set[str] = set()
+        todo = [tip]
+        while todo and len(found) < MAX_NAMED:
+            oid = todo.pop()
+            if oid in seen or oid in clean or oid in known:
+                continue
+            seen.add(oid)
+            try:
+                commit = repo[oid].peel(pygit2.Commit)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue  # not here (a shallow clone's edge): nothing of it is pushed
             found += _added(repo, commit, patterns)
-            if len(found) >= MAX_NAMED:
-                break
+            todo += [str(p) for p in commit.parent_ids]
         verdict = tuple(found)
         if len(self._verdicts) >= _MAX_KEPT:
             self._verdicts.clear()  # a long-lived service: walked again, never wrong
         self._verdicts[key] = verdict
         if not verdict:
-            clean.add(tip)
+            clean |= seen
         return verdict
 
 
