@@ -40,12 +40,13 @@ _TOKENS = [
 ]
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_TOKENS) + ")")
 # What a secret's name holds (case-insensitive).
-_NAME = (r"[A-Za-z0-9_.-]*(?:passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|"
+_NAME = (r"[A-Za-z0-9_-]*(?:passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|"
          r"access[_-]?key|private[_-]?key|credential|authorization|auth[_-]?key)"
-         r"[A-Za-z0-9_.-]*")
+         r"[A-Za-z0-9_-]*")
 _VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s&;,'\"]+)"
 # An Authorization header's scheme and credential.
-_SCHEME = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+)[A-Za-z0-9._~+/=-]{6,}")
+_SCHEME = re.compile(r"(?i)(\bbearer|authorization:\s*(?:basic|token|digest))(\s+)"
+                     r"[A-Za-z0-9._~+/=-]{6,}")
 # --token VALUE, --password=VALUE, -H is handled by _SCHEME.
 _FLAG = re.compile(r"(?i)(?<![A-Za-z0-9_])(--?" + _NAME + r")(\s+|=)(?!-)" + _VALUE)
 # name=value, name: value (an environment assignment, a header, a query).

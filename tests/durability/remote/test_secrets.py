@@ -237,6 +237,14 @@ def test_redact_keeps_what_a_label_says() -> None:
         "mysql -u root --password <redacted> db")
     assert redact(f"curl -u bob:{SECRET} x") == "curl -u bob:<redacted> x"
     assert redact("ssh://git@host/x.git") == "ssh://git@host/x.git"
+    for plain in ("Edit src/auth/token_store.py", "Edit tokenizer.py: fix",
+                  "fix the token refresh logic", "Write docs/password-reset.md"):
+        assert redact(plain) == plain
+    assert redact('-H "Authorization: Basic dXNlcjpwYXNz"') == (
+        '-H "Authorization: Basic <redacted>"')
+    assert redact("GITHUB_TOKEN=abc make") == "GITHUB_TOKEN=<redacted> make"
+    assert redact("git push https://x-access-token:abc@github.com/a/b") == (
+        "git push https://<redacted>@github.com/a/b")
 
 
 def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
