@@ -269,3 +269,23 @@ def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
     for text in (log, gaps):
         assert SECRET not in text and TOKEN not in text, text
         assert "127.0.0.1:9/x.git?<redacted>" in text  # git drops the user itself
+
+
+def test_a_later_jj_checkpoint_without_the_file_goes_and_carries_none_of_it(
+        tmp_path: Path) -> None:
+    """jj: each checkpoint is its own pin, and a snapshot rewrites the
+    working-copy commit rather than building on the last one: once the file
+    is gone, the next checkpoint is pushed, and the secret's blob is not."""
+    repo = _repo("jj", tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    (repo / ".npmrc").write_text(f"//registry/:_authToken={SECRET}\n")
+    _snap(repo)
+    (repo / ".npmrc").unlink()
+    (repo / "work.txt").write_text("later\n")
+    later = _snap(repo)
+    assert _push() == 1
+    assert quick_states() == [{"backup": "failed"}, {"backup": "pushed"}]
+    assert f"refs/durability/jj/{later}" in remote_refs(remote)
+    assert not _has_object(remote, _blob(f"//registry/:_authToken={SECRET}\n"))
+    assert ".npmrc (pattern .npmrc)" in _gaps()[0]["detail"]
