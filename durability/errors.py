@@ -47,6 +47,7 @@ __all__ = [
     "GAP_REASONS",
     "CaptureError",
     "ConnectionLost",
+    "CredentialRefused",
     "DurabilityError",
     "GitFailed",
     "InsecurePath",
@@ -91,6 +92,9 @@ GAP_REASONS = frozenset({
     # A checkpoint was not on a remote of its worktree within
     # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
     "replication-failed",
+    # A checkpoint holding a file that matches the secret patterns (or with
+    # one in the history its push carries) is not pushed (docs/REMOTE.md).
+    "secret-withheld",
 })
 
 
@@ -111,6 +115,12 @@ class DurabilityError(Exception):
 
 class InvalidInput(DurabilityError):
     code = "invalid-value"
+
+
+class CredentialRefused(InvalidInput):
+    """A remote URL holding a credential (docs/REMOTE.md): refused, never stored."""
+
+    code = "remote-credential"
 
 
 class CaptureError(DurabilityError):
@@ -245,6 +255,9 @@ _EXIT_CODES = {
     # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).
     "remote-failed": 9,
     "replication-failed": 9,
+    "secret-withheld": 9,
+    # A remote URL holding a password or token (use git's credential helpers).
+    "remote-credential": 2,
     # Layer 1 runs (engine codes).
     "RUN_OWNER_ALIVE": 10,
     "RUN_STILL_RUNNING": 11,

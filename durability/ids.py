@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKENDS",
     "INVALID_RUN",
+    "CredentialInURL",
     "backend_choice",
     "call_request_id",
     "find_root_str",
@@ -240,25 +241,37 @@ def remote_name(value: str) -> str:
     return value
 
 
+class CredentialInURL(ValueError):
+    """A remote URL holds a credential: it would be stored and shown."""
+
+
 def remote_url(value: str, cwd: str) -> str:
     """``value`` as a remote URL git can push to, else ``ValueError``:
     ``file://``, ``ssh://`` or ``https://`` URLs, ``user@host:path`` (ssh), or
-    a local path (made absolute against ``cwd`` and stored as ``file://``)."""
+    a local path (made absolute against ``cwd`` and stored as ``file://``).
+    A URL holding a credential is ``CredentialInURL``; no message repeats a
+    credential (``redact``)."""
+    from durability.redact import credential_in_url, redact
+
+    shown = redact(value[:80])
     bad = next((c for c in value if ord(c) < 0x21 or c == "\x7f"), None)
     if not value or bad is not None or value.startswith("-") or len(value) > 2000:
-        raise ValueError(f"invalid remote URL {value[:80]!r}: empty, too long, or holding "
+        raise ValueError(f"invalid remote URL {shown!r}: empty, too long, or holding "
                          "spaces, control characters or a leading '-'")
     if "::" in value.split("/", 1)[0]:
-        raise ValueError(f"invalid remote URL {value[:80]!r}: <transport>:: URLs run "
+        raise ValueError(f"invalid remote URL {shown!r}: <transport>:: URLs run "
                          "programs and are refused")
+    if "://" in value and (not value.startswith(REMOTE_SCHEMES) or value.endswith("://")):
+        raise ValueError(f"invalid remote URL {shown!r}: use file://, ssh:// or https://")
+    if value.startswith(REMOTE_SCHEMES) or (":" in value.split("/", 1)[0]
+                                            and not value.startswith((".", "/"))):
+        held = credential_in_url(value)
+        if held is not None:
+            raise CredentialInURL(
+                f"the remote URL holds {held}, which would be stored and shown: give the "
+                "URL without it and let git's credential helper (git help credential) or "
+                "ssh keys supply it")
     if "://" in value:
-        if not value.startswith(REMOTE_SCHEMES) or value.endswith("://"):
-            raise ValueError(f"invalid remote URL {value[:80]!r}: use file://, ssh:// or "
-                             "https://")
-        authority = value.split("://", 1)[1].split("/", 1)[0]
-        if ":" in authority.rpartition("@")[0]:
-            raise ValueError("invalid remote URL: a password in the URL would be stored in "
-                             "the state database; use git's credential helper instead")
         return value
     head = value.split("/", 1)[0]
     if ":" in head and not value.startswith((".", "/")):

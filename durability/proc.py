@@ -14,9 +14,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Finished", "TimedOut", "kill_all", "last_words", "run"]
+__all__ = ["Finished", "TimedOut", "kill_all", "kill_started_by", "last_words", "run"]
 
-_active: set[subprocess.Popen[bytes]] = set()
+#: Each program running from ``run``, with the thread that started it.
+_active: dict[subprocess.Popen[bytes], int] = {}
 _active_lock = threading.Lock()
 
 
@@ -56,7 +57,7 @@ def run(
         pass_fds=tuple(hold),
     )
     with _active_lock:
-        _active.add(proc)
+        _active[proc] = threading.get_ident()
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -65,7 +66,7 @@ def run(
         raise TimedOut(f"{argv[0]} ran past {timeout:g}s and was killed") from None
     finally:
         with _active_lock:
-            _active.discard(proc)
+            _active.pop(proc, None)
     return Finished(
         proc.returncode,
         out.decode("utf-8", "replace"),
@@ -93,3 +94,13 @@ def kill_all() -> None:
         procs = list(_active)
     for proc in procs:
         _kill(proc)
+
+
+def kill_started_by(thread_id: int) -> int:
+    """Kill the process group of every program still running from a ``run``
+    that thread ``thread_id`` called (a stopping replicator's push); how many."""
+    with _active_lock:
+        procs = [p for p, t in _active.items() if t == thread_id]
+    for proc in procs:
+        _kill(proc)
+    return len(procs)

@@ -36,6 +36,7 @@ import pygit2
 
 from durability.backends.base import Stamp
 from durability.ids import printable
+from durability.redact import redact
 from engine import AttemptKey
 
 __all__ = [
@@ -74,7 +75,9 @@ def message(stamp: Stamp) -> str:
     """The commit message: a subject, then one trailer per field."""
     subject = f"durability checkpoint: {stamp.source}"
     if stamp.label:
-        subject += " " + _one_line(stamp.label)[:200]
+        # A pushed checkpoint's message goes to the remote: no token in it
+        # (the store's label keeps the command whole).
+        subject += " " + _one_line(redact(stamp.label))[:200]
     k = stamp.key
     trailers = [("Run", k.run_id), ("Node", k.node_id), ("Iteration", str(k.iteration)),
                 ("Attempt", str(k.attempt))]

@@ -3,15 +3,21 @@ replicated to (docs/REMOTE.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from durability import ids
 from durability.cli import options
 from durability.cli.table import remotes_table
-from durability.errors import InvalidInput
+from durability.errors import CredentialRefused, InvalidInput
+from durability.redact import redact
+
+if TYPE_CHECKING:
+    from engine.remotes import Remote
 
 _WORKTREE = click.option(
     "--worktree", type=click.Path(path_type=Path, file_okay=False),
@@ -70,13 +76,21 @@ def remote_add(name: str, url: str, worktree: Path | None, as_json: bool) -> Non
     try:
         name = ids.remote_name(name)
         url = ids.remote_url(url, os.getcwd())
+    except ids.CredentialInURL as exc:
+        raise CredentialRefused(str(exc)) from None
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     key = worktree_key(worktree)
-    added = Remotes(options.settings().database).add(key, name, url)
+    added = _shown(Remotes(options.settings().database).add(key, name, url))
     if as_json:
         return options.emit(added.to_dict())
-    click.echo(f"remote {name} added for {ids.printable(key)}: {url}")
+    click.echo(f"remote {name} added for {ids.printable(key)}: {added.url}")
+
+
+def _shown(remote: Remote) -> Remote:
+    """``remote`` as it may be shown: its URL without a credential (one
+    stored by an older toolkit, which did not refuse them all)."""
+    return dataclasses.replace(remote, url=redact(remote.url))
 
 
 @remote_group.command("list")
@@ -93,7 +107,7 @@ def remote_list(worktree: Path | None, every: bool, as_json: bool) -> None:
     from engine.remotes import Remotes
 
     key = None if every else worktree_key(worktree)
-    rows = Remotes(options.settings().database).all(key)
+    rows = [_shown(r) for r in Remotes(options.settings().database).all(key)]
     options.listing([r.to_dict() for r in rows], as_json,
                     lambda: remotes_table(rows),
                     "no remotes" + (f" for {key}" if key else ""))
@@ -117,7 +131,7 @@ def remote_remove(name: str, worktree: Path | None, as_json: bool) -> None:
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     key = worktree_key(worktree)
-    gone = Remotes(options.settings().database).remove(key, name)
+    gone = _shown(Remotes(options.settings().database).remove(key, name))
     if as_json:
         return options.emit(gone.to_dict())
     click.echo(f"remote {name} removed for {ids.printable(key)}")

@@ -11,8 +11,11 @@ stable code); ``server.py`` turns it into the tool's error answer.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,9 +29,11 @@ from durability.config import Settings
 from durability.errors import InvalidInput
 from durability.mcp import models as m
 from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
+from engine.models import Attempt, Session
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
+    from engine.events import Event
     from engine.runs import Runs
 
 __all__ = ["TOOLS", "Here", "Tool", "tools"]
@@ -168,6 +173,51 @@ def _ingest(here: Here, store: Store) -> int:
     return ingest_spool(store, here.settings.spool_dirs).torn
 
 
+def _scope(here: Here) -> str | None:
+    """The worktree whose records the answers keep (None: every one's, with
+    ``--any-worktree``).  A session may have touched several worktrees (a
+    harness session that changed folder): through this server it shows only
+    what it recorded in the served one, never another project's paths,
+    commits or labels."""
+    return None if here.any_worktree else str(here.own())
+
+
+def _records_in(root: str, checkpoints: list[Checkpoint], gaps: list[Gap]
+                ) -> tuple[list[Checkpoint], list[Gap]]:
+    """A session's records of worktree ``root``: its checkpoints there, and
+    its gaps there (a gap that names no worktree only when the session
+    recorded nothing elsewhere: it may be of the other one; a gap of a folder
+    inside ``root`` is ``root``'s)."""
+    elsewhere = (any(c.worktree != root for c in checkpoints)
+                 or any(g.worktree is not None and not _inside(g.worktree, root)
+                        for g in gaps))
+    return ([c for c in checkpoints if c.worktree == root],
+            [g for g in gaps if (_inside(g.worktree, root) if g.worktree is not None
+                                 else not elsewhere)])
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or under it (a gap names the folder a
+    capture was asked for, which may be one inside the worktree)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _session_in(store: Store, s: Session, root: str, checkpoints: int, gaps: int) -> Session:
+    """``s`` as it was in ``root`` (``checkpoints`` and ``gaps``: how many of
+    its records name ``root``); the store's row when it is all there."""
+    if s.worktree == root and (s.checkpoints, s.gaps) == (checkpoints, gaps):
+        return s
+    cps, kept = _records_in(root, store.checkpoints(s.run_id), store.gaps(s.run_id))
+    times = [c.created_at_ms for c in cps] + [g.ts_ms for g in kept]
+    if not times:
+        return dataclasses.replace(s, worktree=root, checkpoints=0, gaps=0, sources="",
+                                   harnesses="")
+    return dataclasses.replace(
+        s, worktree=root, first_ms=min(times), last_ms=max(times), checkpoints=len(cps),
+        gaps=len(kept), sources=",".join(sorted({c.source for c in cps})),
+        harnesses=",".join(sorted({c.harness for c in cps if c.harness})))
+
+
 # -- the tools -----------------------------------------------------------------
 
 
@@ -178,6 +228,11 @@ def sessions(here: Here, args: m.SessionsIn) -> m.SessionsOut:
     root = None if everywhere else str(here.worktree(args.worktree))
     with here.store() as store:
         rows = store.sessions(worktree=root)
+        if root is not None:  # each listed with what it did here only
+            cps = Counter(c.run_id for c in store.worktree_checkpoints(root))
+            gps = Counter(g.run_id for g in store.worktree_gaps(root))
+            rows = [_session_in(store, r, root, cps[r.run_id], gps[r.run_id]) for r in rows]
+            rows.sort(key=lambda r: (-r.last_ms, r.run_id))
     kept = rows[:args.limit] if args.limit is not None else rows  # newest first
     return m.SessionsOut(sessions=[m.SessionOut(**s.to_dict()) for s in kept], total=len(rows))
 
@@ -186,6 +241,9 @@ def snapshots(here: Here, args: m.SnapshotsIn) -> m.CheckpointsOut:
     with here.store() as store:
         run_id = _run_id(here, store, args.run_id, args.worktree)
         rows = store.checkpoints(run_id, args.node_id)
+    root = _scope(here)
+    if root is not None:
+        rows = [c for c in rows if c.worktree == root]
     kept = rows[-args.limit:] if args.limit is not None else rows
     return m.CheckpointsOut(run_id=run_id, checkpoints=[_checkpoint(c) for c in kept],
                             total=len(rows))
@@ -263,6 +321,9 @@ def gaps(here: Here, args: m.GapsIn) -> m.GapsOut:
         torn = _ingest(here, store)
         run_id = _run_id(here, store, args.run_id, args.worktree)
         rows = store.gaps(run_id)
+        root = _scope(here)
+        if root is not None:
+            rows = _records_in(root, store.checkpoints(run_id), rows)[1]
     kept = _newest_gaps(rows, args.limit)
     return m.GapsOut(run_id=run_id, gaps=[m.GapOut(**g.to_dict()) for g in kept],
                      total=len(rows), torn_spool_lines=torn)
@@ -280,7 +341,34 @@ def attempts(here: Here, args: m.RunIdIn) -> m.AttemptsOut:
     with here.store() as store:
         run_id = _run_id(here, store, args.run_id, args.worktree)
         rows = store.attempts(run_id)
+        root = _scope(here)
+        if root is not None:
+            rows = _attempts_in(root, rows, store.checkpoints(run_id))
     return m.AttemptsOut(run_id=run_id, attempts=[m.AttemptOut(**a.to_dict()) for a in rows])
+
+
+def _attempts_in(root: str, rows: list[Attempt], checkpoints: list[Checkpoint]
+                 ) -> list[Attempt]:
+    """The attempts as they were in ``root``: one whose newest checkpoint is
+    elsewhere shows its newest one here as its pointer; one with nothing
+    here is left out (one with no checkpoint and no worktree only when the
+    run recorded nothing elsewhere)."""
+    newest: dict[AttemptKey, Checkpoint] = {}
+    for c in checkpoints:  # by attempt, then seq: the last one wins
+        if c.worktree == root:
+            newest[c.key] = c
+    elsewhere = (any(c.worktree != root for c in checkpoints)
+                 or any(a.worktree not in (None, root) for a in rows))
+    kept = []
+    for a in rows:
+        if a.worktree == root:
+            kept.append(a)
+        elif a.key in newest:
+            kept.append(dataclasses.replace(a, worktree=root,
+                                            jj_pointer=newest[a.key].commit_id))
+        elif a.worktree is None and not elsewhere:
+            kept.append(a)
+    return kept
 
 
 def snapshot_now(here: Here, args: m.SnapshotIn) -> m.SnapshotOut:
@@ -393,9 +481,40 @@ def logs(here: Here, args: m.LogsIn) -> m.LogsOut:
                     raise NotFound(f"no run {run_id!r}: the sessions and runs tools list them")
                 with here.store() as store:
                     here.check_run(store, run_id)
-        events, total = r.newest_events(run_id, args.limit)
+        root = None if _engine_run(r, run_id) else _scope(here)
+        if root is None:
+            events, total = r.newest_events(run_id, args.limit)
+        else:  # a hook session: its events of the served worktree only
+            with here.store() as store:
+                cps = store.checkpoints(run_id)
+            every, _ = r.newest_events(run_id, _ALL_EVENTS)
+            shown = _events_in(root, every, cps)
+            events, total = shown[-args.limit:], len(shown)
     return m.LogsOut(run_id=run_id, events=[m.EventOut(**e.to_dict()) for e in events],
                      total=total)
+
+
+#: Every event of a hook session, to filter (one per checkpoint or gap).
+_ALL_EVENTS = 10**9
+
+
+def _events_in(root: str, events: list[Event], checkpoints: list[Checkpoint]) -> list[Event]:
+    """The events of a hook session that are of worktree ``root``: a
+    checkpoint's only when that checkpoint is there, and none that names
+    another worktree or one of its commits."""
+    place = {(c.node_id, c.iteration, c.attempt, c.seq): c.worktree for c in checkpoints}
+    foreign = {c.worktree for c in checkpoints if c.worktree != root}
+    foreign |= {c.commit_id for c in checkpoints if c.worktree != root}
+    kept = []
+    for e in events:
+        at = place.get((e.node_id, e.iteration, e.attempt, e.seq))
+        if e.kind == "checkpoint" and at != root:
+            continue
+        text = json.dumps(e.detail) if e.detail else ""
+        if any(f in text for f in foreign):
+            continue
+        kept.append(e)
+    return kept
 
 
 def _engine_run(r: Runs, run_id: str) -> bool:
@@ -435,8 +554,7 @@ _GC_LOCK_TIMEOUT_S = 30.0
 
 
 def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
-    from collections import Counter
-
+    from durability.redact import redact
     from engine.remotes import Remotes
 
     root = str(here.worktree(args.worktree))
@@ -449,7 +567,8 @@ def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
         for name, state in per_remote.items():
             counts.setdefault(name, Counter())[state] += 1
     return m.RemotesOut(worktree=root, checkpoints=len(rows), remotes=[
-        m.RemoteOut(**r.to_dict(), pushed=counts.get(r.name, Counter())["pushed"],
+        m.RemoteOut(**{**r.to_dict(), "url": redact(r.url)},
+                    pushed=counts.get(r.name, Counter())["pushed"],
                     pending=counts.get(r.name, Counter())["pending"],
                     failed=counts.get(r.name, Counter())["failed"])
         for r in named.all(root)])

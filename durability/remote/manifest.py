@@ -8,9 +8,10 @@ can share a remote without overwriting each other's list; one per state
 store, so machines that clone a project to the same path, as a fleet of
 containers does, never push over each other's list either).  Its tree holds one small JSON blob per
 checkpoint, named by a hash of the checkpoint's place (run, node, iteration,
-attempt, seq): the store row as captured, plus ``ref``, the ref that pins its
-commit on the remote.  Each push adds the batch's entries on top of the last
-commit, so the remote's ref only ever moves forward, and a fetch of
+attempt, seq): the store row as captured (its label ``redact``-ed), plus
+``ref``, the ref that pins its commit on the remote.  Each push adds the
+batch's entries on top of the last commit, so the remote's ref only ever
+moves forward, and a fetch of
 ``refs/durability/manifests/*`` lists every checkpoint pushed there.  Only
 checkpoints of the worktree the remote was named for are listed in it.
 """
@@ -29,6 +30,7 @@ from typing import Any
 import pygit2
 
 from durability.backends.git_commit import signature
+from durability.redact import redact
 from engine import Checkpoint
 
 __all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all", "replica_id"]
@@ -100,6 +102,9 @@ def add(repo: pygit2.Repository, ref: str, entries: list[Entry]) -> None:
     builder = repo.TreeBuilder(parent.tree) if parent is not None else repo.TreeBuilder()
     for entry in entries:
         data = {"v": _VERSION, "ref": entry.ref, **asdict(entry.checkpoint)}
+        # The label goes off the machine: a Bash call's is its command line,
+        # tokens and all (the local record keeps it whole).
+        data["label"] = redact(data["label"]) if data["label"] else data["label"]
         blob = repo.create_blob(json.dumps(data, sort_keys=True,
                                            ensure_ascii=True).encode())
         builder.insert(_entry_name(entry.checkpoint), blob, pygit2.enums.FileMode.BLOB)

@@ -24,22 +24,27 @@ from pathlib import Path
 import filelock
 import pygit2
 
+from durability import proc
 from durability.backends.git_commit import key_ref
 from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.config import Settings
 from durability.errors import DurabilityError
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
+from durability.ids import printable
 from durability.inspect.repository import open_checkpoints
-from durability.remote import manifest, transport
+from durability.remote import manifest, secrets, transport
+from durability.remote.transport import RemoteFailed
 from engine import Checkpoint, EngineError, Store, now_ms
 from engine.remotes import FAILED, PUSHED, Pending, Remotes
 
-__all__ = ["GAP_REASON", "Replicator", "pin_ref"]
+__all__ = ["GAP_REASON", "WITHHELD_REASON", "Replicator", "pin_ref"]
 
 log = logging.getLogger("durability.replicate")
 
 GAP_REASON = "replication-failed"
+#: A checkpoint not pushed because its push would carry a secret-shaped file.
+WITHHELD_REASON = "secret-withheld"
 #: A burst of captures is pushed once it pauses this long...
 QUIET_S = 0.2
 #: ...or this long after its first checkpoint, if it goes on.
@@ -86,6 +91,11 @@ class Replicator:
         self._compared: set[tuple[str, str]] = set()
         #: This state store's id in the names of its manifests (``manifest.replica_id``).
         self._replica_id: str | None = None
+        self._scanner = secrets.Scanner()
+        #: The commits each local manifest lists (checked when they were added).
+        self._listed: dict[str, set[str]] = {}
+        #: (request id, remote) of the secret-withheld gaps filed since start.
+        self._filed: set[tuple[str, str]] = set()
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
@@ -100,11 +110,15 @@ class Replicator:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop after the push under way, if any, waiting up to ``STOP_WAIT_S``
-        for it: a push cut short is pushed again by the next service."""
+        """Stop now: a push under way is killed with its process group (a
+        push hanging on the remote's hook would otherwise outlive the
+        service); it is atomic, so nothing of it landed, and the next service
+        pushes it again.  Waits up to ``STOP_WAIT_S`` for the thread."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
+            if self._thread.ident is not None:
+                proc.kill_started_by(self._thread.ident)
             self._thread.join(STOP_WAIT_S)
             if self._thread.is_alive():
                 return  # a push still under way holds the connection; the process ends it
@@ -197,13 +211,16 @@ class Replicator:
         at, delay = self._backoff.get(key, (0.0, 0.0))
         sent: list[Pending] = []
         unpinned: list[Pending] = []
+        withheld: list[Pending] = []
         if time.monotonic() >= at:
             try:
+                patterns = secrets.load(self._env)
                 for start in range(0, len(items), MAX_BATCH):
-                    done, lost = self._push(items[start:start + MAX_BATCH])
+                    done, lost, held = self._push(items[start:start + MAX_BATCH], patterns)
                     self._remotes.mark(done, PUSHED)
                     sent += done
                     unpinned += lost
+                    withheld += held
                 self._backoff.pop(key, None)
                 self._errors.pop(key, None)
             except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
@@ -213,16 +230,18 @@ class Replicator:
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
         # Only what is still not there: the batches before a refused one are.
-        handled = {id(p) for p in sent + unpinned}
+        handled = {id(p) for p in sent + unpinned + withheld}
         self._file_overdue([p for p in items if id(p) not in handled],
                            self._errors.get(key, "not pushed yet"))
         if unpinned:
             self._file_overdue(unpinned, "its pin is missing here: it cannot be pushed")
         return len(sent)
 
-    def _push(self, items: list[Pending]) -> tuple[list[Pending], list[Pending]]:
-        """Push ``items``: those now on the remote, and those left out because
-        their pin is gone (one lost pin must not hold back the rest)."""
+    def _push(self, items: list[Pending], patterns: secrets.Patterns
+              ) -> tuple[list[Pending], list[Pending], list[Pending]]:
+        """Push ``items``: those now on the remote, those left out because
+        their pin is gone (one lost pin must not hold back the rest), and
+        those withheld because their push would carry a secret-shaped file."""
         worktree, remote = items[0].checkpoint.worktree, items[0].remote
         repo = open_checkpoints(Path(worktree), self._env)
         there = self._already_there(repo, items)
@@ -232,19 +251,86 @@ class Replicator:
         pins = {id(p): pin_ref(repo, p.checkpoint) for p in items}
         lost = [p for p in items if pins[id(p)] not in repo.references]
         items = [p for p in items if pins[id(p)] in repo.references]
+        mref = manifest.local_ref(worktree, remote.name, self._replica())
+        items, held = self._withhold(repo, mref, items, pins, patterns)
         if not items:
-            return there, lost
+            return there, lost, held
         entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
         refs = {e.ref for e in entries}
         refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
                  if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
-        mref = manifest.local_ref(worktree, remote.name, self._replica())
         manifest.add(repo, mref, entries)
+        self._listed.setdefault(mref, set()).update(p.checkpoint.commit_id for p in items)
         specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
         transport.push(repo.path, remote.url, specs, env=self._env)
+        self._verify(repo, remote.url, [*sorted(refs), mref])
         self.pushes += 1
         self.pushed += len(items)
-        return there + items, lost
+        return there + items, lost, held
+
+    def _withhold(self, repo: pygit2.Repository, mref: str, items: list[Pending],
+                  pins: dict[int, str], patterns: secrets.Patterns
+                  ) -> tuple[list[Pending], list[Pending]]:
+        """Split ``items`` into those whose push carries no secret-shaped file
+        and those it would (each filed once as a ``secret-withheld`` gap,
+        recorded ``failed`` and kept in the outbox: pushed once the file is
+        forgotten or allowed).
+
+        What a push carries is the commit its pin names (for git, the
+        attempt's newest: its chain holds the earlier ones) and the history
+        under it that was not listed as pushed before."""
+        known = self._listed.get(mref)
+        if known is None:  # read once per service: a manifest may list 100,000
+            known = self._listed[mref] = {e.checkpoint.commit_id
+                                          for e in manifest.read(repo, mref)}
+        ok, held = [], []
+        for p in items:
+            tip = str(repo.references[pins[id(p)]].target)
+            found = self._scanner.scan(repo, tip, patterns, known)
+            if not found:
+                ok.append(p)
+                continue
+            held.append(p)
+            filed = (p.checkpoint.request_id, p.remote.name)
+            if filed not in self._filed:  # once per service (the store keeps one anyway)
+                self._file_withheld(p, found)
+                self._filed.add(filed)
+        return ok, held
+
+    def _file_withheld(self, p: Pending, found: tuple[secrets.Finding, ...]) -> None:
+        c = p.checkpoint
+        own = c.commit_id
+        named = "; ".join(
+            f"{printable(f.path)} (pattern {printable(f.pattern)}"
+            + ("" if f.commit == own else f", in its history: commit {f.commit[:12]}") + ")"
+            for f in found)
+        detail = (f"seq {c.seq} ({c.commit_id[:12]}) not pushed to remote {p.remote.name}: "
+                  f"it would carry {named}; `durability forget` the path, or allow it "
+                  "under [secrets] allow in the config file (docs/REMOTE.md)")
+        log.warning("withheld %s seq %s from %s: %s", c.run_id, c.seq, p.remote.name, named)
+        write_gap(self.settings, spool.gap_record(
+            run_id=c.run_id, request_id=f"{WITHHELD_REASON}-{p.remote.name}-{c.request_id}",
+            reason=WITHHELD_REASON, node_id=c.node_id, iteration=c.iteration,
+            attempt=c.attempt, worktree=c.worktree, source=c.source,
+            tool_use_id=c.tool_use_id, detail=detail), self._store)
+        try:  # `failed`, with why: its gap is filed, and it stays in the outbox
+            self._remotes.mark([p], FAILED, detail[:500])
+        except EngineError as exc:
+            log.warning("cannot record a withheld checkpoint: %s", exc)
+
+    def _verify(self, repo: pygit2.Repository, url: str, refs: list[str]) -> None:
+        """Believe a push only once the remote shows every ref it carried at
+        the commit pushed (``git ls-remote``): a remote whose hook deletes or
+        moves what it accepted said yes, and holds nothing.  Marked pushed,
+        such checkpoints would be dropped here by gc (jj) while they exist
+        nowhere else; not verified, they stay due and become gaps."""
+        held = transport.ls_remote(repo.path, url, refs, env=self._env)
+        wrong = [r for r in refs if held.get(r) != str(repo.references[r].target)]
+        if wrong:
+            raise RemoteFailed(
+                f"the remote accepted the push but does not hold {len(wrong)} of its "
+                f"{len(refs)} refs afterwards (e.g. {wrong[0]}): a hook there deletes or "
+                "moves what it takes; nothing is recorded as pushed")
 
     def _already_there(self, repo: pygit2.Repository, items: list[Pending]) -> list[Pending]:
         """Items a push before a crash carried but did not get recorded.

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from durability import proc
 from durability.backends import git_cli
 from durability.errors import DurabilityError
+from durability.redact import redact
 
 __all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
 
@@ -44,9 +45,15 @@ def _git(git_dir: str, args: Sequence[str], env: Mapping[str, str], timeout: flo
     child = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in _KEPT}
     child.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL="file:ssh:https",
                  LC_ALL="C", GIT_DIR=git_dir)
-    return git_cli.run(args, env=child, timeout=timeout, needs="replication needs git",
-                       options=["-c", f"core.hooksPath={os.devnull}", "-c", "core.askPass="],
-                       error=RemoteFailed, explain=_why)
+    try:
+        return git_cli.run(args, env=child, timeout=timeout, needs="replication needs git",
+                           options=["-c", f"core.hooksPath={os.devnull}", "-c",
+                                    "core.askPass="],
+                           error=RemoteFailed, explain=_why)
+    except RemoteFailed as exc:
+        # git's error names the URL (a stored one may predate the refusal of
+        # credentials): what is logged, filed in a gap or shown carries none.
+        raise RemoteFailed(redact(exc.message), code=exc.code) from None
 
 
 def _why(done: proc.Finished) -> str:

@@ -71,3 +71,73 @@ def test_any_worktree_lets_a_person_open_every_project(tmp_path: Path) -> None:
 
     serve(ours, body, "--any-worktree")
     assert (theirs / "README.md").read_text() == "theirs v1\n"
+
+
+def test_a_session_that_touched_two_worktrees_shows_only_the_served_one(
+        tmp_path: Path) -> None:
+    """Session sab captured in ``ours``, then ``theirs``, then ``ours`` (one
+    attempt: its newest checkpoint before the last was theirs), with a gap in
+    each: through ours' server its listing, checkpoints, attempts, gaps and
+    log name nothing of theirs (path, commit ids, labels); through theirs'
+    server, the converse."""
+    import json
+    import uuid
+
+    from durability.capture.snapshot import snapshot_now
+    from durability.config import Settings
+    from durability.gaps import spool
+    from durability.gaps.ingest import write_gap
+    from engine import AttemptKey, Store
+
+    ours = make_git_repo(tmp_path / "ours").resolve()
+    theirs = make_git_repo(tmp_path / "theirs").resolve()
+    settings = Settings.from_env()
+    key = AttemptKey("sab", "session", 0, 1)
+    commits: dict[Path, list[str]] = {ours: [], theirs: []}
+    for where, label in ((ours, "Edit ours-one.txt"), (theirs, "Edit theirs-secret.txt"),
+                         (ours, "Edit ours-two.txt"), (theirs, "Edit theirs-again.txt"),
+                         (ours, "Edit ours-three.txt")):
+        (where / "f.txt").write_text(label)
+        done = snapshot_now(settings, key=key, path=where, label=label,
+                            request_id=str(uuid.uuid4()))
+        assert done.commit_id is not None
+        commits[where].append(done.commit_id)
+    with Store(settings.database) as store:
+        for where in (ours, theirs):
+            write_gap(settings, spool.gap_record(
+                run_id="sab", request_id=f"gap-{where.name}", reason="timeout",
+                node_id="session", iteration=0, attempt=1, worktree=str(where),
+                source="hook", tool_use_id=None, detail=f"timed out in {where}"),
+                lambda: store)
+    seen: dict[Path, dict[str, dict]] = {}
+
+    def reader(where: Path):
+        async def body(mcp: Mcp) -> None:
+            got = seen.setdefault(where, {})
+            got["sessions"] = await mcp.call("sessions")
+            for tool in ("snapshots", "attempts", "gaps", "logs"):
+                got[tool] = await mcp.call(tool, run_id="sab")
+            got["latest"] = await mcp.call("snapshots")  # the default session
+        return body
+
+    serve(ours, reader(ours))
+    serve(theirs, reader(theirs))
+    for mine, other in ((ours, theirs), (theirs, ours)):
+        got = seen[mine]
+        text = json.dumps(got)
+        assert str(other) not in text and other.name + "-" not in text
+        assert not [c for c in commits[other] if c in text]
+        assert all(c in text for c in commits[mine])
+        (listed,) = got["sessions"]["sessions"]
+        assert (listed["run_id"], listed["worktree"]) == ("sab", str(mine))
+        assert (listed["checkpoints"], listed["gaps"]) == (len(commits[mine]), 1)
+        assert [c["commit_id"] for c in got["snapshots"]["checkpoints"]] == commits[mine]
+        assert got["snapshots"]["total"] == len(commits[mine]) == got["latest"]["total"]
+        (attempt,) = got["attempts"]["attempts"]
+        assert (attempt["worktree"], attempt["jj_pointer"]) == (str(mine), commits[mine][-1])
+        assert [g["request_id"] for g in got["gaps"]["gaps"]] == [f"gap-{mine.name}"]
+        logged = [e for e in got["logs"]["events"] if e["kind"] == "checkpoint"]
+        assert [e["detail"]["commit_id"] for e in logged] == commits[mine]
+        assert got["logs"]["total"] == len(got["logs"]["events"])
+    # The CLI, a person's view, still shows the whole session.
+    assert len(cli_json("snapshots", "sab")) == 5

@@ -160,8 +160,10 @@ def test_bad_inputs_answer_with_codes_and_the_server_lives_on(tmp_path: Path) ->
     outside.write_text("not yours\n")
     assert cli("snapshot", str(repo), "--run", "r1", "--node", "session").returncode == 0
     (repo / "README.md").write_text("changed\n")
-    for _ in range(3):  # three captures that could not be taken: gaps of r1
-        assert cli("snapshot", str(tmp_path), "--run", "r1", "--node", "session").returncode == 5
+    for _ in range(3):  # three captures that could not be taken: gaps of r1 (in the
+        # served worktree: a gap naming a folder outside it is not the server's to show)
+        assert cli("snapshot", str(repo / "gone"), "--run", "r1", "--node", "session"
+                   ).returncode == 5
 
     async def body(mcp: Mcp) -> None:
         assert await mcp.error("snapshots", run_id="no-such-run") == "not-found"
@@ -188,7 +190,7 @@ def test_bad_inputs_answer_with_codes_and_the_server_lives_on(tmp_path: Path) ->
         assert raised.value.error.data == {"code": "not-found"}
         found = await mcp.call("gaps", limit=2)
         assert (len(found["gaps"]), found["total"]) == (2, 3)
-        assert {g["reason"] for g in found["gaps"]} == {"not-a-repo"}
+        assert {g["reason"] for g in found["gaps"]} == {"worktree-missing"}
         listed = await mcp.call("sessions", limit=1)
         assert (len(listed["sessions"]), listed["total"]) == (1, 1)
         # Still serving, and nothing was restored by any of the above.

@@ -1,0 +1,180 @@
+"""Which files never leave the machine unasked: the secret patterns a push is
+checked against (docs/REMOTE.md, "Secrets are withheld").
+
+A checkpoint's push carries its commit and every ancestor the remote lacks
+(for git, the attempt's whole chain and the branch it grew from).  So the
+check walks the commits the push would carry, down to the ones already
+checked clean or already listed as pushed, and looks at the paths each one
+adds or changes against its first parent (all of a root commit's): a file
+that sits in a later tree unchanged came in with an earlier commit, which the
+walk reaches too.  A path matches a pattern by its name (a pattern without a
+``/``, e.g. ``*.pem``) or by its last components (``.aws/credentials``);
+an ``allow`` pattern wins over every secret pattern.
+
+The patterns are the defaults below, plus ``[secrets] patterns`` of the config
+file (``$DURABILITY_CONFIG``, else ``config.toml`` in the platform's config
+folder, as ``[retention]``), minus ``[secrets] allow``.  The file is read at
+each replication pass, so allowing a path takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import pygit2
+
+from durability.errors import InvalidInput
+
+__all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load"]
+
+#: Files that hold secrets, by the usual names.
+DEFAULT_PATTERNS = (
+    ".env", ".env.*", "*.env",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass",
+    "credentials.json", "client_secret*.json", "service-account*.json",
+    ".aws/credentials", ".docker/config.json", ".kube/config",
+    "secrets.yml", "secrets.yaml", "*.tfvars",
+)
+#: Files by those names that hold no secret by convention: templates and
+#: public keys.
+DEFAULT_ALLOW = (
+    ".env.example", ".env.sample", ".env.template", ".env.dist", "*.env.example",
+    "*.pub",
+)
+#: A walk stops after this many findings (one withholds the push).
+MAX_NAMED = 5
+_MAX_KEPT = 10_000
+
+
+@dataclass(frozen=True)
+class Patterns:
+    secret: tuple[str, ...] = DEFAULT_PATTERNS
+    allow: tuple[str, ...] = DEFAULT_ALLOW
+
+    def matches(self, path: str) -> str | None:
+        """The secret pattern ``path`` (``/``-separated, relative) matches,
+        or None (none does, or an allow pattern does)."""
+        if any(_match(p, path) for p in self.allow):
+            return None
+        return next((p for p in self.secret if _match(p, path)), None)
+
+
+def _match(pattern: str, path: str) -> bool:
+    parts = path.split("/")
+    want = pattern.strip("/").split("/")
+    if len(want) > len(parts):
+        return False
+    return all(fnmatchcase(part, w) for part, w in zip(parts[-len(want):], want, strict=True))
+
+
+def _config_path(env: Mapping[str, str]) -> Path:
+    # The same file as retention.policy.config_path (a room above this one).
+    explicit = env.get("DURABILITY_CONFIG")
+    if explicit:
+        return Path(explicit)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("durability", appauthor=False)) / "config.toml"
+
+
+def load(env: Mapping[str, str] = os.environ) -> Patterns:
+    """The patterns: the defaults, ``[secrets] patterns`` added, ``[secrets]
+    allow`` added to the allowed.  A file that cannot be read, or a setting
+    that is not a list of strings, is ``invalid-value``: nothing is pushed
+    on a guess."""
+    path = _config_path(env)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Patterns()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"cannot read the config file {path}: {exc}") from None
+    table = data.get("secrets", {})
+    if not isinstance(table, dict) or set(table) - {"patterns", "allow"}:
+        raise InvalidInput(f"{path}: [secrets] takes only `patterns` and `allow`, lists of "
+                           "file name patterns")
+    extra = _strings(table.get("patterns", []), path, "patterns")
+    allow = _strings(table.get("allow", []), path, "allow")
+    return Patterns(DEFAULT_PATTERNS + extra, DEFAULT_ALLOW + allow)
+
+
+def _strings(value: object, path: Path, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip("/")
+                                              for v in value):
+        raise InvalidInput(f"{path}: [secrets] {name} must be a list of file name patterns")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A secret-shaped path a push would carry."""
+
+    path: str
+    pattern: str
+    #: The commit that brought it in.
+    commit: str
+
+
+class Scanner:
+    """The check, with what it learned: a tip's verdict never changes (its
+    history is fixed), so each tip is walked once per set of patterns, and a
+    commit whose whole history was found clean is never walked again (the
+    walk of the next checkpoint stops there: its cost is the new commits)."""
+
+    def __init__(self) -> None:
+        self._verdicts: dict[tuple[str, str, Patterns], tuple[Finding, ...]] = {}
+        self._clean: dict[tuple[str, Patterns], set[str]] = {}
+
+    def scan(self, repo: pygit2.Repository, tip: str, patterns: Patterns,
+             known: Collection[str] = ()) -> tuple[Finding, ...]:
+        """The secret paths the history of commit ``tip`` brings, down to the
+        commits in ``known`` (already pushed or checked) and their ancestors."""
+        key = (repo.path, tip, patterns)
+        if key in self._verdicts:
+            return self._verdicts[key]
+        clean = self._clean.setdefault((repo.path, patterns), set())
+        found: list[Finding] = []
+        seen: set[str] = set()
+        todo = [tip]
+        while todo and len(found) < MAX_NAMED:
+            oid = todo.pop()
+            if oid in seen or oid in clean or oid in known:
+                continue
+            seen.add(oid)
+            try:
+                commit = repo[oid].peel(pygit2.Commit)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue  # not here (a shallow clone's edge): nothing of it is pushed
+            found += _added(repo, commit, patterns)
+            todo += [str(p) for p in commit.parent_ids]
+        verdict = tuple(found)
+        if len(self._verdicts) >= _MAX_KEPT:
+            self._verdicts.clear()  # a long-lived service: walked again, never wrong
+        self._verdicts[key] = verdict
+        if not verdict:
+            clean |= seen
+        return verdict
+
+
+def _added(repo: pygit2.Repository, commit: pygit2.Commit, patterns: Patterns) -> list[Finding]:
+    """The secret paths ``commit`` adds or changes against its first parent."""
+    if commit.parents:
+        diff = repo.diff(commit.parents[0].tree, commit.tree)
+    else:
+        diff = commit.tree.diff_to_tree(swap=True)
+    found = []
+    for delta in diff.deltas:
+        if delta.status == pygit2.enums.DeltaStatus.DELETED:
+            continue
+        path = delta.new_file.path
+        pattern = patterns.matches(path)
+        if pattern is not None:
+            found.append(Finding(path, pattern, str(commit.id)))
+    return found
