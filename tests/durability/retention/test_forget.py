@@ -1,0 +1,184 @@
+"""``durability forget``: a path taken out of every checkpoint, locally and on
+the remote, with seqs, pointers and undo points kept (real jj, real git, a
+bare repository as the remote)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from durability.capture.restore import restore
+from durability.config import Settings
+from durability.errors import InvalidInput
+from durability.remote.replicator import Replicator
+from durability.retention.forget import run_forget
+from engine.remotes import Remotes
+from tests.durability.remote.remotekit import manifest_commits, remote_refs
+from tests.durability.retention.gckit import KEY, Recorder, make_repo, store_git
+from tests.helpers import cli, git
+
+SECRET = b"API_KEY=sk-live-0123456789abcdef\n"
+
+
+def _exists(git_dir: Path, oid: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", oid],
+                          capture_output=True, timeout=60).returncode == 0
+
+
+def _push(settings: Settings, rec: Recorder) -> None:
+    assert Replicator(settings, lambda: rec.store, os.environ).run_once() > 0
+
+
+def _build(kind: str, tmp_path: Path, settings: Settings) -> tuple[Recorder, Path, int]:
+    """A worktree with a remote whose ``.env`` is in 50 checkpoints, an undo
+    point (a restore's pre-restore checkpoint) among them, most of them
+    pushed; ``.env`` is then deleted from disk.  Returns the recorder, the
+    bare remote and the undo point's seq."""
+    wt = make_repo(kind, tmp_path / "wt")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    rec = Recorder(settings, wt)
+    rec.capture()  # seq 1: no .env yet
+    (wt / ".env").write_bytes(SECRET)
+    for _ in range(29):  # seqs 2-30
+        rec.capture()
+    _push(settings, rec)
+    edited = b"edited, never captured\n"
+    (wt / "work.txt").write_bytes(edited)
+    done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=10)
+    undo = done.pre_restore_seq  # 31: the tree before the restore, .env included
+    rec.content[(KEY, undo)] = edited
+    for _ in range(19):  # 32-50
+        rec.capture()
+    _push(settings, rec)
+    rec.capture()  # 51: not pushed yet (still in the outbox)
+    (wt / ".env").unlink()
+    return rec, bare, undo
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
+        kind: str, tmp_path: Path, settings: Settings) -> None:
+    rec, bare, undo = _build(kind, tmp_path, settings)
+    wt, store = rec.worktree, rec.store
+    blob = str(pygit2.hash(SECRET))
+    git_dir = Path(store_git(wt).path)
+    before = store.checkpoints(KEY.run_id)
+    holding = [c.seq for c in before if c.seq != 1]
+    assert len(holding) == 50 and undo == 31
+    assert _exists(git_dir, blob) and _exists(bare, blob)
+
+    dry = run_forget(settings, store, wt, [".env"], dry_run=True)
+    assert sorted(c.seq for c in dry.holding) == holding
+    assert [c.commit_id for c in store.checkpoints(KEY.run_id)] == [c.commit_id
+                                                                    for c in before]
+    assert _exists(git_dir, blob)
+
+    report = run_forget(settings, store, wt, [".env"])
+
+    assert sorted(c.seq for c in report.holding) == holding
+    assert report.remotes and report.remotes[0]["error"] is None, report.remotes
+    assert report.blobs_left == [] and report.collected
+    after = store.checkpoints(KEY.run_id)
+    assert [c.seq for c in after] == [c.seq for c in before]
+    assert [(c.label, c.source, c.request_id) for c in after] == [
+        (c.label, c.source, c.request_id) for c in before]
+    assert not _exists(git_dir, blob)
+    repo = store_git(wt)
+    for old, new in zip(before, after, strict=True):
+        assert (new.commit_id != old.commit_id) == (old.seq in holding)
+        tree = repo[new.commit_id].peel(pygit2.Commit).tree
+        assert ".env" not in tree
+        assert bytes(repo[tree["work.txt"].id].data) == rec.content[(KEY, new.seq)]
+    pointer = next(a.jj_pointer for a in store.attempts(KEY.run_id) if a.attempt == 1)
+    assert pointer == after[-1].commit_id
+
+    # The remote: our refs name the new commits only; its own gc drops the blob.
+    refs = remote_refs(bare)
+    named = {c.commit_id for c in after}
+    assert not {c.commit_id for c in before if c.seq in holding} & set(refs.values())
+    assert manifest_commits(bare) <= named and manifest_commits(bare)
+    git(bare, "gc", "-q", "--prune=now")
+    assert not _exists(bare, blob)
+
+    # Every checkpoint still restores, the undo point included; the rest of
+    # the tree is intact and .env does not come back.
+    for seq in (1, 2, undo, 51):
+        done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=seq)
+        assert done.restored.seq == seq
+        assert (wt / "work.txt").read_bytes() == rec.content[(KEY, seq)]
+        assert (wt / "README.md").read_text() == "hello\n"
+        assert not (wt / ".env").exists()
+    # The checkpoint left in the outbox goes to the remote as the new commit.
+    _push(settings, rec)
+    assert {c.commit_id for c in store.checkpoints(KEY.run_id)} >= manifest_commits(bare)
+    assert after[-1].commit_id in manifest_commits(bare)
+    rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_forget_of_one_run_leaves_other_runs(kind: str, tmp_path: Path,
+                                             settings: Settings) -> None:
+    from engine import AttemptKey
+
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    other = AttemptKey("sess-other", "session", 0, 1)
+    (wt / "key.pem").write_bytes(SECRET)
+    rec.capture()
+    rec.capture(key=other)
+    (wt / "key.pem").unlink()
+    report = run_forget(settings, rec.store, wt, ["key.pem"], run_id=KEY.run_id)
+    assert [c.run_id for c in report.holding] == [KEY.run_id]
+    repo = store_git(wt)
+    mine = rec.store.checkpoints(KEY.run_id)[0]
+    theirs = rec.store.checkpoints(other.run_id)[0]
+    assert "key.pem" not in repo[mine.commit_id].peel(pygit2.Commit).tree
+    assert "key.pem" in repo[theirs.commit_id].peel(pygit2.Commit).tree
+    # Still held by the other run: the blob stays, and the report says so.
+    assert report.blobs_left == [str(pygit2.hash(SECRET))]
+    rec.close()
+
+
+def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
+                                                 settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    with pytest.raises(InvalidInput, match=r"\.env still in"):
+        run_forget(settings, rec.store, wt, [".env"])
+    assert ".env" in store_git(wt)[rec.store.checkpoints(KEY.run_id)[0].commit_id].peel(
+        pygit2.Commit).tree
+    with pytest.raises(InvalidInput):
+        run_forget(settings, rec.store, wt, ["../outside"])
+    rec.close()
+
+
+def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
+                                                            settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    (wt / ".env").unlink()
+    rec.close()
+    done = cli("forget", ".env", "--dry-run", "--json", cwd=wt)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [c["seq"] for c in data["checkpoints"]] == [1] and data["dry_run"]
+    done = cli("forget", "never-there.txt", "--worktree", str(wt))
+    assert done.returncode == 0, done.stderr
+    assert "nothing to forget" in done.stdout
+    done = cli("forget", ".env", "--worktree", str(wt))
+    assert done.returncode == 0, done.stderr
+    assert "forgot .env from 1 checkpoints" in done.stdout
+    assert "1 of 1 blobs gone" in done.stdout
+    done = cli("forget", ".env", "--worktree", str(wt), "--run", "no-such-run")
+    assert done.returncode == 3, done.stderr
