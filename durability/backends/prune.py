@@ -12,6 +12,11 @@ What pins a checkpoint (contract 4, docs/DESIGN.md) differs per backend:
   (same trees, messages and dates; each parent is the previous kept one), so
   kept checkpoints get new commit ids, which the caller records.
 
+``durability forget`` (``durability.retention.forget``) writes checkpoints
+again with some paths taken out of their trees (``Stripper``): a git chain
+whole (``forget_chain``, the old tip pinned under ``FORGET_PENDING_PREFIX``
+meanwhile), jj commits one by one (``forget_commits``, each new one pinned).
+
 Every function here is called under the worktree locks of the repository's
 worktrees (``durability.retention.gc``); none decides what expires.
 """
