@@ -55,7 +55,7 @@ from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.backends.selection import normalize
 from durability.capture.capturer import Capturer
 from durability.config import Settings
-from durability.errors import DurabilityError, InvalidInput
+from durability.errors import DurabilityError, InvalidInput, LockTimeout
 from durability.fsutil import replace_file
 from durability.remote import manifest, transport
 from durability.retention import gc
@@ -136,46 +136,59 @@ def run_forget(settings: Settings, store: Store, worktree: Path, paths: Sequence
         return report
     capturer = Capturer(settings=settings, store=lambda: store, env=env)
     siblings = _siblings(store, kind, where, wt, env)
-    with gc._locked(capturer, siblings, lock_timeout_s) as held, \
-            _replication_lock(settings, lock_timeout_s):
-        if any((worktree / p).exists() or (worktree / p).is_symlink() for p in rel):
-            present = [p for p in rel if os.path.lexists(worktree / p)]
-            raise InvalidInput(f"{', '.join(present)} still in {wt}: delete or move it out "
-                               f"first (the next capture would take it in again)")
-        repo = pygit2.Repository(str(git_dir))
-        remotes = Remotes(settings.database).all(wt)
-        report.remotes += _retry_remotes(settings, repo, wt, remotes, env)
-        if kind == "git":
-            _repair(store, repo, git_dir, wt, repo_report)
-        strip = backend_prune.Stripper(repo, rel)
-        rows = _rows(store, wt, run_id)
-        report.holding = _holding(strip, rows, report)
-        if report.holding:
-            for remote in remotes:  # reachable before anything changes, or nothing does
-                transport.ls_remote(repo.path, remote.url, [_OURS + "*"], env=env)
-            if kind == "git":
-                keys = sorted({c.key for c in report.holding})
-                _rewrite_git(store, repo, git_dir, keys, strip, report)
-            else:
-                keys = []
-                orphans = [] if run_id is not None else _orphan_pins(repo, strip, rows)
-                _rewrite_jj(store, repo, git_dir, report.holding, orphans, strip, report)
-            _retarget(repo, report.renamed)
-            if kind == "git":
-                from durability.backends.git import forget as drop_open_index
-
-                report.index_entries = backend_prune.drop_from_indexes(git_dir, rel)
-                for sibling in siblings:
-                    drop_open_index(Path(sibling))
-            for remote in remotes:
-                report.remotes.append(_replace_on(settings, repo, wt, remote, kind, keys,
-                                                  report.renamed, env))
-        if report.holding or report.renamed:
-            _collect(settings, repo_report, git_dir, worktree, env, held, report)
-        report.blobs = len(strip.blobs)
-        after = pygit2.Repository(str(git_dir))  # a fresh look at the packs
-        report.blobs_left = sorted(b for b in strip.blobs if b in after)
+    try:
+        with gc._locked(capturer, siblings, lock_timeout_s) as held, \
+                _replication_lock(settings, lock_timeout_s):
+            _forget_locked(settings, store, worktree, rel, run_id, kind, repo_report, git_dir,
+                           siblings, env, held, report)
+    except filelock.Timeout as exc:
+        raise LockTimeout(f"a capture or a push held {exc.lock_file} past {lock_timeout_s:g}s; "
+                          f"nothing was changed") from None
     return report
+
+
+def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[str],
+                   run_id: str | None, kind: str, repo_report: gc.RepoReport, git_dir: Path,
+                   siblings: list[str], env: Mapping[str, str], held: Sequence[int],
+                   report: ForgetReport) -> None:
+    wt = str(worktree)
+    present = [p for p in rel if os.path.lexists(worktree / p)]
+    if present:
+        raise InvalidInput(f"{', '.join(present)} still in {wt}: delete or move it out "
+                           f"first (the next capture would take it in again)")
+    repo = pygit2.Repository(str(git_dir))
+    remotes = Remotes(settings.database).all(wt)
+    report.remotes += _retry_remotes(settings, repo, wt, remotes, env)
+    if kind == "git":
+        _repair(store, repo, git_dir, wt, repo_report)
+    strip = backend_prune.Stripper(repo, rel)
+    rows = _rows(store, wt, run_id)
+    report.holding = _holding(strip, rows, report)
+    orphans = [] if kind == "git" or run_id is not None else _orphan_pins(repo, strip, rows)
+    if report.holding or orphans:
+        for remote in remotes:  # reachable before anything changes, or nothing does
+            transport.ls_remote(repo.path, remote.url, [_OURS + "*"], env=env)
+        if kind == "git":
+            keys = sorted({c.key for c in report.holding})
+            _rewrite_git(store, repo, git_dir, keys, strip, report)
+        else:
+            keys = []
+            _rewrite_jj(store, repo, git_dir, report.holding, orphans, strip, report)
+        _retarget(repo, report.renamed)
+        if kind == "git":
+            from durability.backends.git import forget as drop_open_index
+
+            report.index_entries = backend_prune.drop_from_indexes(git_dir, rel)
+            for sibling in siblings:
+                drop_open_index(Path(sibling))
+        for remote in remotes:
+            report.remotes.append(_replace_on(settings, repo, wt, remote, kind, keys,
+                                              report.renamed, env))
+    if report.holding or report.renamed:
+        _collect(settings, repo_report, git_dir, worktree, env, held, report)
+    report.blobs = len(strip.blobs)
+    after = pygit2.Repository(str(git_dir))  # a fresh look at the packs
+    report.blobs_left = sorted(b for b in strip.blobs if b in after)
 
 
 # -- which checkpoints -------------------------------------------------------
@@ -363,13 +376,15 @@ def _replace_on(settings: Settings, repo: pygit2.Repository, wt: str, remote: Re
         there = transport.ls_remote(repo.path, remote.url, [_OURS + "*"], env=env)
         specs, leases = _plan(repo, kind, keys, renamed, there)
         mref = manifest.local_ref(wt, remote.name, manifest.replica_id(settings.state_dir))
-        if _renew_manifest(repo, mref, renamed) and mref in there:
-            specs.append(f"{repo.references[mref].target}:{mref}")
+        theirs = _renamed_manifest(repo, there.get(mref), renamed)
+        if theirs is not None:
+            specs.append(f"{theirs}:{mref}")
             leases[mref] = there[mref]
         transport.replace(repo.path, remote.url, specs, leases, env=env)
+        _follow_manifest(repo, mref, theirs, there.get(mref), renamed)
     except (DurabilityError, pygit2.GitError, OSError) as exc:
         result["error"] = str(exc)
-        log.warning("forget could not replace the refs on %s: %s", remote.name, exc)
+        log.info("forget could not replace the refs on %s: %s", remote.name, exc)
         return result
     pending.unlink(missing_ok=True)
     result["refs_replaced"] = sum(1 for s in specs if not s.startswith(":"))
@@ -408,19 +423,65 @@ def _plan(repo: pygit2.Repository, kind: str, keys: list[AttemptKey], renamed: d
     return specs, leases
 
 
-def _renew_manifest(repo: pygit2.Repository, mref: str, renamed: dict[str, str]) -> bool:
-    """A commit on the local manifest naming the new ids; True when it
-    holds an entry that needed one."""
+def _renamed_manifest(repo: pygit2.Repository, commit: str | None,
+                      renamed: dict[str, str]) -> pygit2.Oid | None:
+    """A manifest commit on top of ``commit`` (the remote's) whose entries
+    name the new ids; None when it names no rewritten commit.  Built on the
+    remote's own tip, not the local one: the local manifest may list
+    checkpoints a failed push left behind, which the remote must not be
+    said to hold."""
+    if commit is None:
+        return None
+    scratch = f"{_OURS}forget-manifest/{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        repo.references.create(scratch, pygit2.Oid(hex=commit), force=True)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None  # not a commit this store has: not ours to rewrite
+    try:
+        changed = _renamed_entries(manifest.read(repo, scratch), renamed)
+        if not changed:
+            return None
+        manifest.add(repo, scratch, changed)
+        return repo.references[scratch].target
+    finally:
+        repo.references.delete(scratch)
+
+
+def _follow_manifest(repo: pygit2.Repository, mref: str, theirs: pygit2.Oid | None,
+                     was: str | None, renamed: dict[str, str]) -> None:
+    """The local manifest names the new ids too, and descends from what the
+    remote now holds (so the replicator's next push of it is a fast-forward)."""
+    try:
+        tip = repo.references[mref].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return
+    changed = _renamed_entries(manifest.read(repo, mref), renamed)
+    if changed:
+        manifest.add(repo, mref, changed)
+    if theirs is None:
+        return
+    mine = repo.references[mref].peel(pygit2.Commit)
+    if str(tip.id) == was and mine.tree_id == repo[theirs].peel(pygit2.Commit).tree_id:
+        repo.references.create(mref, theirs, force=True)
+        return
+    from durability.backends.git_commit import signature
+
+    sig = signature()
+    merged = repo.create_commit(None, sig, sig, "durability manifest: forget\n", mine.tree_id,
+                                [theirs, mine.id])
+    repo.references.create(mref, merged, force=True)
+
+
+def _renamed_entries(entries: list[manifest.Entry],
+                     renamed: dict[str, str]) -> list[manifest.Entry]:
     changed = []
-    for e in manifest.read(repo, mref):
+    for e in entries:
         new = renamed.get(e.checkpoint.commit_id)
         if new is None:
             continue
         ref = JJ_PIN_PREFIX + new if e.ref == JJ_PIN_PREFIX + e.checkpoint.commit_id else e.ref
         changed.append(manifest.Entry(dataclasses.replace(e.checkpoint, commit_id=new), ref))
-    if changed:
-        manifest.add(repo, mref, changed)
-    return bool(changed)
+    return changed
 
 
 # -- collecting ----------------------------------------------------------------

@@ -182,3 +182,57 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     assert "1 of 1 blobs gone" in done.stdout
     done = cli("forget", ".env", "--worktree", str(wt), "--run", "no-such-run")
     assert done.returncode == 3, done.stderr
+
+
+def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
+                                                              settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    rec.capture()
+    _push(settings, rec)
+    (wt / ".env").unlink()
+    blob = str(pygit2.hash(SECRET))
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho refused by policy >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+    done = cli("forget", ".env", "--worktree", str(wt))
+    assert done.returncode == 9, (done.stdout, done.stderr)
+    assert done.stderr.startswith("durability: remote-failed: remote backup")
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "forgot .env from 2 checkpoints" in done.stdout
+    assert not _exists(Path(store_git(wt).path), blob)
+    git(bare, "gc", "-q", "--prune=now")
+    assert _exists(bare, blob)  # the remote still holds the old chain
+
+    hook.unlink()
+    report = run_forget(settings, rec.store, wt, [".env"])
+    assert report.holding == []
+    assert [r["error"] for r in report.remotes] == [None]
+    git(bare, "gc", "-q", "--prune=now")
+    assert not _exists(bare, blob)
+    assert manifest_commits(bare) == {c.commit_id for c in rec.store.checkpoints(KEY.run_id)}
+    assert not list((settings.state_dir / "forget").iterdir())
+    rec.close()
+
+
+def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
+        tmp_path: Path, settings: Settings) -> None:
+    from durability.errors import LockTimeout
+
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    (wt / ".env").unlink()
+    before = rec.store.checkpoints(KEY.run_id)
+    with rec.capturer.lock(wt, 10), pytest.raises(LockTimeout):
+        run_forget(settings, rec.store, wt, [".env"], lock_timeout_s=0.2)
+    assert rec.store.checkpoints(KEY.run_id) == before
+    assert _exists(Path(store_git(wt).path), str(pygit2.hash(SECRET)))
+    rec.close()
