@@ -256,6 +256,8 @@ def _repair(store: Store, repo: pygit2.Repository, git_dir: Path, wt: str,
         if moved is None:
             continue
         store_prune.apply(store, [], moved)
+        if store_prune.commits_in_use(store, set(moved)):
+            continue  # an isolated task's merge base: the old chain stays
         backend_prune.finish_forget(repo, key)
         log.info("forget finished an interrupted rewrite of %s", key)
 
@@ -263,14 +265,22 @@ def _repair(store: Store, repo: pygit2.Repository, git_dir: Path, wt: str,
 def _rewrite_git(store: Store, repo: pygit2.Repository, git_dir: Path,
                  keys: list[AttemptKey], strip: backend_prune.Stripper,
                  report: ForgetReport) -> None:
-    moved: list[AttemptKey] = []
+    moved: dict[AttemptKey, set[str]] = {}
     for key in keys:
         found = backend_prune.forget_chain(repo, key, strip)
         report.renamed.update(found)
         if found:
-            moved.append(key)
+            moved[key] = set(found)
     report.rewritten = _rename_rows(store, report.renamed)
-    for key in moved:
+    # Rows and pointers name the new commits now; an isolated task's merge
+    # base may still name an old one, which only the pending ref then keeps.
+    still = store_prune.commits_in_use(store, set(report.renamed))
+    for key, old in moved.items():
+        if old & still:
+            report.notes.append(f"an isolated task of {key.run_id} is based on a checkpoint "
+                                f"that held a path: its old chain is kept until the task is "
+                                f"removed (then run forget again)")
+            continue
         backend_prune.finish_forget(repo, key)
 
 

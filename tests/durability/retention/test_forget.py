@@ -236,3 +236,47 @@ def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
     assert rec.store.checkpoints(KEY.run_id) == before
     assert _exists(Path(store_git(wt).path), str(pygit2.hash(SECRET)))
     rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
+        kind: str, tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from durability.retention import forget as forget_module
+
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    for _ in range(3):
+        rec.capture()
+    (wt / ".env").unlink()
+    before = rec.store.checkpoints(KEY.run_id)
+
+    class Killed(Exception):
+        pass
+
+    def killed(*_args: object, **_kw: object) -> None:
+        raise Killed  # the process dies after the commits and refs, before the rows
+
+    with monkeypatch.context() as m:
+        m.setattr(forget_module.store_prune, "apply", killed)
+        with pytest.raises(Killed):
+            run_forget(settings, rec.store, wt, [".env"])
+    assert rec.store.checkpoints(KEY.run_id) == before
+    repo = store_git(wt)
+    for c in before:  # every row still names a commit that is there, .env and all
+        assert ".env" in repo[c.commit_id].peel(pygit2.Commit).tree
+    restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=2)
+    assert (wt / "work.txt").read_bytes() == rec.content[(KEY, 2)]
+    assert (wt / ".env").read_bytes() == SECRET  # the restore brought it back: delete again
+    (wt / ".env").unlink()
+
+    report = run_forget(settings, rec.store, wt, [".env"])
+    assert report.blobs_left == [], report.notes
+    after = rec.store.checkpoints(KEY.run_id)
+    assert [c.seq for c in after][:len(before)] == [c.seq for c in before]
+    repo = store_git(wt)
+    assert not [r for r in repo.references if r.startswith("refs/durability/forget-pending/")]
+    for c in after:
+        tree = repo[c.commit_id].peel(pygit2.Commit).tree
+        assert ".env" not in tree and "work.txt" in tree
+    rec.close()
