@@ -280,3 +280,40 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
         tree = repo[c.commit_id].peel(pygit2.Commit).tree
         assert ".env" not in tree and "work.txt" in tree
     rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
+        kind: str, tmp_path: Path, settings: Settings) -> None:
+    from tests.durability.remote.remotekit import own_store
+
+    wt = make_repo(kind, tmp_path / "wt")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    for _ in range(3):
+        rec.capture()
+    _push(settings, rec)
+    (wt / ".env").unlink()
+    assert run_forget(settings, rec.store, wt, [".env"]).remotes[0]["error"] is None
+    rows = rec.store.checkpoints(KEY.run_id)
+
+    other = tmp_path / "machine-b"
+    b_env = own_store({**os.environ, "DURABILITY_HOME": str(other / "state"),
+                       "DURABILITY_SPOOL_DIR": str(other / "spool"),
+                       "DURABILITY_SOCKET": str(other / "s.sock")})
+    there = tmp_path / "b"
+    there.mkdir()
+    assert cli("remote", "add", "backup", bare.as_uri(), "--worktree", str(there),
+               env=b_env).returncode == 0
+    for seq in (1, 3):
+        done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                   "--seq", str(seq), "--json", env=b_env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["restored"] == {"seq": seq,
+                                                       "commit_id": rows[seq - 1].commit_id}
+        assert (there / "work.txt").read_bytes() == rec.content[(KEY, seq)]
+        assert not (there / ".env").exists()
+    rec.close()
