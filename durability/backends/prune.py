@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from pathlib import Path
 import pygit2
 
 from durability import proc
+from durability.backends.git import FORGOTTEN_MARK
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
 from durability.backends.git_commit import key_ref, parse_trailers
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
@@ -624,4 +626,9 @@ def drop_from_indexes(git_dir: Path, paths: Sequence[str]) -> int:
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise GitFailed(f"cannot drop forgotten paths from {path}: {exc}") from exc
         removed += len(gone)
+    for folder in {p.parent for p in found}:
+        # A process keeping an index open (the service) opens it again.
+        mark = folder / FORGOTTEN_MARK
+        mark.touch(mode=0o600)
+        os.utime(mark, ns=(time.time_ns(), time.time_ns()))
     return removed

@@ -317,3 +317,24 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
         assert (there / "work.txt").read_bytes() == rec.content[(KEY, seq)]
         assert not (there / ".env").exists()
     rec.close()
+
+
+def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
+        tmp_path: Path, settings: Settings) -> None:
+    """The service keeps each git worktree's private index in memory: after a
+    forget run elsewhere (here: the installed command), its next capture
+    must not find the forgotten path's entry there and track it again once
+    it is back on disk and ignored."""
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)  # this process stands for the service
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    os.rename(wt / ".env", tmp_path / "env.saved")
+    done = cli("forget", ".env", "--worktree", str(wt))
+    assert done.returncode == 0, done.stderr
+    (wt / ".gitignore").write_text(".env\n")
+    os.rename(tmp_path / "env.saved", wt / ".env")
+    out = rec.capture()
+    tree = store_git(wt)[out.commit_id].peel(pygit2.Commit).tree
+    assert ".gitignore" in tree and ".env" not in tree
+    rec.close()
