@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ def forget(paths: tuple[str, ...], worktree: Path | None, run_id: str | None, dr
            as_json: bool) -> None:
     """Remove PATHS from every checkpoint of a worktree, here and on its remotes.
 
-    Each checkpoint holding one of PATHS (relative to the worktree root, or
-    absolute inside it; a folder is everything below it) is written again
+    Each checkpoint holding one of PATHS (relative to the current folder
+    when it is inside the worktree, else to its root; a folder is everything
+    below it) is written again
     without it: seqs, labels and undo points stay. The objects are pruned at
     once, and on each remote of the worktree our refs are replaced so that
     nothing there reaches them. The paths must be gone from the worktree
@@ -44,7 +46,11 @@ def forget(paths: tuple[str, ...], worktree: Path | None, run_id: str | None, dr
 
     settings = options.settings()
     root = resolve_worktree(worktree if worktree is not None else Path.cwd())
-    report = run_forget(settings, options.store(settings), root, paths, run_id=run_id,
+    # As restore --path and diff -- PATHS: a relative path starts at the
+    # current folder when that is inside the worktree, else at its root.
+    start = options.anchor(root)
+    given = [os.path.join(start, p) if p else p for p in paths]
+    report = run_forget(settings, options.store(settings), root, given, run_id=run_id,
                         dry_run=dry_run)
     if as_json:
         options.emit(report.to_dict())

@@ -120,7 +120,11 @@ def run_forget(settings: Settings, store: Store, worktree: Path, paths: Sequence
     """Remove ``paths`` (worktree-relative, or absolute inside it) from every
     checkpoint of ``worktree`` (a resolved root), or of run ``run_id`` only."""
     wt = str(worktree)
-    rel = list(normalize(paths, worktree))
+    try:
+        rel = list(normalize(paths, worktree))
+    except InvalidInput as exc:  # worded for restore --path
+        raise InvalidInput(str(exc).removeprefix("--path ").replace(
+            "which a restore never writes", "which no checkpoint holds")) from None
     if not rel or "" in rel:
         raise InvalidInput("forget needs paths inside the worktree, not the worktree itself")
     report = ForgetReport(dry_run, wt, rel)

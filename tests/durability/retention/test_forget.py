@@ -166,6 +166,8 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     wt = make_repo("git", tmp_path / "wt")
     rec = Recorder(settings, wt)
     (wt / ".env").write_bytes(SECRET)
+    (wt / "sub").mkdir()
+    (wt / "sub" / "key.txt").write_text("k\n")
     rec.capture()
     (wt / ".env").unlink()
     rec.close()
@@ -173,6 +175,13 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [c["seq"] for c in data["checkpoints"]] == [1] and data["dry_run"]
+    # A relative path starts at the current folder inside the worktree.
+    done = cli("forget", "key.txt", "--dry-run", "--json", cwd=wt / "sub")
+    assert json.loads(done.stdout)["paths"] == ["sub/key.txt"], done.stderr
+    done = cli("forget", "../../elsewhere", "--worktree", str(wt), cwd=wt / "sub")
+    assert done.returncode == 2
+    assert done.stderr.startswith("durability: invalid-value: ")
+    assert "elsewhere' is outside the worktree" in done.stderr
     done = cli("forget", "never-there.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
     assert "nothing to forget" in done.stdout
