@@ -143,8 +143,12 @@ def run_forget(settings: Settings, store: Store, worktree: Path, paths: Sequence
     try:
         with gc._locked(capturer, siblings, lock_timeout_s) as held, \
                 _replication_lock(settings, lock_timeout_s):
+            # Objects older than this moment may go: nothing of ours writes
+            # any now, and one a process outside the locks writes meanwhile
+            # (a jj command of the user's) is younger.
+            locked_at_s = time.time()
             _forget_locked(settings, store, worktree, rel, run_id, kind, repo_report, git_dir,
-                           siblings, env, held, report)
+                           siblings, env, held, locked_at_s, report)
     except filelock.Timeout as exc:
         raise LockTimeout(f"a capture or a push held {exc.lock_file} past {lock_timeout_s:g}s; "
                           f"nothing was changed") from None
@@ -154,7 +158,7 @@ def run_forget(settings: Settings, store: Store, worktree: Path, paths: Sequence
 def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[str],
                    run_id: str | None, kind: str, repo_report: gc.RepoReport, git_dir: Path,
                    siblings: list[str], env: Mapping[str, str], held: Sequence[int],
-                   report: ForgetReport) -> None:
+                   locked_at_s: float, report: ForgetReport) -> None:
     wt = str(worktree)
     present = [p for p in rel if os.path.lexists(worktree / p)]
     if present:
@@ -189,7 +193,7 @@ def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[s
             report.remotes.append(_replace_on(settings, repo, wt, remote, kind, keys,
                                               report.renamed, env))
     if report.holding or report.renamed:
-        _collect(settings, repo_report, git_dir, worktree, env, held, report)
+        _collect(settings, repo_report, git_dir, worktree, env, held, locked_at_s, report)
     report.blobs = len(strip.blobs)
     after = pygit2.Repository(str(git_dir))  # a fresh look at the packs
     report.blobs_left = sorted(b for b in strip.blobs if b in after)
@@ -502,12 +506,13 @@ def _renamed_entries(entries: list[manifest.Entry],
 
 
 def _collect(settings: Settings, repo_report: gc.RepoReport, git_dir: Path, worktree: Path,
-             env: Mapping[str, str], held: Sequence[int], report: ForgetReport) -> None:
+             env: Mapping[str, str], held: Sequence[int], locked_at_s: float,
+             report: ForgetReport) -> None:
     """Prune what nothing reaches now, at once (no grace: the objects held a
     path the user asked to forget)."""
     if report.backend == "git":
         done = backend_prune.collect_git(git_dir, 0, COLLECT_TIMEOUT_S,
-                                         locked_at_s=time.time(), hold=held)
+                                         locked_at_s=locked_at_s, hold=held)
         report.collected = done.ran
         if done.note:
             report.notes.append(done.note)
