@@ -210,15 +210,18 @@ def _rows(store: Store, wt: str, run_id: str | None) -> list[Checkpoint]:
 def _holding(strip: backend_prune.Stripper, rows: list[Checkpoint],
              report: ForgetReport) -> list[Checkpoint]:
     found = []
+    missing = 0
     for c in rows:
         try:
             tree = strip.repo[c.commit_id].peel(pygit2.Commit).tree_id
         except (KeyError, ValueError, pygit2.GitError):
-            report.notes.append(f"seq {c.seq} of {c.run_id}: commit {c.commit_id[:12]} "
-                                f"is not in the store")
+            missing += 1
             continue
         if strip.holds(tree):
             found.append(c)
+    if missing:
+        report.notes.append(f"{missing} checkpoints name a commit this store does not hold "
+                            f"(left as they are)")
     return found
 
 
