@@ -12,6 +12,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from durability.backends.git_commit import key_ref
 from durability.capture.restore import restore
 from durability.config import Settings
 from durability.errors import InvalidInput
@@ -98,6 +99,14 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
         assert bytes(repo[tree["work.txt"].id].data) == rec.content[(KEY, new.seq)]
     pointer = next(a.jj_pointer for a in store.attempts(KEY.run_id) if a.attempt == 1)
     assert pointer == after[-1].commit_id
+    # Every row's commit is pinned (gc would keep it): jj, its own ref; git,
+    # the attempt's ref, whose chain holds it.
+    tip = repo.references[key_ref(KEY)].target if kind == "git" else None
+    for c in after:
+        if tip is None:
+            assert f"refs/durability/jj/{c.commit_id}" in repo.references
+        else:
+            assert str(tip) == c.commit_id or repo.descendant_of(tip, c.commit_id)
 
     # The remote: our refs name the new commits only; its own gc drops the blob.
     refs = remote_refs(bare)
@@ -119,6 +128,8 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
     _push(settings, rec)
     assert {c.commit_id for c in store.checkpoints(KEY.run_id)} >= manifest_commits(bare)
     assert after[-1].commit_id in manifest_commits(bare)
+    states = Remotes(settings.database).states(after)
+    assert {s["backup"] for s in states.values()} == {"pushed"}, states
     rec.close()
 
 
