@@ -358,3 +358,41 @@ def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
     tree = store_git(wt)[out.commit_id].peel(pygit2.Commit).tree
     assert ".gitignore" in tree and ".env" not in tree
     rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
+        kind: str, tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from durability.backends import prune as backend_prune
+
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    for _ in range(3):
+        rec.capture()
+    (wt / ".env").unlink()
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(rec.capture(b"during forget\n")))
+    rewrite = (backend_prune.forget_chain if kind == "git" else backend_prune.forget_commits)
+
+    def rewriting(*args: object, **kw: object) -> dict[str, str]:
+        thread.start()  # a capture asks while forget holds the worktree lock
+        return rewrite(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend_prune, rewrite.__name__, rewriting)
+    report = run_forget(settings, rec.store, wt, [".env"])
+    thread.join(60)
+    assert len(outcome) == 1 and report.blobs_left == []
+    rows = rec.store.checkpoints(KEY.run_id)
+    assert [c.seq for c in rows] == [1, 2, 3, 4]
+    repo = store_git(wt)
+    last = repo[rows[-1].commit_id].peel(pygit2.Commit)
+    assert bytes(repo[last.tree["work.txt"].id].data) == b"during forget\n"
+    assert ".env" not in last.tree
+    if kind == "git":  # it went on the rewritten chain, not the old one
+        assert [str(p) for p in last.parent_ids] == [rows[2].commit_id]
+    for c in rows:
+        assert ".env" not in repo[c.commit_id].peel(pygit2.Commit).tree
+    rec.close()
