@@ -172,7 +172,8 @@ def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[s
     strip = backend_prune.Stripper(repo, rel)
     rows = _rows(store, wt, run_id)
     report.holding = _holding(strip, rows, report)
-    orphans = [] if kind == "git" or run_id is not None else _orphan_pins(repo, strip, rows)
+    orphans = ([] if kind == "git" or run_id is not None else
+               _orphan_pins(repo, strip, store_prune.retention_rows(store, siblings)))
     if report.holding or orphans:
         for remote in remotes:  # reachable before anything changes, or nothing does
             transport.ls_remote(repo.path, remote.url, [_OURS + "*"], env=env)
@@ -296,11 +297,11 @@ def _rewrite_git(store: Store, repo: pygit2.Repository, git_dir: Path,
 
 
 def _orphan_pins(repo: pygit2.Repository, strip: backend_prune.Stripper,
-                 rows: list[Checkpoint]) -> list[str]:
-    """Commits our jj pins keep that no row of the worktree names (the
-    snapshot a restore takes after writing, a row lost to a store failure)
-    and that hold a path: rewritten as well, or they would keep it."""
-    named = {c.commit_id for c in rows}
+                 rows: list[store_prune.RetentionRow]) -> list[str]:
+    """Commits our jj pins keep that no row of the repo's worktrees names
+    (the snapshot a restore takes after writing, a row lost to a store
+    failure) and that hold a path: rewritten as well, or they would keep it."""
+    named = {r.checkpoint.commit_id for r in rows}
     found = []
     for name in repo.references:
         if not name.startswith(JJ_PIN_PREFIX) or name[len(JJ_PIN_PREFIX):] in named:
@@ -327,9 +328,9 @@ def _rewrite_jj(store: Store, repo: pygit2.Repository, git_dir: Path,
 def _rename_rows(store: Store, renamed: dict[str, str]) -> int:
     if not renamed:
         return 0
-    before = {c.commit_id for c in _all_named(store, renamed)}
+    before = len(_all_named(store, renamed))
     store_prune.apply(store, [], renamed)
-    return len(before)
+    return before
 
 
 def _all_named(store: Store, renamed: dict[str, str]) -> list[Checkpoint]:
