@@ -396,3 +396,21 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
     for c in rows:
         assert ".env" not in repo[c.commit_id].peel(pygit2.Commit).tree
     rec.close()
+
+
+def test_an_unreachable_remote_stops_forget_before_anything_changes(
+        tmp_path: Path, settings: Settings) -> None:
+    from durability.remote.transport import RemoteFailed
+
+    wt = make_repo("git", tmp_path / "wt")
+    Remotes(settings.database).add(str(wt), "backup", (tmp_path / "gone.git").as_uri())
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    (wt / ".env").unlink()
+    before = rec.store.checkpoints(KEY.run_id)
+    with pytest.raises(RemoteFailed):
+        run_forget(settings, rec.store, wt, [".env"])
+    assert rec.store.checkpoints(KEY.run_id) == before
+    assert ".env" in store_git(wt)[before[0].commit_id].peel(pygit2.Commit).tree
+    rec.close()
