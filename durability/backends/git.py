@@ -37,7 +37,7 @@ __all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
 #: 200 bytes per file), so the bound caps the service's memory.
 MAX_OPEN = 32
 
-_open: OrderedDict[Path, tuple[WorktreeIndex, tuple[int, int]]] = OrderedDict()
+_open: OrderedDict[Path, tuple[WorktreeIndex, tuple[int, int, int]]] = OrderedDict()
 _open_lock = threading.Lock()
 
 
@@ -64,12 +64,22 @@ def forget(worktree: Path) -> None:
         _open.pop(worktree, None)
 
 
-def _identity(repo: pygit2.Repository) -> tuple[int, int]:
+#: Touched by ``durability forget`` beside the private indexes it rewrote: a
+#: process that keeps one open reads it again (its entries may name blobs
+#: that are gone).
+FORGOTTEN_MARK = "forgotten"
+
+
+def _identity(repo: pygit2.Repository) -> tuple[int, int, int]:
     try:
         st = os.stat(repo.path)
     except OSError:
-        return (-1, -1)
-    return st.st_dev, st.st_ino
+        return (-1, -1, -1)
+    try:
+        mark = os.stat(os.path.join(repo.path, "durability", FORGOTTEN_MARK)).st_mtime_ns
+    except OSError:
+        mark = 0
+    return st.st_dev, st.st_ino, mark
 
 
 class GitBackend:

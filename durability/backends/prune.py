@@ -12,14 +12,21 @@ What pins a checkpoint (contract 4, docs/DESIGN.md) differs per backend:
   (same trees, messages and dates; each parent is the previous kept one), so
   kept checkpoints get new commit ids, which the caller records.
 
+``durability forget`` (``durability.retention.forget``) writes checkpoints
+again with some paths taken out of their trees (``Stripper``): a git chain
+whole (``forget_chain``, the old tip pinned under ``FORGET_PENDING_PREFIX``
+meanwhile), jj commits one by one (``forget_commits``, each new one pinned).
+
 Every function here is called under the worktree locks of the repository's
 worktrees (``durability.retention.gc``); none decides what expires.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,7 @@ from pathlib import Path
 import pygit2
 
 from durability import proc
+from durability.backends.git import FORGOTTEN_MARK
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
 from durability.backends.git_commit import key_ref, parse_trailers
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
@@ -34,10 +42,12 @@ from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.errors import GitFailed, JjFailed
 from engine import AttemptKey
 
-__all__ = ["PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures", "collect_git",
-           "collect_jj", "figures", "finish_rewrite", "pending", "resume_rewrite", "rewrite_chain",
-           "trim_op_log",
-           "unpin_jj", "workspace_count"]
+__all__ = ["FORGET_PENDING_PREFIX", "PENDING_PREFIX", "Collected", "Interrupted", "StoreFigures",
+           "Stripper", "collect_git", "collect_jj", "drop_from_indexes", "figures",
+           "finish_forget", "finish_rewrite", "forget_chain", "forget_commits",
+           "forget_pending", "move_modes", "pending", "quiet_operation", "resume_forget",
+           "resume_rewrite", "rewrite_chain", "snapshot_jj", "trim_op_log", "unpin_jj",
+           "workspace_count"]
 
 #: The old tip of a chain being rewritten, pinned until the store records the
 #: new ids: a gc killed in between leaves both chains reachable, never neither.
@@ -156,6 +166,24 @@ def collect_jj(jj: str, worktree: Path, grace_s: float, timeout_s: float, *,
     _jj(jj, worktree, timeout_s, "util", "gc", *(["--expire=now"] if grace_s <= 0 else []),
         hold=hold)
     return Collected(True, None if grace_s <= 0 else "jj keeps unreferenced objects 2 weeks")
+
+
+def snapshot_jj(jj: str, worktree: Path, timeout_s: float, *,
+                hold: Sequence[int] = ()) -> str:
+    """Have jj snapshot the working copy (its current operation then records
+    the tree as it is on disk); returns ``@``'s commit id."""
+    return _jj(jj, worktree, timeout_s, "log", "-r", "@", "--no-graph", "-T", "commit_id",
+               hold=hold).strip()
+
+
+def quiet_operation(jj: str, worktree: Path, timeout_s: float, *,
+                    hold: Sequence[int] = ()) -> None:
+    """Two jj operations that leave the repo as it was (a bookmark made and
+    deleted): the current operation then rewrote nothing, so abandoning the
+    older ones lets go of every predecessor of the working-copy commit."""
+    name = f"durability-forget-{os.getpid()}-{os.urandom(4).hex()}"
+    _jj(jj, worktree, timeout_s, "bookmark", "create", name, "-r", "@", hold=hold)
+    _jj(jj, worktree, timeout_s, "bookmark", "delete", name, hold=hold)
 
 
 def _jj(jj: str, worktree: Path, timeout_s: float, *args: str,
@@ -378,3 +406,229 @@ def _delete(repo: pygit2.Repository, name: str) -> int:
     except KeyError:
         return 0
     return 1
+
+
+# -- forget: the same commits without some paths -------------------------------
+
+#: The old tip of a chain ``forget`` is rewriting, pinned until the store
+#: names the new commits (``forget_chain``); apart from gc's, whose repair
+#: matches commits by tree, which a forget changes.
+FORGET_PENDING_PREFIX = "refs/durability/forget-pending/"
+_TREE = pygit2.enums.ObjectType.TREE
+
+
+class Stripper:
+    """Trees without some worktree-relative paths (files, links, folders),
+    remembered per tree: 50 checkpoints of one tree cost one rewrite."""
+
+    def __init__(self, repo: pygit2.Repository, paths: Sequence[str]) -> None:
+        self.repo = repo
+        self.paths = tuple(paths)
+        #: The blobs the removed entries held (to check they are gone after).
+        self.blobs: set[str] = set()
+        self._done: dict[pygit2.Oid, pygit2.Oid] = {}
+
+    def __call__(self, tree_id: pygit2.Oid) -> pygit2.Oid:
+        found = self._done.get(tree_id)
+        if found is None:
+            found = self._done[tree_id] = self._strip(tree_id, self.paths)
+        return found
+
+    def holds(self, tree_id: pygit2.Oid) -> bool:
+        return self(tree_id) != tree_id
+
+    def _strip(self, tree_id: pygit2.Oid, paths: Sequence[str]) -> pygit2.Oid:
+        tree = self.repo[tree_id].peel(pygit2.Tree)
+        here: set[str] = set()
+        below: dict[str, list[str]] = {}
+        for path in paths:
+            head, _, rest = path.partition("/")
+            if rest:
+                below.setdefault(head, []).append(rest)
+            else:
+                here.add(head)
+        builder: pygit2.TreeBuilder | None = None
+        for name in sorted(here | set(below)):
+            if name not in tree:
+                continue
+            entry = tree[name]
+            if name in here:
+                self._note(entry)
+                new: pygit2.Oid | None = None
+            elif entry.type == _TREE:
+                new = self._strip(entry.id, below[name])
+                if new == entry.id:
+                    continue
+                if len(self.repo[new].peel(pygit2.Tree)) == 0:
+                    new = None  # git keeps no empty folder
+            else:
+                continue  # a file where a folder of the path would be: not it
+            builder = builder or self.repo.TreeBuilder(tree)
+            if new is None:
+                builder.remove(name)
+            else:
+                builder.insert(name, new, entry.filemode)
+        return tree_id if builder is None else builder.write()
+
+    def _note(self, entry: pygit2.Object) -> None:
+        if entry.type == _TREE:
+            for item in entry.peel(pygit2.Tree):
+                self._note(item)
+        else:
+            self.blobs.add(str(entry.id))
+
+
+def forget_chain(repo: pygit2.Repository, key: AttemptKey,
+                 strip: Stripper) -> dict[str, str]:
+    """Write attempt ``key``'s chain again with every tree ``strip``ped
+    (same messages, dates and order; each parent the previous rewritten
+    commit); returns old id -> new id of each commit whose id changed.  The
+    attempt's ref moves to the new tip; the old tip stays pinned under
+    ``FORGET_PENDING_PREFIX`` until ``finish_forget``."""
+    ref = key_ref(key)
+    try:
+        tip = repo.references[ref].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError, ValueError):
+        return {}
+    if pending(repo, key) or forget_pending(repo, key):
+        raise Interrupted(f"an earlier gc or forget of {ref} was interrupted")
+    chain = _chain(tip, key)
+    if not any(strip.holds(c.tree_id) for c in chain):
+        return {}
+    parents: list[pygit2.Oid] = list(chain[-1].parent_ids)
+    renamed: dict[str, str] = {}
+    for commit in reversed(chain):  # oldest first
+        new = repo.create_commit(None, commit.author, commit.committer, commit.message,
+                                 strip(commit.tree_id), parents)
+        if new != commit.id:
+            renamed[str(commit.id)] = str(new)
+        parents = [new, *commit.parent_ids[1:]]
+    try:
+        repo.references.create(_forget_pending_ref(key), tip.id, force=True)
+        repo.references.create(ref, parents[0], force=True)
+        move_modes(repo, renamed, strip.paths)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise GitFailed(f"cannot move {ref}: {exc}") from exc
+    return renamed
+
+
+def forget_pending(repo: pygit2.Repository, key: AttemptKey) -> bool:
+    return _forget_pending_ref(key) in repo.references
+
+
+def resume_forget(repo: pygit2.Repository, key: AttemptKey,
+                  strip: Stripper) -> dict[str, str] | None:
+    """What an interrupted ``forget_chain`` of ``key`` did: old id -> new id
+    of each commit of the pending (old) chain, found in the current chain by
+    its message (whose trailers name its seq and requests).  None when either
+    ref is missing."""
+    try:
+        old_tip = repo.references[_forget_pending_ref(key)].peel(pygit2.Commit)
+        tip = repo.references[key_ref(key)].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    now = {c.message: str(c.id) for c in _chain(tip, key)}
+    renamed = {str(c.id): now[c.message] for c in _chain(old_tip, key)
+               if c.message in now and now[c.message] != str(c.id)}
+    try:
+        move_modes(repo, renamed, strip.paths)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise GitFailed(f"cannot move the file modes of {key_ref(key)}: {exc}") from exc
+    return renamed
+
+
+def finish_forget(repo: pygit2.Repository, key: AttemptKey) -> int:
+    """Let go of the old chain once the store names the new one."""
+    return _delete(repo, _forget_pending_ref(key))
+
+
+def _forget_pending_ref(key: AttemptKey) -> str:
+    return FORGET_PENDING_PREFIX + key_ref(key)[len(GIT_PIN_PREFIX):]
+
+
+def forget_commits(repo: pygit2.Repository, commits: Iterable[str],
+                   strip: Stripper) -> dict[str, str]:
+    """jj's checkpoints written again with their trees ``strip``ped (same
+    messages and dates; a parent that is one of ``commits`` is its rewritten
+    commit), each pinned under its new id; returns old id -> new id of each
+    commit that changed.  The old pins stay (``unpin_jj`` once the rows name
+    the new ids)."""
+    wanted = {pygit2.Oid(hex=c) for c in commits}
+    done: dict[pygit2.Oid, pygit2.Oid] = {}
+    for start in sorted(wanted):
+        stack = [start]
+        while stack:
+            oid = stack[-1]
+            if oid in done:
+                stack.pop()
+                continue
+            commit = repo[oid].peel(pygit2.Commit)
+            todo = [p for p in commit.parent_ids if p in wanted and p not in done]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            parents = [done.get(p, p) for p in commit.parent_ids]
+            tree = strip(commit.tree_id)
+            if tree == commit.tree_id and parents == list(commit.parent_ids):
+                done[oid] = oid
+                continue
+            done[oid] = repo.create_commit(None, commit.author, commit.committer,
+                                           commit.message, tree, parents)
+    renamed = {str(old): str(new) for old, new in done.items() if old != new}
+    try:
+        for new in renamed.values():
+            repo.references.create(JJ_PIN_PREFIX + new, pygit2.Oid(hex=new), force=True)
+        move_modes(repo, renamed, strip.paths, keep_old=True)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise JjFailed(f"cannot pin the rewritten checkpoints: {exc}") from exc
+    return renamed
+
+
+def move_modes(repo: pygit2.Repository, renamed: dict[str, str], paths: Sequence[str], *,
+               keep_old: bool = False) -> None:
+    """The file modes kept beside each renamed commit, under its new id,
+    without the entries of ``paths``; the old ref goes unless ``keep_old``."""
+    from durability.backends.selection import covers
+
+    for old, new in renamed.items():
+        try:
+            blob = repo.references[MODES_PREFIX + old].peel(pygit2.Blob)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+        try:
+            data = json.loads(blob.data)
+            data["modes"] = {k: v for k, v in data["modes"].items() if not covers(paths, k)}
+            target = repo.create_blob(json.dumps(data, sort_keys=True).encode())
+        except (ValueError, TypeError, KeyError, AttributeError):
+            target = blob.id  # not ours to read: it follows as it is
+        repo.references.create(MODES_PREFIX + new, target, force=True)
+        if not keep_old:
+            _delete(repo, MODES_PREFIX + old)
+
+
+def drop_from_indexes(git_dir: Path, paths: Sequence[str]) -> int:
+    """Remove ``paths`` from every private index of the store (a capture
+    hashes such a file again if it comes back); returns entries removed."""
+    from durability.backends.selection import covers
+
+    found = sorted(git_dir.glob("durability/index-*")) + sorted(
+        git_dir.glob("worktrees/*/durability/index-*"))
+    removed = 0
+    for path in (p for p in found if not p.name.endswith(".lock")):
+        try:
+            index = pygit2.Index(str(path))
+            gone = [e.path for e in index if covers(paths, e.path)]
+            for name in gone:
+                index.remove(name)
+            if gone:
+                index.write()
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise GitFailed(f"cannot drop forgotten paths from {path}: {exc}") from exc
+        removed += len(gone)
+    for folder in {p.parent for p in found}:
+        # A process keeping an index open (the service) opens it again.
+        mark = folder / FORGOTTEN_MARK
+        mark.touch(mode=0o600)
+        os.utime(mark, ns=(time.time_ns(), time.time_ns()))
+    return removed

@@ -22,6 +22,7 @@ from durability.cli import (
     checkpoints,
     database,
     engine,
+    forget,
     fork,
     inspect,
     logs,
@@ -71,7 +72,7 @@ def cli() -> None:
 
 
 for _family in (service, checkpoints, inspect, browse, watch, engine, fork, agent, remote,
-                logs, retention, database):
+                logs, retention, database, forget):
     for _command in _family.COMMANDS:
         cli.add_command(_command)
 

@@ -21,7 +21,7 @@ from durability.backends import git_cli
 from durability.errors import DurabilityError
 from durability.redact import redact
 
-__all__ = ["RemoteFailed", "fetch", "ls_remote", "push"]
+__all__ = ["RemoteFailed", "fetch", "ls_remote", "push", "replace"]
 
 #: Ceiling on one push or fetch.
 TIMEOUT_S = 120.0
@@ -83,6 +83,21 @@ def push(git_dir: str, url: str, refspecs: Sequence[str], *,
         # commits to the submodule's own remote; only these refspecs.
         _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet",
                        "--no-follow-tags", "--no-recurse-submodules", "--",
+                       url, *refspecs], env, timeout)
+
+
+def replace(git_dir: str, url: str, refspecs: Sequence[str], leases: Mapping[str, str], *,
+            env: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_S) -> None:
+    """Push ``refspecs`` (``src:dst``, or ``:dst`` to delete) where each
+    ``dst`` may move to a commit that does not descend from the remote's
+    (``durability forget`` rewrote it), but only while the remote holds it
+    at ``leases[dst]`` (``""``: holds no such ref): a ref someone else moved
+    since it was read is refused, never overwritten.  ``--atomic``, as
+    ``push``."""
+    if refspecs:
+        guard = [f"--force-with-lease={ref}:{old}" for ref, old in sorted(leases.items())]
+        _git(git_dir, ["push", "--no-verify", "--atomic", "--porcelain", "--quiet",
+                       "--no-follow-tags", "--no-recurse-submodules", *guard, "--",
                        url, *refspecs], env, timeout)
 
 
