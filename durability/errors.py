@@ -89,6 +89,9 @@ GAP_REASONS = frozenset({
     # A checkpoint was not on a remote of its worktree within
     # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
     "replication-failed",
+    # A tool call was announced (the harness's pre-call hook) and no post-call
+    # hook ever came for it: killed mid-call (durability/hook/calls.py).
+    "call-unfinished",
 })
 
 

@@ -1,0 +1,294 @@
+"""The pre-call hook (Claude Code and Codex ``PreToolUse``, Gemini CLI
+``BeforeTool``): it records the call announced, and a call announced and never
+finished is one ``call-unfinished`` gap, decided at the session's next hook
+or its end, named in the label of the checkpoint that holds what it wrote.
+
+In process: ``entry.main`` with the harnesses' payloads (their shapes as in
+test_harness_payloads.py), real jj, real spool and store.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability import errors, paths
+from durability.config import Settings
+from durability.gaps.ingest import ingest_spool
+from durability.hook import calls
+from durability.hook import entry as hook_entry
+from engine import Store
+from tests.durability.hook.test_entry import _IMPORTS
+from tests.durability.hook.test_harness_payloads import (
+    codex_payload,
+    codex_stop_payload,
+    gemini_payload,
+)
+from tests.durability.hook.test_imports import HEAVY
+from tests.helpers import ServiceProcess, hook_payload, jj
+
+SESSION = "sess-announce"
+
+
+def hook(payload: dict[str, Any]) -> None:
+    """One hook call, as the harness makes it (in process)."""
+    assert hook_entry.main(io.BytesIO(json.dumps(payload).encode())) == 0
+
+
+def pre(repo: Path, call: str, **kw: Any) -> dict[str, Any]:
+    """Claude Code's PreToolUse payload: the post-call one without a response."""
+    payload = hook_payload(repo, session_id=SESSION, tool_use_id=call, event="PreToolUse", **kw)
+    payload.pop("tool_response")
+    return payload
+
+
+def post(repo: Path, call: str, **kw: Any) -> dict[str, Any]:
+    return hook_payload(repo, session_id=SESSION, tool_use_id=call, **kw)
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_name": "Bash", "tool_input": {"command": command, "description": "run"}}
+
+
+def gaps(run_id: str = SESSION) -> list[Any]:
+    settings = Settings.from_env()
+    with Store(settings.database) as store:
+        ingest_spool(store, paths.spool_dirs())
+        return store.gaps(run_id)
+
+
+def labels(run_id: str = SESSION) -> list[str | None]:
+    with Store(Settings.from_env().database) as store:
+        return [c.label for c in store.checkpoints(run_id)]
+
+
+def calls_file(run_id: str = SESSION) -> Path:
+    return Path(calls.calls_file(paths.spool_dir_str(), run_id))
+
+
+class Harness:
+    """A harness process the test kills: the pre-call hooks made while it
+    lives are announced by it (``calls.harness_process`` is where the hook
+    finds its harness; everything after is real)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        identity = calls.process_identity(self.proc.pid)
+        assert identity is not None
+        self.patch = pytest.MonkeyPatch()
+        self.patch.setattr(calls, "harness_process", lambda: identity)
+
+    def kill(self) -> None:
+        """Kill it; the hooks after are the resumed session's, a live harness."""
+        self.proc.kill()
+        self.proc.wait()
+        self.patch.undo()
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    made = Harness()
+    yield made
+    made.kill()
+
+
+def test_calls_announced_then_finished_leave_no_gap(repo: Path) -> None:
+    hook(pre(repo, "toolu_A", **bash("echo one > one.txt")))
+    (repo / "one.txt").write_text("one\n")
+    hook(post(repo, "toolu_A", **bash("echo one > one.txt")))
+    hook(pre(repo, "toolu_B", file_path=str(repo / "two.txt")))
+    (repo / "two.txt").write_text("two\n")
+    hook(post(repo, "toolu_B", file_path=str(repo / "two.txt")))
+    assert gaps() == []
+    assert labels() == ["Bash echo one > one.txt", "Write two.txt"]
+    assert calls_file().stat().st_size == 0  # nothing open: the file is emptied
+
+
+def test_a_killed_bash_call_is_one_gap_at_the_next_hook(
+        repo: Path, harness: Harness) -> None:
+    hook(pre(repo, "toolu_K", **bash("sleep 30; echo late > late.txt")))
+    (repo / "half.txt").write_text("written before the kill\n")
+    harness.kill()
+    assert gaps() == []  # nothing is decided until the session's next hook
+    hook(pre(repo, "toolu_N", file_path=str(repo / "next.txt")))
+    [gap] = gaps()
+    assert (gap.reason, gap.tool_use_id, gap.node_id, gap.worktree) == (
+        "call-unfinished", "toolu_K", "session", str(repo))
+    assert "Bash sleep 30; echo late > late.txt" in (gap.detail or "")
+    assert gap.reason in errors.GAP_REASONS  # a stable reason, listed with the others
+    (repo / "next.txt").write_text("next\n")
+    hook(post(repo, "toolu_N", file_path=str(repo / "next.txt")))
+    # The checkpoint that holds the killed call's writes names it.
+    assert labels() == ["Write next.txt [after unfinished: Bash sleep 30; echo late > late.txt]"]
+    with Store(Settings.from_env().database) as store:
+        [row] = store.checkpoints(SESSION)
+    assert "half.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
+    hook(pre(repo, "toolu_M", **bash("true")))
+    (repo / "more.txt").write_text("more\n")
+    hook(post(repo, "toolu_M", **bash("true")))
+    assert [g.reason for g in gaps()] == ["call-unfinished"]
+    assert labels()[-1] == "Bash true"
+
+
+def test_a_killed_call_is_decided_by_the_next_post_call_hook_too(
+        repo: Path, harness: Harness) -> None:
+    """An install whose next call has no pre-call hook (or a payload of
+    another call): its post-call hook decides."""
+    hook(pre(repo, "toolu_K", **bash("sleep 30")))
+    harness.kill()
+    hook(post(repo, "toolu_N", file_path=str(repo / "README.md")))
+    assert [(g.reason, g.tool_use_id) for g in gaps()] == [("call-unfinished", "toolu_K")]
+    assert labels() == ["Write README.md [after unfinished: Bash sleep 30]"]
+
+
+@pytest.mark.parametrize("end", ["Stop", "SessionEnd"])
+def test_a_call_never_finished_is_one_gap_at_the_session_end(repo: Path, end: str) -> None:
+    # The harness lives on (a call its post-call hook never came for).
+    hook(pre(repo, "toolu_K", **bash("sleep 30")))
+    stop = {"session_id": SESSION, "transcript_path": str(repo / "t.jsonl"), "cwd": str(repo),
+            "permission_mode": "default", "hook_event_name": end}
+    hook(stop)
+    hook(stop)  # installed twice: still one gap
+    [gap] = gaps()
+    assert (gap.reason, gap.tool_use_id) == ("call-unfinished", "toolu_K")
+    assert labels()[0] in ("turn end [after unfinished: Bash sleep 30]",
+                           "[after unfinished: Bash sleep 30]")
+    assert calls_file().stat().st_size == 0
+
+
+def test_codex_a_call_never_finished_is_named_at_the_turn_end(repo: Path) -> None:
+    payload = codex_payload(repo, "apply_patch", call_id="call_P")
+    payload["hook_event_name"] = "PreToolUse"
+    payload.pop("tool_response")
+    hook(payload)
+    hook(codex_stop_payload(repo))
+    [gap] = gaps("0199a7c1-codex-session")
+    assert (gap.reason, gap.tool_use_id) == ("call-unfinished", "call_P")
+    assert labels("0199a7c1-codex-session") == ["turn end [after unfinished: Bash apply_patch]"]
+
+
+def test_gemini_calls_pair_by_their_input_and_the_agent_end_decides(repo: Path) -> None:
+    target = str(repo / "notes.md")
+    before = gemini_payload(repo, "write_file", {"file_path": target, "content": "x"})
+    before["hook_event_name"] = "BeforeTool"
+    before.pop("tool_response")
+    hook(before)
+    hook(gemini_payload(repo, "write_file", {"file_path": target, "content": "x"}))
+    assert gaps("gemini-session-1") == []
+    shell = gemini_payload(repo, "run_shell_command", {"command": "make"})
+    shell["hook_event_name"] = "BeforeTool"
+    hook(shell)
+    hook({"session_id": "gemini-session-1", "transcript_path": str(repo / "chat.json"),
+          "cwd": str(repo), "hook_event_name": "AfterAgent",
+          "timestamp": "2026-11-29T10:00:09.000Z", "prompt": "build it",
+          "prompt_response": "Done.", "stop_hook_active": False})
+    [gap] = gaps("gemini-session-1")
+    assert (gap.reason, gap.tool_use_id) == ("call-unfinished", None)
+    assert "run_shell_command make" in (gap.detail or "")
+
+
+def test_a_parallel_batch_and_a_sub_agent_decide_nothing(repo: Path) -> None:
+    """Calls of one batch may run at once and finish in any order; a
+    sub-agent's calls run while its parent's Task call is open."""
+    read = {"tool_name": "Read"}
+    hook(pre(repo, "toolu_R1", file_path=str(repo / "README.md"), **read))
+    hook(pre(repo, "toolu_R2", file_path=str(repo / "README.md"), **read))
+    hook(post(repo, "toolu_R2", file_path=str(repo / "README.md"), **read))
+    hook(post(repo, "toolu_R1", file_path=str(repo / "README.md"), **read))
+    task = {"tool_name": "Task", "tool_input": {"prompt": "look around"}}
+    hook(pre(repo, "toolu_T", **task))
+    sub = {"agent_id": "agent-7", "agent_type": "Explore"}
+    hook(pre(repo, "toolu_S", **bash("ls"), **sub))
+    hook(post(repo, "toolu_S", **bash("ls"), **sub))
+    hook(post(repo, "toolu_T", **task))
+    assert gaps() == []
+    assert calls_file().stat().st_size == 0
+
+
+def test_a_new_batch_decides_a_call_left_open_by_a_live_harness(repo: Path) -> None:
+    hook(pre(repo, "toolu_A", **bash("sleep 30")))
+    hook(pre(repo, "toolu_B", **bash("true")))  # the same batch: maybe parallel
+    hook(post(repo, "toolu_B", **bash("true")))
+    assert gaps() == []
+    hook(pre(repo, "toolu_C", **bash("ls")))  # a new batch: the old one is over
+    assert [(g.reason, g.tool_use_id) for g in gaps()] == [("call-unfinished", "toolu_A")]
+    (repo / "c.txt").write_text("c\n")
+    hook(post(repo, "toolu_C", **bash("ls")))
+    assert labels()[-1] == "Bash ls [after unfinished: Bash sleep 30]"
+
+
+def test_an_install_without_the_pre_call_event_keeps_no_calls_file(repo: Path) -> None:
+    hook(post(repo, "toolu_A", **bash("true")))
+    (repo / "end.txt").write_text("end\n")
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "Stop"})
+    assert gaps() == []
+    assert not calls_file().exists()
+    assert labels() == ["Bash true", "turn end"]
+
+
+def test_a_pre_call_hook_captures_nothing_and_files_no_gap_of_its_own(repo: Path) -> None:
+    (repo / "early.txt").write_text("x\n")
+    hook(pre(repo, "toolu_A", **bash("true")))
+    hook({**pre(repo, "toolu_B", **bash("true")), "cwd": "relative/path"})
+    assert labels() == []
+    assert gaps() == []
+
+
+def test_the_summary_is_short_and_hides_token_shaped_words() -> None:
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    text = calls.summary(f"curl -H 'Authorization: Bearer {token}' https://x.example/a")
+    assert token not in text
+    assert text == "curl -H 'Authorization: Bearer [redacted]' https://x.example/a"
+    assert calls.summary(f"TOKEN={'Z9' * 20} make") == "TOKEN=[redacted] make"
+    assert calls.summary("ls src/very_long_but_plain_folder_name_here/") == \
+        "ls src/very_long_but_plain_folder_name_here/"
+    assert len(calls.summary("echo " + "word " * 100)) == 80
+
+
+def test_the_harness_is_the_first_ancestor_that_is_not_a_shell() -> None:
+    code = "from durability.hook import calls; print(calls.harness_process())"
+    inner = f"{sys.executable} -c '{code}'; true"
+    done = subprocess.run(["/bin/sh", "-c", f"/bin/sh -c \"{inner}\"; true"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == calls.process_identity(os.getpid())
+
+
+def test_the_stdlib_spool_folder_is_the_spool_folder(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    assert paths.spool_dir_str() == str(paths.spool_dir())
+    monkeypatch.delenv("DURABILITY_SPOOL_DIR")
+    assert paths.spool_dir_str() == str(paths.spool_dir())
+    monkeypatch.delenv("DURABILITY_HOME")
+    assert paths.spool_dir_str() == str(paths.spool_dir())
+    monkeypatch.delenv("XDG_STATE_HOME")
+    assert paths.spool_dir_str() == str(paths.spool_dir())
+
+
+def _imports_of(payload: dict[str, Any]) -> list[str]:
+    """The modules one run of the installed hook's entry loads (a fresh interpreter)."""
+    script = f"PAYLOAD = {json.dumps(payload).encode()!r}\n" + _IMPORTS
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert report["code"] == 0
+    new: list[str] = report["new"]
+    return new
+
+
+def test_the_pre_call_and_its_post_call_stay_within_the_import_budget(
+        service_process: ServiceProcess, repo: Path) -> None:
+    announced = _imports_of(pre(repo, "toolu_A", **bash("true")))
+    finished = _imports_of(post(repo, "toolu_A", **bash("true")))
+    for loaded in (announced, finished):
+        assert not set(loaded) & set(HEAVY), sorted(set(loaded) & set(HEAVY))
+    assert labels() == ["Bash true"]  # the post-call went through the service
+    assert calls_file().stat().st_size == 0
