@@ -90,7 +90,7 @@ GAP_REASONS = frozenset({
     # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
     "replication-failed",
     # A tool call was announced (the harness's pre-call hook) and no post-call
-    # hook ever came for it: killed mid-call (durability/hook/calls.py).
+    # hook ever came for it: killed mid-call (durability/gaps/calls.py).
     "call-unfinished",
 })
 

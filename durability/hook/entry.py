@@ -3,7 +3,7 @@
 It also reads OpenAI Codex CLI ``PostToolUse`` and Gemini CLI ``AfterTool``
 payloads, told apart by their shape (``harness``), and each harness's pre-call
 event (``PreToolUse``, ``BeforeTool``), which captures nothing: it records the
-call announced (``hook.calls``), so that one never finished is a gap.
+call announced (``gaps.calls``), so that one never finished is a gap.
 
 Contract 6 (docs/DESIGN.md): it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
 prints nothing on stdout, and turns every failure into a gap.  Its fast path
@@ -20,7 +20,7 @@ import time
 
 from durability import client, envms, fastjson, ids, paths
 from durability.errors import InsecurePath, ServiceBusy, ServiceTimeout, ServiceUnreachable
-from durability.hook import calls
+from durability.gaps import calls
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -273,7 +273,7 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
 def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> None:
     """Record a pre-call hook's call, or a post-call hook's end of one; file
     a ``call-unfinished`` gap for each call this hook shows was never
-    finished (``hook.calls``), and name those in the label of the capture
+    finished (``gaps.calls``), and name those in the label of the capture
     that follows, which holds what they wrote.  Fails open: a calls file that
     cannot be used costs these gaps, never the capture."""
     f = hook.fields
@@ -291,20 +291,20 @@ def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> N
             return  # no call was ever announced here (an install without the event)
         for entry in lane.unfinished(call, event_kind, event):
             if _file_unfinished(hook, entry):
-                lane.add(k="gap", call=entry["call"])
+                lane.add(k="gap", call=entry["call"], lane=entry["lane"])
         if event_kind == "pre":
             tool = payload.get("tool_name")
             tool = ids.printable(tool)[:100] if isinstance(tool, str) and tool else "tool"
             tool_input = payload.get("tool_input")
             detail = _input_summary(tool_input, f["worktree"]) \
                 if isinstance(tool_input, dict) else None
-            lane.add(k="pre", call=call, tid=f["tool_use_id"], tool=tool,
+            lane.add(k="pre", call=call, run=hook.run_id, tid=f["tool_use_id"], tool=tool,
                      summary=calls.summary(detail), ts=calls.now_ms(),
                      proc=calls.harness_process(), worktree=f["worktree"])
         else:
             if call is not None:
                 lane.add(k="post", call=call)
-            told = lane.untold(event)
+            told = lane.untold(f["worktree"])
             if told:
                 notes = ", ".join(f"{e['tool']} {e['summary']}".strip() for e in told)
                 f["label"] = (f"{f.get('label') or ''} [after unfinished: {notes}]".strip())[:1000]
@@ -344,24 +344,12 @@ def _file_unfinished(hook: _Hook, entry: dict[str, Any]) -> bool:
 def _write_unfinished(hook: _Hook, entry: dict[str, Any]) -> None:
     from durability.gaps import spool
 
-    f = hook.fields
-    call = str(entry["call"])
-    when = time.strftime("%H:%M:%S", time.localtime(int(entry.get("ts") or 0) / 1000))
-    what = f"{entry.get('tool')} {entry.get('summary') or ''}".strip()
-    record = spool.gap_record(
-        run_id=hook.run_id, reason="call-unfinished",
-        request_id=ids.call_request_id(hook.run_id, f["node_id"], f["iteration"],
-                                       f["attempt"], call, "call-unfinished"),
-        detail=(f"{what} was announced at {when} and never finished (no post-call hook "
-                "came); what it wrote is in the next checkpoint, whose label names it"),
-        node_id=f["node_id"], iteration=f["iteration"], attempt=f["attempt"],
-        worktree=entry.get("worktree") or f["worktree"], source="hook",
-        tool_use_id=entry.get("tid"))
+    record = calls.unfinished_gap(entry)
     try:
         spool.append_anywhere(paths.spool_dirs(hook.env), record)
     except spool.SpoolUnavailable:
         _store_gap(hook.env, record)
-    sys.stderr.write(f"durability: call-unfinished: {what[:200]}\n")
+    sys.stderr.write(f"durability: call-unfinished: {str(record['detail'])[:200]}\n")
 
 
 def _guess_run(hook: _Hook, raw: bytes) -> None:

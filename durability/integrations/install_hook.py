@@ -8,7 +8,7 @@ seconds), OpenAI Codex CLI's hooks.json (``PreToolUse``, ``PostToolUse`` and
 ``Stop``, seconds) and Gemini CLI's settings.json (``BeforeTool`` and
 ``AfterTool``, milliseconds).  The pre-call event captures nothing: it
 announces the call, so that one killed before its post-call hook is a
-``call-unfinished`` gap (``durability.hook.calls``).
+``call-unfinished`` gap (``durability.gaps.calls``).
 
 Idempotent (installing twice leaves one entry; an entry of ours with an older
 command is updated in place), keeps every other setting and hook as it was,

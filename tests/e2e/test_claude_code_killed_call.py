@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from durability.hook.calls import calls_file
+from durability.gaps.calls import calls_file
 from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
 from tests.helpers import cli_json, git, make_git_repo, wait_for

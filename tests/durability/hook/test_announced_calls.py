@@ -22,8 +22,8 @@ import pytest
 
 from durability import errors, paths
 from durability.config import Settings
+from durability.gaps import calls, spool
 from durability.gaps.ingest import ingest_spool
-from durability.hook import calls
 from durability.hook import entry as hook_entry
 from engine import Store
 from tests.durability.hook.test_entry import _IMPORTS
@@ -33,7 +33,7 @@ from tests.durability.hook.test_harness_payloads import (
     gemini_payload,
 )
 from tests.durability.hook.test_imports import HEAVY
-from tests.helpers import ServiceProcess, hook_payload, jj
+from tests.helpers import ServiceProcess, cli, cli_json, hook_payload, jj
 
 SESSION = "sess-announce"
 
@@ -45,7 +45,8 @@ def hook(payload: dict[str, Any]) -> None:
 
 def pre(repo: Path, call: str, **kw: Any) -> dict[str, Any]:
     """Claude Code's PreToolUse payload: the post-call one without a response."""
-    payload = hook_payload(repo, session_id=SESSION, tool_use_id=call, event="PreToolUse", **kw)
+    kw.setdefault("session_id", SESSION)
+    payload = hook_payload(repo, tool_use_id=call, event="PreToolUse", **kw)
     payload.pop("tool_response")
     return payload
 
@@ -63,6 +64,12 @@ def gaps(run_id: str = SESSION) -> list[Any]:
     with Store(settings.database) as store:
         ingest_spool(store, paths.spool_dirs())
         return store.gaps(run_id)
+
+
+def spool_gaps(run_id: str = SESSION) -> list[dict[str, Any]]:
+    """The gap lines the hooks spooled (read without ingesting anything)."""
+    path = Path(os.environ["DURABILITY_SPOOL_DIR"]) / (run_id + spool.SUFFIX)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def labels(run_id: str = SESSION) -> list[str | None]:
@@ -117,8 +124,9 @@ def test_a_killed_bash_call_is_one_gap_at_the_next_hook(
     hook(pre(repo, "toolu_K", **bash("sleep 30; echo late > late.txt")))
     (repo / "half.txt").write_text("written before the kill\n")
     harness.kill()
-    assert gaps() == []  # nothing is decided until the session's next hook
+    assert spool_gaps() == []  # nothing is decided until the session's next hook
     hook(pre(repo, "toolu_N", file_path=str(repo / "next.txt")))
+    assert [g["reason"] for g in spool_gaps()] == ["call-unfinished"]
     [gap] = gaps()
     assert (gap.reason, gap.tool_use_id, gap.node_id, gap.worktree) == (
         "call-unfinished", "toolu_K", "session", str(repo))
@@ -147,6 +155,40 @@ def test_a_killed_call_is_decided_by_the_next_post_call_hook_too(
     hook(post(repo, "toolu_N", file_path=str(repo / "README.md")))
     assert [(g.reason, g.tool_use_id) for g in gaps()] == [("call-unfinished", "toolu_K")]
     assert labels() == ["Write README.md [after unfinished: Bash sleep 30]"]
+
+
+def test_a_session_killed_and_never_resumed_still_has_its_gap(
+        repo: Path, harness: Harness) -> None:
+    """No later hook of the session comes: gap ingestion (every command that
+    reads gaps, and the service) files it once its harness is gone; resumed
+    after all, the session's next capture still names it, with no second gap."""
+    hook(pre(repo, "toolu_K", **bash("make all")))
+    assert cli("gaps", SESSION).returncode == 3  # running: nothing on record yet
+    harness.kill()
+    [gap] = cli_json("gaps", SESSION)
+    assert (gap["reason"], gap["tool_use_id"]) == ("call-unfinished", "toolu_K")
+    assert [g["reason"] for g in cli_json("gaps", SESSION)] == ["call-unfinished"]
+    (repo / "built.txt").write_text("x\n")
+    hook(post(repo, "toolu_N", file_path=str(repo / "built.txt")))
+    assert labels() == ["Write built.txt [after unfinished: Bash make all]"]
+    assert len(cli_json("gaps", SESSION)) == 1
+    assert calls_file().stat().st_size == 0
+
+
+def test_an_attempt_retried_decides_the_killed_attempts_call(
+        repo: Path, harness: Harness) -> None:
+    """A durable run retries a killed attempt as attempt 2 (a new session, a
+    new lane): its first hook finds the first attempt's harness gone."""
+    run = {**os.environ, "DURABILITY_RUN_ID": "run-7", "DURABILITY_NODE_ID": "build"}
+    payload = pre(repo, "toolu_K", **bash("make"))
+    assert hook_entry.main(io.BytesIO(json.dumps(payload).encode()), env=run) == 0
+    harness.kill()
+    retried = {**run, "DURABILITY_ATTEMPT": "2"}
+    payload = pre(repo, "toolu_R", session_id="sess-retry", **bash("make"))
+    assert hook_entry.main(io.BytesIO(json.dumps(payload).encode()), env=retried) == 0
+    [gap] = spool_gaps("run-7")
+    assert (gap["reason"], gap["node_id"], gap["attempt"], gap["tool_use_id"]) == (
+        "call-unfinished", "build", 1, "toolu_K")
 
 
 @pytest.mark.parametrize("end", ["Stop", "SessionEnd"])
@@ -254,7 +296,7 @@ def test_the_summary_is_short_and_hides_token_shaped_words() -> None:
 
 
 def test_the_harness_is_the_first_ancestor_that_is_not_a_shell() -> None:
-    code = "from durability.hook import calls; print(calls.harness_process())"
+    code = "from durability.gaps import calls; print(calls.harness_process())"
     inner = f"{sys.executable} -c '{code}'; true"
     done = subprocess.run(["/bin/sh", "-c", f"/bin/sh -c \"{inner}\"; true"],
                           capture_output=True, text=True, check=True, timeout=60)

@@ -3,23 +3,24 @@ were never finished (docs/RELIABILITY.md, "Announced calls").
 
 Claude Code and Codex announce a tool call (``PreToolUse``), Gemini CLI too
 (``BeforeTool``), before it runs.  The hook of that event appends one line to
-the session's calls file in the spool folder (``<run>.calls.ndjson``, which
-gap ingestion never reads): the call's id, tool and a short summary of its
-input.  The post-call hook of the same call marks it finished.  A call
-announced and never finished (the harness killed mid-call, a harness that
-skips the post-call hook) is decided at a later hook of the same lane (one
-agent of one attempt: a sub-agent's calls never decide its parent's ``Task``
-call) and filed as one ``call-unfinished`` gap:
+the run's calls file in the spool folder (``<run>.calls.ndjson``; the spool's
+gap lines are elsewhere): the call's id, tool, a short summary of its input
+and the process that announced it.  The post-call hook of the same call marks
+it finished.  A call announced and never finished (the harness killed
+mid-call, a harness that skips the post-call hook) is filed as one
+``call-unfinished`` gap by the first hook of the run that shows it is over:
 
-- at the end of a turn or session (``Stop``, ``SessionEnd``, ``AfterAgent``):
-  every call still open;
-- at any later hook, when the process that announced it is gone (the harness
-  killed, the session resumed by a new one);
-- at a later pre-call, when a post-call hook came after it: the harness
-  started a new batch of calls, so the old one is over.
+- any later hook, when the process that announced it is gone (the harness
+  killed; the session resumed, or the attempt retried, by a new one);
+- in its lane (one agent of one attempt: a sub-agent's calls never decide
+  its parent's ``Task`` call), the end of a turn or session (``Stop``,
+  ``SessionEnd``, ``AfterAgent``), or a later pre-call hook after some
+  post-call hook (the harness started a new batch, so the old one is over).
 
 A later call of the same batch finishing first decides nothing: the harness
-may run calls of one batch in parallel (Claude Code's read-only tools).
+may run calls of one batch in parallel (Claude Code's read-only tools).  Gap
+ingestion (``abandoned``) also files the calls whose process is gone, for a
+session never resumed.
 
 Standard library only, and no ``json``/``re``: this runs on every tool call.
 The file is locked while read and appended, and emptied whenever nothing in
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "calls_file", "harness_process",
-           "kind", "process_identity", "redact", "summary"]
+__all__ = ["END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "abandoned", "calls_file",
+           "harness_process", "kind", "mark_filed", "process_identity", "redact", "summary",
+           "unfinished_gap"]
 
 SUFFIX = ".calls.ndjson"
 PRE_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
@@ -105,17 +107,17 @@ def _token_shaped(word: str) -> bool:
 
 
 def harness_process() -> str | None:
-    """The process that ran this hook, as ``pid:start``: the first ancestor
-    that is not a shell (Claude Code, Codex, Gemini CLI, or whatever runs the
-    hook).  None where ``/proc`` cannot say (not Linux)."""
+    """The process that ran this hook, as ``process_identity`` gives it: the
+    first ancestor that is not a shell (Claude Code, Codex, Gemini CLI, or
+    whatever runs the hook).  None where ``/proc`` cannot say (not Linux)."""
     pid = os.getppid()
     for _ in range(8):
         found = _proc_stat(pid)
         if found is None:
             return None
-        comm, parent, start = found
+        comm, parent, _start = found
         if comm not in _SHELLS:
-            return f"{pid}:{start}"  # as process_identity(pid)
+            return process_identity(pid)
         if parent <= 1:
             return None
         pid = parent
@@ -123,9 +125,18 @@ def harness_process() -> str | None:
 
 
 def process_identity(pid: int) -> str | None:
-    """``pid:start`` of a running process (None where ``/proc`` cannot say)."""
+    """``pid:start:namespace`` of a running process (its pid namespace: a
+    reader in another cannot see it, and must not judge it gone); None where
+    ``/proc`` cannot say."""
     found = _proc_stat(pid)
-    return None if found is None else f"{pid}:{found[2]}"
+    return None if found is None else f"{pid}:{found[2]}:{_namespace()}"
+
+
+def _namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]")
+    except OSError:
+        return ""
 
 
 def _proc_stat(pid: int) -> tuple[str, int, str] | None:
@@ -144,15 +155,15 @@ def _proc_stat(pid: int) -> tuple[str, int, str] | None:
 
 
 def _gone(proc: object) -> bool:
-    """Whether the process recorded as ``pid:start`` has ended (a pid used
-    again by another process has another start time)."""
-    if not isinstance(proc, str) or ":" not in proc or not os.path.isdir("/proc/self"):
+    """Whether the process recorded as ``pid:start:namespace`` has ended (a
+    pid used again by another process has another start time); False when
+    this process cannot tell (another pid namespace, no ``/proc``)."""
+    parts = proc.split(":") if isinstance(proc, str) else []
+    if len(parts) != 3 or not parts[0].isdigit() or parts[2] != _namespace() \
+            or not os.path.isdir("/proc/self"):
         return False
-    pid, _, start = proc.partition(":")
-    if not pid.isdigit():
-        return False
-    found = _proc_stat(int(pid))
-    return found is None or found[2] != start
+    found = _proc_stat(int(parts[0]))
+    return found is None or found[2] != parts[1]
 
 
 class Lane:
@@ -166,15 +177,20 @@ class Lane:
         self.calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.lines: list[dict[str, Any]] = []
 
-    def open(self, *, create: bool) -> bool:
+    def open(self, *, create: bool, wait: bool = True) -> bool:
         """Lock and read the file; False when there is none (and ``create``
-        is False: a post-call hook of an install without the pre-call event)."""
+        is False: a post-call hook of an install without the pre-call event),
+        or, unless ``wait``, when another process holds it."""
         flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             self.fd = os.open(self.path, flags | (os.O_CREAT if create else 0), 0o600)
         except FileNotFoundError:
             return False
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            self.close()
+            return False
         size = os.fstat(self.fd).st_size
         data = os.pread(self.fd, min(size, _MAX_FILE), 0) if size else b""
         for raw in data.split(b"\n"):
@@ -216,8 +232,8 @@ class Lane:
             entry["told"] = entry["told"] or k == "told"
 
     def add(self, **line: Any) -> None:
-        """Note ``line``; written by ``save``."""
-        line["lane"] = self.key
+        """Note ``line`` (of this lane unless it names one); written by ``save``."""
+        line.setdefault("lane", self.key)
         self.lines.append(line)
         self._take(line)
 
@@ -241,24 +257,86 @@ class Lane:
         """The calls this hook shows were never finished (not yet filed)."""
         found = []
         for (lane, name), entry in self.calls.items():
-            if not self._mine(lane, event) or name == call or entry["finished"] \
-                    or entry["decided"]:
+            if entry["finished"] or entry["decided"] or (lane, name) == (self.key, call):
                 continue
-            if event_kind == "end" or _gone(entry.get("proc")) or (
-                    event_kind == "pre" and entry["posted_after"]):
+            if _gone(entry.get("proc")) or (self._mine(lane, event) and (
+                    event_kind == "end" or (event_kind == "pre" and entry["posted_after"]))):
                 found.append(entry)
         return found
 
-    def untold(self, event: object) -> list[dict[str, Any]]:
-        """Calls filed as unfinished whose note no capture's label holds yet."""
+    def untold(self, worktree: str) -> list[dict[str, Any]]:
+        """Calls filed as unfinished in ``worktree`` whose note no capture's
+        label holds yet (the next capture of it holds what they wrote)."""
         return [e for e in self.calls.values()
-                if e["decided"] and not e["told"] and self._mine(e["lane"], event)]
+                if e["decided"] and not e["told"] and e.get("worktree") == worktree]
 
     def _mine(self, lane: str, event: object) -> bool:
         """Whether this hook speaks for ``lane``: its own, or at a session's
         end every lane of its attempt."""
         prefix = self.key.rsplit("\x1f", 1)[0] + "\x1f"
         return lane == self.key or (event in _SESSION_END and lane.startswith(prefix))
+
+
+def unfinished_gap(entry: dict[str, Any]) -> dict[str, Any]:
+    """The ``call-unfinished`` gap of an announced call, as a spool line;
+    its request id is the call's, so two deciding it file one gap.  Raises
+    ``ValueError`` for a line no hook of ours wrote."""
+    from durability.gaps import spool  # off the path of a hook that files nothing
+
+    node_id, iteration, attempt, _agent = str(entry.get("lane")).split("\x1f")
+    run_id = ids.validate_id(entry.get("run"), "run id")
+    ids.validate_id(node_id, "node id")
+    count, tries = ids.validate_count(iteration, "iteration", 0), \
+        ids.validate_count(attempt, "attempt", 1)
+    when = time.strftime("%H:%M:%S", time.localtime(int(entry.get("ts") or 0) / 1000))
+    what = f"{entry.get('tool')} {entry.get('summary') or ''}".strip()
+    return spool.gap_record(
+        run_id=run_id, reason="call-unfinished",
+        request_id=ids.call_request_id(run_id, node_id, count, tries, str(entry["call"]),
+                                       "call-unfinished"),
+        detail=(f"{what} was announced at {when} and never finished (no post-call hook "
+                "came); what it wrote is in the next checkpoint, whose label names it"),
+        node_id=node_id, iteration=count, attempt=tries, worktree=entry.get("worktree"),
+        source="hook", tool_use_id=entry.get("tid"))
+
+
+def abandoned(directory: str) -> list[tuple[str, dict[str, Any]]]:
+    """The open calls, in every calls file of ``directory``, whose announcing
+    process is gone: for gap ingestion, so that a session killed and never
+    resumed still has its gap.  A file a hook holds right now is left for
+    the next ingest (that hook decides it anyway)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX))
+    except OSError:
+        return found
+    for name in names:
+        path = os.path.join(directory, name)
+        lane = Lane(path, "")
+        try:
+            if lane.open(create=False, wait=False):
+                found += [(path, e) for e in lane.unfinished(None, "post", None)]
+        except OSError:
+            continue
+        finally:
+            lane.close()
+    return found
+
+
+def mark_filed(found: list[tuple[str, dict[str, Any]]]) -> None:
+    """Note in their files that these calls' gaps are in the store (so a
+    later hook names them in a label, and files nothing again)."""
+    for path in sorted({p for p, _ in found}):
+        lane = Lane(path, "")
+        try:
+            if lane.open(create=False):
+                for _, entry in (x for x in found if x[0] == path):
+                    lane.add(k="gap", call=entry["call"], lane=entry["lane"])
+                lane.save()
+        except OSError:
+            continue
+        finally:
+            lane.close()
 
 
 def now_ms() -> int:
