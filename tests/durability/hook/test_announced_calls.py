@@ -33,7 +33,15 @@ from tests.durability.hook.test_harness_payloads import (
     gemini_payload,
 )
 from tests.durability.hook.test_imports import HEAVY
-from tests.helpers import ServiceProcess, cli, cli_json, hook_payload, jj
+from tests.helpers import (
+    ServiceProcess,
+    cli,
+    cli_json,
+    git,
+    hook_payload,
+    make_git_repo,
+    make_jj_repo,
+)
 
 SESSION = "sess-announce"
 
@@ -119,8 +127,11 @@ def test_calls_announced_then_finished_leave_no_gap(repo: Path) -> None:
     assert calls_file().stat().st_size == 0  # nothing open: the file is emptied
 
 
+@pytest.mark.parametrize("backend", ["jj", "git"])
 def test_a_killed_bash_call_is_one_gap_at_the_next_hook(
-        repo: Path, harness: Harness) -> None:
+        tmp_path: Path, harness: Harness, backend: str) -> None:
+    repo = make_jj_repo(tmp_path / "jj") if backend == "jj" else \
+        make_git_repo(tmp_path / "git").resolve()
     hook(pre(repo, "toolu_K", **bash("sleep 30; echo late > late.txt")))
     (repo / "half.txt").write_text("written before the kill\n")
     harness.kill()
@@ -138,7 +149,7 @@ def test_a_killed_bash_call_is_one_gap_at_the_next_hook(
     assert labels() == ["Write next.txt [after unfinished: Bash sleep 30; echo late > late.txt]"]
     with Store(Settings.from_env().database) as store:
         [row] = store.checkpoints(SESSION)
-    assert "half.txt" in jj(repo, "file", "list", "-r", row.commit_id).stdout
+    assert "half.txt" in git(repo, "ls-tree", "-r", "--name-only", row.commit_id).stdout
     hook(pre(repo, "toolu_M", **bash("true")))
     (repo / "more.txt").write_text("more\n")
     hook(post(repo, "toolu_M", **bash("true")))
