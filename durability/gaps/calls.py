@@ -53,8 +53,11 @@ _SESSION_END = frozenset({"SessionEnd"})
 _SUMMARY_CHARS = 80
 # Beyond this a file is not read (a lane file is a few lines; this is a guard).
 _MAX_FILE = 1 << 20
-# What runs between the harness and the hook (``sh -c``, the launcher).
-_SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox"})
+# What may run between the harness and the hook, and ends with the hook
+# (``sh -c``, the launcher, a wrapper): never taken for the harness, whose end
+# would otherwise mark every call it announced as over.
+_SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
+                     "timeout", "nice", "nohup", "stdbuf", "setsid", "flock", "durability"})
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")

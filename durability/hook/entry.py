@@ -309,7 +309,7 @@ def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> N
                 notes = ", ".join(f"{e['tool']} {e['summary']}".strip() for e in told)
                 f["label"] = (f"{f.get('label') or ''} [after unfinished: {notes}]".strip())[:1000]
                 for entry in told:
-                    lane.add(k="told", call=entry["call"])
+                    lane.add(k="told", call=entry["call"], lane=entry["lane"])
         lane.save()
     except (OSError, InsecurePath) as exc:
         sys.stderr.write(f"durability: announced calls not kept: {exc}\n")

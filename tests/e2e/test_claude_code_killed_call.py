@@ -25,7 +25,7 @@ from typing import Any
 from durability.gaps.calls import calls_file
 from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
-from tests.helpers import cli_json, git, make_git_repo, wait_for
+from tests.helpers import cli, cli_json, git, make_git_repo, wait_for
 
 KILLED = "echo started > half.txt; sleep 47; echo late > late.txt"
 
@@ -76,6 +76,9 @@ def test_a_killed_bash_call_is_one_call_unfinished_gap(tmp_path: Path) -> None:
             wait_for(lambda: (repo / "half.txt").exists() or proc.poll() is not None,
                      timeout=CLAUDE_TIMEOUT_S)
             assert proc.poll() is None, proc.communicate()
+            # While the call runs it is no gap: the process that announced it
+            # is Claude Code itself, alive (nothing on record for the session).
+            assert cli("gaps", session).returncode == 3
         finally:
             _kill_everything_in(repo, proc.pid)
             proc.communicate(timeout=30)

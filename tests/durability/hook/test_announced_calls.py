@@ -60,7 +60,8 @@ def pre(repo: Path, call: str, **kw: Any) -> dict[str, Any]:
 
 
 def post(repo: Path, call: str, **kw: Any) -> dict[str, Any]:
-    return hook_payload(repo, session_id=SESSION, tool_use_id=call, **kw)
+    kw.setdefault("session_id", SESSION)
+    return hook_payload(repo, tool_use_id=call, **kw)
 
 
 def bash(command: str) -> dict[str, Any]:
@@ -200,6 +201,13 @@ def test_an_attempt_retried_decides_the_killed_attempts_call(
     [gap] = spool_gaps("run-7")
     assert (gap["reason"], gap["node_id"], gap["attempt"], gap["tool_use_id"]) == (
         "call-unfinished", "build", 1, "toolu_K")
+    for n, call in enumerate(["toolu_R", "toolu_S"]):
+        (repo / f"out{n}.txt").write_text("x\n")
+        payload = post(repo, call, session_id="sess-retry", **bash("make"))
+        assert hook_entry.main(io.BytesIO(json.dumps(payload).encode()), env=retried) == 0
+    # The retried attempt's first checkpoint names the killed call, and only that one.
+    assert labels("run-7") == ["Bash make [after unfinished: Bash make]", "Bash make"]
+    assert calls_file("run-7").stat().st_size == 0
 
 
 @pytest.mark.parametrize("end", ["Stop", "SessionEnd"])
