@@ -57,7 +57,7 @@ _MAX_FILE = 1 << 20
 # (``sh -c``, the launcher, a wrapper): never taken for the harness, whose end
 # would otherwise mark every call it announced as over.
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
-                     "timeout", "nice", "nohup", "stdbuf", "setsid", "flock", "durability"})
+                     "timeout", "nice", "nohup", "stdbuf", "setsid", "flock"})
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")
