@@ -14,11 +14,13 @@ mid-call, a harness that skips the post-call hook) is filed as one
   killed; the session resumed, or the attempt retried, by a new one);
 - in its lane (one agent of one attempt: a sub-agent's calls never decide
   its parent's ``Task`` call), the end of a turn or session (``Stop``,
-  ``SessionEnd``, ``AfterAgent``), or a later pre-call hook after some
-  post-call hook (the harness started a new batch, so the old one is over).
+  ``SessionEnd``, ``AfterAgent``); where the announcing process cannot be
+  known (no ``/proc``), also a later pre-call hook after some post-call hook
+  (the harness started a new batch, so the old one is over).
 
-A later call of the same batch finishing first decides nothing: the harness
-may run calls of one batch in parallel (Claude Code's read-only tools).  Gap
+While its harness lives, later calls starting and finishing decide nothing:
+a harness may run calls at once (Claude Code starts read-only ones as they
+stream in, beside a long one still running) and they finish in any order.  Gap
 ingestion (``abandoned``) also files the calls whose process is gone, for a
 session never resumed.
 
@@ -262,8 +264,12 @@ class Lane:
         for (lane, name), entry in self.calls.items():
             if entry["finished"] or entry["decided"] or (lane, name) == (self.key, call):
                 continue
+            # A new batch is evidence only where the harness cannot be
+            # watched: Claude Code starts read-only calls as they stream in,
+            # beside a long one still running (a Task, a slow search).
+            new_batch = event_kind == "pre" and entry["posted_after"] and not entry.get("proc")
             if _gone(entry.get("proc")) or (self._mine(lane, event) and (
-                    event_kind == "end" or (event_kind == "pre" and entry["posted_after"]))):
+                    event_kind == "end" or new_batch)):
                 found.append(entry)
         return found
 

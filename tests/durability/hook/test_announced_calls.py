@@ -274,12 +274,38 @@ def test_a_parallel_batch_and_a_sub_agent_decide_nothing(repo: Path) -> None:
     assert calls_file().stat().st_size == 0
 
 
-def test_a_new_batch_decides_a_call_left_open_by_a_live_harness(repo: Path) -> None:
+def test_calls_started_while_a_long_one_runs_decide_nothing(repo: Path) -> None:
+    """Claude Code starts each read-only call as it streams in, beside those
+    still running: calls starting and finishing around a long one (a Task's
+    sub-agent, a slow search) say nothing about it while its harness lives."""
+    hook(pre(repo, "toolu_T", tool_name="Task", tool_input={"prompt": "look"}))
+    for call in ("toolu_R1", "toolu_R2"):
+        hook(pre(repo, call, file_path=str(repo / "README.md"), tool_name="Read"))
+        hook(post(repo, call, file_path=str(repo / "README.md"), tool_name="Read"))
+    hook(post(repo, "toolu_T", tool_name="Task", tool_input={"prompt": "look"}))
+    assert gaps() == []
+    hook(pre(repo, "toolu_A", **bash("sleep 30")))  # its post-call hook never comes
+    hook(pre(repo, "toolu_B", **bash("true")))
+    hook(post(repo, "toolu_B", **bash("true")))
+    hook(pre(repo, "toolu_C", **bash("ls")))
+    hook(post(repo, "toolu_C", **bash("ls")))
+    assert gaps() == []  # the harness lives: decided at the turn's end
+    (repo / "end.txt").write_text("x\n")
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "Stop"})
+    assert [(g.reason, g.tool_use_id) for g in gaps()] == [("call-unfinished", "toolu_A")]
+    assert labels()[-1] == "turn end [after unfinished: Bash sleep 30]"
+
+
+def test_without_proc_a_new_batch_decides_a_call_left_open(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the harness process cannot be known (no /proc), a pre-call hook
+    after a post-call one decides: a new batch began, the old one is over."""
+    monkeypatch.setattr(calls, "harness_process", lambda: None)
     hook(pre(repo, "toolu_A", **bash("sleep 30")))
     hook(pre(repo, "toolu_B", **bash("true")))  # the same batch: maybe parallel
     hook(post(repo, "toolu_B", **bash("true")))
     assert gaps() == []
-    hook(pre(repo, "toolu_C", **bash("ls")))  # a new batch: the old one is over
+    hook(pre(repo, "toolu_C", **bash("ls")))  # a new batch
     assert [(g.reason, g.tool_use_id) for g in gaps()] == [("call-unfinished", "toolu_A")]
     (repo / "c.txt").write_text("c\n")
     hook(post(repo, "toolu_C", **bash("ls")))
