@@ -97,6 +97,27 @@ def test_plugin_hook_finds_the_plugins_own_venv(repo: Path) -> None:
     assert len(_checkpoints(payload["session_id"])) == 1
 
 
+@pytest.mark.parametrize(("harness", "pre_event"), [
+    ("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")])
+def test_toolkit_missing_is_one_gap_for_a_call_announced_then_finished(
+        harness: str, pre_event: str, tmp_path: Path, repo: Path) -> None:
+    """Without a toolkit the launcher files the miss at the post-call hook
+    only: the pre-call one says so on stderr and files nothing (Gemini's
+    calls have no id that would make the two one gap)."""
+    root = _bare_plugin(tmp_path)
+    command = json.loads((root / "hooks" / "hooks.json").read_text())[
+        "hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    payload = _payload(harness, repo)
+    announced = {**payload, "hook_event_name": pre_event}
+    announced.pop("tool_response", None)
+    for sent in (announced, payload):
+        done = _run(command, sent, shell=SHELLS[harness],
+                    env=_harness_env(CLAUDE_PLUGIN_ROOT=str(root)))
+        assert (done.returncode, done.stdout) == (0, b"")
+        assert done.stderr.decode().startswith("durability: toolkit-missing:")
+    assert [g["reason"] for g in _gaps(payload["session_id"])] == ["toolkit-missing"]
+
+
 def _bare_plugin(tmp_path: Path) -> Path:
     """A copy of the plugin as Claude Code caches it: no .venv inside."""
     root = tmp_path / "plugin-cache" / "worktree-durability"
