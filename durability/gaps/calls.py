@@ -25,8 +25,8 @@ ingestion (``abandoned``) also files the calls whose process is gone, for a
 session never resumed.
 
 Standard library only, and no ``json``/``re``: this runs on every tool call.
-The file is locked while read and appended, and emptied whenever nothing in
-it is open, so it stays a few lines long.
+The file is locked while read and appended, and removed whenever nothing in
+it is open, so it stays a few lines long and a finished session leaves none.
 """
 
 from __future__ import annotations
@@ -187,20 +187,35 @@ class Lane:
         is False: a post-call hook of an install without the pre-call event),
         or, unless ``wait``, when another process holds it."""
         flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            self.fd = os.open(self.path, flags | (os.O_CREAT if create else 0), 0o600)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            self.close()
+        for _ in range(10):
+            try:
+                self.fd = os.open(self.path, flags | (os.O_CREAT if create else 0), 0o600)
+            except FileNotFoundError:
+                return False
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                self.close()
+                return False
+            if self._still_there():
+                break
+            self.close()  # removed (settled) while this waited: open it again
+        else:
             return False
         size = os.fstat(self.fd).st_size
         data = os.pread(self.fd, min(size, _MAX_FILE), 0) if size else b""
         for raw in data.split(b"\n"):
             self._apply(raw)
         return True
+
+    def _still_there(self) -> bool:
+        """Whether the file locked is still the one at the path."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -243,11 +258,12 @@ class Lane:
         self._take(line)
 
     def save(self) -> None:
-        """Write the lines added, or empty the file when nothing in it is open
-        any more (every call finished, or filed and named in a label)."""
+        """Write the lines added, or remove the file when nothing in it is
+        open any more (every call finished, or filed and named in a label):
+        the spool folder keeps no file per finished session.  A hook waiting
+        for the lock meanwhile opens the path again (``open``)."""
         if all(e["finished"] or e["told"] for e in self.calls.values()):
-            if os.fstat(self.fd).st_size:
-                os.ftruncate(self.fd, 0)
+            os.unlink(self.path)
             return
         if not self.lines:
             return

@@ -125,7 +125,7 @@ def test_calls_announced_then_finished_leave_no_gap(repo: Path) -> None:
     hook(post(repo, "toolu_B", file_path=str(repo / "two.txt")))
     assert gaps() == []
     assert labels() == ["Bash echo one > one.txt", "Write two.txt"]
-    assert calls_file().stat().st_size == 0  # nothing open: the file is emptied
+    assert not calls_file().exists()  # nothing open: no file left
 
 
 @pytest.mark.parametrize("backend", ["jj", "git"])
@@ -184,7 +184,7 @@ def test_a_session_killed_and_never_resumed_still_has_its_gap(
     hook(post(repo, "toolu_N", file_path=str(repo / "built.txt")))
     assert labels() == ["Write built.txt [after unfinished: Bash make all]"]
     assert len(cli_json("gaps", SESSION)) == 1
-    assert calls_file().stat().st_size == 0
+    assert not calls_file().exists()
 
 
 def test_an_attempt_retried_decides_the_killed_attempts_call(
@@ -207,7 +207,7 @@ def test_an_attempt_retried_decides_the_killed_attempts_call(
         assert hook_entry.main(io.BytesIO(json.dumps(payload).encode()), env=retried) == 0
     # The retried attempt's first checkpoint names the killed call, and only that one.
     assert labels("run-7") == ["Bash make [after unfinished: Bash make]", "Bash make"]
-    assert calls_file("run-7").stat().st_size == 0
+    assert not calls_file("run-7").exists()
 
 
 @pytest.mark.parametrize("end", ["Stop", "SessionEnd"])
@@ -222,7 +222,7 @@ def test_a_call_never_finished_is_one_gap_at_the_session_end(repo: Path, end: st
     assert (gap.reason, gap.tool_use_id) == ("call-unfinished", "toolu_K")
     assert labels()[0] in ("turn end [after unfinished: Bash sleep 30]",
                            "[after unfinished: Bash sleep 30]")
-    assert calls_file().stat().st_size == 0
+    assert not calls_file().exists()
 
 
 def test_codex_a_call_never_finished_is_named_at_the_turn_end(repo: Path) -> None:
@@ -271,7 +271,7 @@ def test_a_parallel_batch_and_a_sub_agent_decide_nothing(repo: Path) -> None:
     hook(post(repo, "toolu_S", **bash("ls"), **sub))
     hook(post(repo, "toolu_T", **task))
     assert gaps() == []
-    assert calls_file().stat().st_size == 0
+    assert not calls_file().exists()
 
 
 def test_calls_started_while_a_long_one_runs_decide_nothing(repo: Path) -> None:
@@ -378,4 +378,54 @@ def test_the_pre_call_and_its_post_call_stay_within_the_import_budget(
     for loaded in (announced, finished):
         assert not set(loaded) & set(HEAVY), sorted(set(loaded) & set(HEAVY))
     assert labels() == ["Bash true"]  # the post-call went through the service
-    assert calls_file().stat().st_size == 0
+    assert not calls_file().exists()
+
+
+def test_an_announcement_is_never_lost_to_a_file_removed_meanwhile(tmp_path: Path) -> None:
+    """Hooks settle and remove the calls file while others wait for its lock:
+    a waiting one opens the path again, so the open call it records stays."""
+    import threading
+
+    path = str(tmp_path / "race.calls.ndjson")
+
+    def finished_call(n: int) -> None:
+        lane = calls.Lane(path, "session\x1f0\x1f1\x1f")
+        try:
+            lane.open(create=True)
+            lane.add(k="pre", call=f"c{n}", run="r", tool="Read", summary="", ts=0, proc=None)
+            lane.save()
+        finally:
+            lane.close()
+        lane = calls.Lane(path, "session\x1f0\x1f1\x1f")
+        try:
+            if lane.open(create=False):
+                lane.add(k="post", call=f"c{n}")
+                lane.save()
+        finally:
+            lane.close()
+
+    def open_call() -> None:
+        lane = calls.Lane(path, "session\x1f0\x1f1\x1f")
+        try:
+            lane.open(create=True)
+            lane.add(k="pre", call="killed", run="r", tool="Bash", summary="", ts=0, proc=None)
+            lane.save()
+        finally:
+            lane.close()
+
+    for _ in range(30):
+        threads = [threading.Thread(target=finished_call, args=(n,)) for n in range(6)]
+        threads.insert(3, threading.Thread(target=open_call))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        lane = calls.Lane(path, "session\x1f0\x1f1\x1f")
+        try:
+            assert lane.open(create=False)
+            assert [n for (_, n), e in lane.calls.items() if not e["finished"]] == ["killed"]
+            lane.add(k="post", call="killed")
+            lane.save()
+        finally:
+            lane.close()
+        assert not os.path.exists(path)
