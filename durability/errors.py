@@ -95,6 +95,9 @@ GAP_REASONS = frozenset({
     # A checkpoint holding a file that matches the secret patterns (or with
     # one in the history its push carries) is not pushed (docs/REMOTE.md).
     "secret-withheld",
+    # A tool call was announced (the harness's pre-call hook) and no post-call
+    # hook ever came for it: killed mid-call (durability/gaps/calls.py).
+    "call-unfinished",
 })
 
 

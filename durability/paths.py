@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["ensure_private_dir", "socket_path", "spool_dir", "spool_dirs", "state_dir"]
+__all__ = ["ensure_private_dir", "socket_path", "spool_dir", "spool_dir_str", "spool_dirs",
+           "state_dir"]
 
 
 def state_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -68,6 +69,28 @@ def spool_dir(env: Mapping[str, str] = os.environ) -> Path:
     if env.get("DURABILITY_SPOOL_DIR"):
         return Path(env["DURABILITY_SPOOL_DIR"]).expanduser().absolute()
     return state_dir(env) / "spool"
+
+
+def spool_dir_str(env: Mapping[str, str] = os.environ) -> str:
+    """``spool_dir`` as a string, without pathlib or platformdirs (the hook's
+    pre-call path): platformdirs' user state folder is ``$XDG_STATE_HOME``
+    (else ``~/.local/state``) on Linux, ``~/Library/Application Support`` on
+    macOS, as ``run-hook.sh`` finds it too."""
+    if env.get("DURABILITY_SPOOL_DIR"):
+        return os.path.abspath(os.path.expanduser(env["DURABILITY_SPOOL_DIR"]))
+    if env.get("DURABILITY_HOME"):
+        state = os.path.abspath(os.path.expanduser(env["DURABILITY_HOME"]))
+    else:
+        import sys
+
+        home = os.path.expanduser("~")
+        if sys.platform == "darwin":
+            base = os.path.join(home, "Library", "Application Support")
+        else:
+            base = os.environ.get("XDG_STATE_HOME", "").strip() or \
+                os.path.join(home, ".local", "state")
+        state = os.path.join(base, "durability")
+    return os.path.join(state, "spool")
 
 
 def spool_dirs(env: Mapping[str, str] = os.environ) -> list[Path]:

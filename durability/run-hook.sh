@@ -92,6 +92,15 @@ json_or_null() {
     if [ -n "$1" ]; then printf '"%s"' "$1"; else printf 'null'; fi
 }
 
+# A pre-call hook (which only announces the call) files no gap of its own:
+# the same call's post-call hook meets the same miss and files it (Gemini's
+# calls have no id that would make the two one gap).
+case $(field hook_event_name) in
+    PreToolUse|BeforeTool)
+        printf 'durability: toolkit-missing: no runnable durability command found; the post-call hook files the gap\n' >&2
+        exit 0 ;;
+esac
+
 run_id=${DURABILITY_RUN_ID:-$(field session_id)}
 # The run id rules of durability/ids.py: 1-200 of letters, digits and _.:@+=-,
 # not starting with one of .:@+=-

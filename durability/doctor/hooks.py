@@ -65,12 +65,26 @@ def _installed(harness: str, project_dir: Path, env: Mapping[str, str]) -> Itera
                 check = _codex_trust(check, path, scope, project_dir, env)
             missing = [e for e in spec.events if e not in by_event]
             if check.status == OK and missing:
-                # An install by an older toolkit (Codex's Stop came later): the
-                # hook runs, but not on every event it should.
-                check = Check(check.name, WARN, f"{path}: runs, but not on "
-                              f"{' or '.join(missing)}, so some edits wait for a later "
-                              "checkpoint or are in none", _again(check.name))
+                # An install by an older toolkit (Codex's Stop, the pre-call
+                # events came later): it runs, but not on every event it should.
+                check = Check(check.name, WARN, f"{path}: runs, but {_missing(missing)}",
+                              _again(check.name))
             yield check
+
+
+def _missing(events: list[str]) -> str:
+    """What an install lacking ``events`` misses."""
+    said = []
+    pre = [e for e in events if e in install_hook.PRE_CALL_EVENTS]
+    post = [e for e in events if e not in install_hook.PRE_CALL_EVENTS]
+    if post:
+        said.append(f"not on {' or '.join(post)}, so some edits wait for a later "
+                    "checkpoint or are in none")
+    if pre:
+        said.append(f"not on {' or '.join(pre)}, so a call killed before its post-call "
+                    "hook leaves no call-unfinished gap and its writes go under the next "
+                    "call's label")
+    return "; and ".join(said)
 
 
 def _our_argv(command: str, env: Mapping[str, str]) -> list[str] | None:
@@ -231,6 +245,11 @@ def _plugin(env: Mapping[str, str]) -> Check | None:
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
             continue
         if name == PLUGIN_NAME:
-            return run_hook_command("hook claude plugin", command, root, env,
-                                    extra_env={"CLAUDE_PLUGIN_ROOT": str(root)})
+            check = run_hook_command("hook claude plugin", command, root, env,
+                                     extra_env={"CLAUDE_PLUGIN_ROOT": str(root)})
+            if check.status == OK and "PreToolUse" not in hooks["hooks"]:
+                # A copy of the plugin from before the pre-call event.
+                return Check(check.name, WARN, f"{root}: runs, but {_missing(['PreToolUse'])}",
+                             "update the plugin (claude plugin update worktree-durability)")
+            return check
     return None

@@ -10,7 +10,7 @@ from typing import Any
 
 from durability.config import Settings
 from durability.errors import DurabilityError
-from durability.gaps import spool
+from durability.gaps import calls, spool
 from durability.paths import ensure_private_dir
 from engine import EngineError, Gap, Store
 
@@ -98,9 +98,26 @@ def ingest_spool(store: Store, directories: Path | Sequence[Path],
             added += ingest_records(store, read.records)
             if cursor is not None:  # only once the store has the lines
                 cursor.done(path, read)
+        added += _ingest_abandoned(store, directory)
     if cursor is not None:
         cursor.keep_only(seen)
     return IngestResult(added, torn, files, tuple(skipped))
+
+
+def _ingest_abandoned(store: Store, directory: Path) -> int:
+    """File the announced calls whose harness is gone (a session killed and
+    never resumed: no later hook of it decides them), then mark them filed."""
+    found = []
+    for path, entry in calls.abandoned(str(directory)):
+        try:
+            found.append((path, entry, calls.unfinished_gap(entry)))
+        except ValueError:
+            continue  # a line no hook of ours wrote: nothing to file it under
+    if not found:
+        return 0
+    added = ingest_records(store, [record for _, _, record in found])
+    calls.mark_filed([(path, entry) for path, entry, _ in found])
+    return added
 
 
 def ingest_records(store: Store, records: Iterable[dict[str, Any]]) -> int:

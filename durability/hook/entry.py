@@ -1,7 +1,9 @@
 """``durability snapshot-hook``: the Claude Code PostToolUse hook (Tier 1).
 
 It also reads OpenAI Codex CLI ``PostToolUse`` and Gemini CLI ``AfterTool``
-payloads, told apart by their shape (``harness``).
+payloads, told apart by their shape (``harness``), and each harness's pre-call
+event (``PreToolUse``, ``BeforeTool``), which captures nothing: it records the
+call announced (``gaps.calls``), so that one never finished is a gap.
 
 Contract 6 (docs/DESIGN.md): it exits 0 whatever happens, within ``DURABILITY_HOOK_TIMEOUT_MS``,
 prints nothing on stdout, and turns every failure into a gap.  Its fast path
@@ -17,7 +19,8 @@ import sys
 import time
 
 from durability import client, envms, fastjson, ids, paths
-from durability.errors import ServiceBusy, ServiceTimeout, ServiceUnreachable
+from durability.errors import InsecurePath, ServiceBusy, ServiceTimeout, ServiceUnreachable
+from durability.gaps import calls
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -245,20 +248,108 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
         return hook.gap("bad-hook-input", "hook input is nested too deeply")
     if not isinstance(payload, dict):
         return hook.gap("bad-hook-input", "hook input is not a JSON object")
+    event_kind = calls.kind(payload.get("hook_event_name"))
+    # A pre-call hook files no gap of its own: the same call's post-call
+    # hook meets the same problem and files it, once.
     problem = _identify(hook, payload)
     if problem:
-        return hook.gap("bad-hook-input", problem)
+        return hook.succeed() if event_kind == "pre" else hook.gap("bad-hook-input", problem)
     # Checked before any capture, service or not, so every path agrees: a
     # setting the user wrote and we cannot honour is one invalid-value gap
     # naming it, not a capture with a guessed value (a default budget could
     # outlast the harness's own hook timeout and leave no record at all).
     invalid = envms.first_invalid(hook.env)
     if invalid:
-        return hook.gap("invalid-value", invalid)
+        return hook.succeed() if event_kind == "pre" else hook.gap("invalid-value", invalid)
     reason, detail = _locate_worktree(hook, payload)
     if reason:
-        return hook.gap(reason, detail)
+        return hook.succeed() if event_kind == "pre" else hook.gap(reason, detail)
+    _announced_calls(hook, payload, event_kind)
+    if event_kind == "pre":
+        return hook.succeed()  # announced: nothing to capture yet
     _request(hook, deadline)
+
+
+def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> None:
+    """Record a pre-call hook's call, or a post-call hook's end of one; file
+    a ``call-unfinished`` gap for each call this hook shows was never
+    finished (``gaps.calls``), and name those in the label of the capture
+    that follows, which holds what they wrote.  Fails open: a calls file that
+    cannot be used costs these gaps, never the capture."""
+    f = hook.fields
+    call = None if event_kind == "end" else _announced_key(hook, payload)
+    if call is None and event_kind != "end":
+        return
+    event = payload.get("hook_event_name")
+    folder = paths.spool_dir_str(hook.env)
+    lane = calls.Lane(calls.calls_file(folder, hook.run_id),
+                      calls.lane_key(f["node_id"], f["iteration"], f["attempt"], f["agent"]))
+    try:
+        if event_kind == "pre":
+            paths.ensure_private_dir(folder)  # type: ignore[arg-type]
+        if not lane.open(create=event_kind == "pre"):
+            return  # no call was ever announced here (an install without the event)
+        for entry in lane.unfinished(call, event_kind, event):
+            if _file_unfinished(hook, entry):
+                lane.add(k="gap", call=entry["call"], lane=entry["lane"])
+        if event_kind == "pre":
+            tool = payload.get("tool_name")
+            tool = ids.printable(tool)[:100] if isinstance(tool, str) and tool else "tool"
+            tool_input = payload.get("tool_input")
+            detail = _input_summary(tool_input, f["worktree"]) \
+                if isinstance(tool_input, dict) else None
+            lane.add(k="pre", call=call, run=hook.run_id, tid=f["tool_use_id"], tool=tool,
+                     summary=calls.summary(detail), ts=calls.now_ms(),
+                     proc=calls.harness_process(), worktree=f["worktree"])
+        else:
+            if call is not None:
+                lane.add(k="post", call=call)
+            told = lane.untold(f["worktree"])
+            if told:
+                notes = ", ".join(f"{e['tool']} {e['summary']}".strip() for e in told)
+                f["label"] = (f"{f.get('label') or ''} [after unfinished: {notes}]".strip())[:1000]
+                for entry in told:
+                    lane.add(k="told", call=entry["call"], lane=entry["lane"])
+        lane.save()
+    except (OSError, InsecurePath) as exc:
+        sys.stderr.write(f"durability: announced calls not kept: {exc}\n")
+    finally:
+        lane.close()
+
+
+def _announced_key(hook: _Hook, payload: dict[str, Any]) -> str | None:
+    """What ties a call's pre-call hook to its post-call hook: the tool call
+    id; for Gemini CLI, which sends none, the tool and its input."""
+    if hook.fields.get("tool_use_id"):
+        return str(hook.fields["tool_use_id"])
+    tool = payload.get("tool_name")
+    if harness(payload) != "gemini" or not isinstance(tool, str) or not tool:
+        return None
+    text = fastjson.dumps([tool, payload.get("tool_input")])
+    return "gemini:" + ids.sha256_hex(text.encode("utf-8", "surrogatepass"))[:16]
+
+
+def _file_unfinished(hook: _Hook, entry: dict[str, Any]) -> bool:
+    """One ``call-unfinished`` gap for an announced call (the same gap when
+    two hooks decide it: its request id is the call's); whether it was filed
+    (if not, a later hook tries again)."""
+    try:
+        _write_unfinished(hook, entry)
+    except Exception as exc:  # never at the cost of this hook's own capture
+        sys.stderr.write(f"durability: could not record gap call-unfinished: {exc}\n")
+        return False
+    return True
+
+
+def _write_unfinished(hook: _Hook, entry: dict[str, Any]) -> None:
+    from durability.gaps import spool
+
+    record = calls.unfinished_gap(entry)
+    try:
+        spool.append_anywhere(paths.spool_dirs(hook.env), record)
+    except spool.SpoolUnavailable:
+        _store_gap(hook.env, record)
+    sys.stderr.write(f"durability: call-unfinished: {str(record['detail'])[:200]}\n")
 
 
 def _guess_run(hook: _Hook, raw: bytes) -> None:
@@ -309,7 +400,7 @@ def harness(payload: dict[str, Any]) -> str:
     does not.  All three share ``session_id``, ``cwd``, ``tool_name`` and
     ``tool_input``, which is all a snapshot needs.
     """
-    if payload.get("hook_event_name") == "AfterTool":
+    if payload.get("hook_event_name") in ("AfterTool", "BeforeTool", "AfterAgent"):
         return "gemini"
     if "turn_id" in payload:
         return "codex"

@@ -68,8 +68,8 @@ def codex_trust_step(path: Path, scope: str) -> str:
     is Codex's own format, which this toolkit does not write.
     """
     step = ("Codex runs this hook only once you trust it: start `codex`, type /hooks and "
-            f"trust both durability entries of {path} (PostToolUse and Stop; one-off "
-            "headless runs: `codex exec --dangerously-bypass-hook-trust`)")
+            f"trust the three durability entries of {path} (PreToolUse, PostToolUse and "
+            "Stop; one-off headless runs: `codex exec --dangerously-bypass-hook-trust`)")
     if scope == "project":
         step += ("; Codex also reads a project's .codex/ only in a trusted project "
                  "(trust the folder when Codex asks)")

@@ -3,9 +3,12 @@ hook file, for users who do not install the plugin.
 
 One table (``HARNESSES``) says, per harness, which file at which scope, which
 events, and the exact shape of one hook entry: Claude Code's settings.json
-(``PostToolUse`` and ``PostToolUseFailure``, timeout in seconds), OpenAI Codex
-CLI's hooks.json (``PostToolUse`` and ``Stop``, seconds) and Gemini CLI's settings.json
-(``AfterTool``, milliseconds).
+(``PreToolUse``, ``PostToolUse`` and ``PostToolUseFailure``, timeout in
+seconds), OpenAI Codex CLI's hooks.json (``PreToolUse``, ``PostToolUse`` and
+``Stop``, seconds) and Gemini CLI's settings.json (``BeforeTool`` and
+``AfterTool``, milliseconds).  The pre-call event captures nothing: it
+announces the call, so that one killed before its post-call hook is a
+``call-unfinished`` gap (``durability.gaps.calls``).
 
 Idempotent (installing twice leaves one entry; an entry of ours with an older
 command is updated in place), keeps every other setting and hook as it was,
@@ -29,6 +32,7 @@ from durability.fsutil import replace_file
 __all__ = [
     "EVENTS",
     "HARNESSES",
+    "PRE_CALL_EVENTS",
     "SCOPES",
     "Harness",
     "hook_path",
@@ -44,8 +48,11 @@ __all__ = [
 #: The bare command earlier versions wrote; still recognised as ours, so that
 #: installing again replaces it with the absolute one.
 #: Post-tool events: a failed tool (a Bash command that exited non-zero) may
-#: still have written files.
-EVENTS = ("PostToolUse", "PostToolUseFailure")
+#: still have written files.  Before them the pre-call event, which announces
+#: the call (an install without it simply has no call-unfinished gaps).
+EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+#: Each harness's pre-call event (``doctor`` warns of an install without it).
+PRE_CALL_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
 SCOPES = ("user", "project", "local")
 # Seconds the harness waits for the hook: above the hook's own 10 s budget, so
 # the hook always finishes (and files its gap) before the harness kills it.
@@ -81,10 +88,10 @@ HARNESSES = {
     # Codex matches every tool when a group has no matcher.
     # Stop too: an apply_patch Codex runs from a shell command fires no
     # PostToolUse, so the edit a turn ends with is captured at the turn's end.
-    "codex": Harness("codex", ("PostToolUse", "Stop"), ("user", "project"), None,
-                     HOOK_TIMEOUT_S),
+    "codex": Harness("codex", ("PreToolUse", "PostToolUse", "Stop"), ("user", "project"),
+                     None, HOOK_TIMEOUT_S),
     # Gemini CLI counts its timeout in milliseconds; its matcher is a regex.
-    "gemini": Harness("gemini", ("AfterTool",), ("user", "project"), ".*",
+    "gemini": Harness("gemini", ("BeforeTool", "AfterTool"), ("user", "project"), ".*",
                       HOOK_TIMEOUT_S * 1000, (("name", "durability"),)),
 }
 

@@ -170,3 +170,31 @@ def test_the_settings_file_keeps_its_mode(tmp_path: Path, mode: int) -> None:
     assert os.stat(path).st_mode & 0o777 == mode
     assert _ours(json.loads(path.read_text()), "PostToolUse")
     assert not list(tmp_path.glob(".settings.json.*"))
+
+
+@pytest.mark.parametrize(("harness", "events"), [
+    ("claude", ["PreToolUse", "PostToolUse", "PostToolUseFailure"]),
+    ("codex", ["PreToolUse", "PostToolUse", "Stop"]),
+    ("gemini", ["BeforeTool", "AfterTool"]),
+])
+def test_install_hook_registers_the_pre_call_event(tmp_path: Path, harness: str,
+                                                   events: list[str]) -> None:
+    """The pre-call event announces each call, so that one killed before its
+    post-call hook is a call-unfinished gap: every harness gets it, with the
+    same entry as its post-call events."""
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home")}
+    done = cli_json("install-hook", "--harness", harness, env=env)
+    data = json.loads(Path(done["settings"]).read_text())
+    assert list(data["hooks"]) == events
+    spec = install_hook.HARNESSES[harness]
+    for event in events:
+        [group] = data["hooks"][event]
+        assert group == spec.group(done["command"])
+    cli_json("install-hook", "--harness", harness, "--uninstall", env=env)
+    assert json.loads(Path(done["settings"]).read_text()) == {}
+
+
+def test_the_plugin_announces_calls_too() -> None:
+    plugin = json.loads((ROOT / "hooks" / "hooks.json").read_text())
+    [group] = plugin["hooks"]["PreToolUse"]
+    assert group["hooks"] == plugin["hooks"]["PostToolUse"][0]["hooks"]

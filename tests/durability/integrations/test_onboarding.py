@@ -97,6 +97,27 @@ def test_plugin_hook_finds_the_plugins_own_venv(repo: Path) -> None:
     assert len(_checkpoints(payload["session_id"])) == 1
 
 
+@pytest.mark.parametrize(("harness", "pre_event"), [
+    ("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")])
+def test_toolkit_missing_is_one_gap_for_a_call_announced_then_finished(
+        harness: str, pre_event: str, tmp_path: Path, repo: Path) -> None:
+    """Without a toolkit the launcher files the miss at the post-call hook
+    only: the pre-call one says so on stderr and files nothing (Gemini's
+    calls have no id that would make the two one gap)."""
+    root = _bare_plugin(tmp_path)
+    command = json.loads((root / "hooks" / "hooks.json").read_text())[
+        "hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    payload = _payload(harness, repo)
+    announced = {**payload, "hook_event_name": pre_event}
+    announced.pop("tool_response", None)
+    for sent in (announced, payload):
+        done = _run(command, sent, shell=SHELLS[harness],
+                    env=_harness_env(CLAUDE_PLUGIN_ROOT=str(root)))
+        assert (done.returncode, done.stdout) == (0, b"")
+        assert done.stderr.decode().startswith("durability: toolkit-missing:")
+    assert [g["reason"] for g in _gaps(payload["session_id"])] == ["toolkit-missing"]
+
+
 def _bare_plugin(tmp_path: Path) -> Path:
     """A copy of the plugin as Claude Code caches it: no .venv inside."""
     root = tmp_path / "plugin-cache" / "worktree-durability"
@@ -348,7 +369,7 @@ def test_doctor_reports_an_untrusted_codex_hook(tmp_path: Path) -> None:
     assert (code, codex["status"]) == (0, "warn")
     assert "no trust recorded" in codex["detail"] and "/hooks" in codex["next_step"]
     trusted = ""
-    for event in ("post_tool_use", "stop"):  # /hooks trusts each entry on its own
+    for event in ("pre_tool_use", "post_tool_use", "stop"):  # /hooks trusts each on its own
         key = f"{codex_home / 'hooks.json'}:{event}:0:0"
         trusted += f'[hooks.state."{key}"]\ntrusted_hash = "sha256:{"0" * 64}"\n'
         (codex_home / "config.toml").write_text(trusted)
@@ -368,14 +389,44 @@ def test_doctor_warns_of_a_codex_hook_installed_before_stop(tmp_path: Path) -> N
     data = json.loads(hooks.read_text())
     del data["hooks"]["Stop"]
     hooks.write_text(json.dumps(data))
-    (codex_home / "config.toml").write_text(
-        f'[hooks.state."{hooks}:post_tool_use:0:0"]\ntrusted_hash = "sha256:{"0" * 64}"\n')
+    (codex_home / "config.toml").write_text("".join(
+        f'[hooks.state."{hooks}:{event}:0:0"]\ntrusted_hash = "sha256:{"0" * 64}"\n'
+        for event in ("pre_tool_use", "post_tool_use")))
     _code, checks = _doctor(env=env)
     codex = _by_name(checks, "hook codex user")
     assert codex["status"] == "warn" and "not on Stop" in codex["detail"], codex
     assert "install-hook --harness codex --scope user" in codex["next_step"]
     cli_json("install-hook", "--harness", "codex", env=env)
-    assert set(json.loads(hooks.read_text())["hooks"]) == {"PostToolUse", "Stop"}
+    assert set(json.loads(hooks.read_text())["hooks"]) == {"PreToolUse", "PostToolUse", "Stop"}
+
+
+@pytest.mark.parametrize(("harness", "event"), [
+    ("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")])
+def test_doctor_warns_of_a_hook_installed_without_the_pre_call_event(
+        tmp_path: Path, harness: str, event: str) -> None:
+    """An install from before the pre-call event still captures every call,
+    but a call killed mid-call leaves no call-unfinished gap: doctor says so,
+    and install-hook again adds the event."""
+    codex_home = tmp_path / "codex-home"
+    env = {**os.environ, "CODEX_HOME": str(codex_home)}
+    path = Path(cli_json("install-hook", "--harness", harness, env=env)["settings"])
+    data = json.loads(path.read_text())
+    del data["hooks"][event]
+    path.write_text(json.dumps(data))
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text("".join(
+        f'[hooks.state."{path}:{name}:0:0"]\ntrusted_hash = "sha256:{"0" * 64}"\n'
+        for name in ("post_tool_use", "stop")))
+    _code, checks = _doctor(env=env)
+    check = _by_name(checks, f"hook {harness} user")
+    assert check["status"] == "warn", check
+    assert f"not on {event}" in check["detail"] and "call-unfinished" in check["detail"]
+    assert f"install-hook --harness {harness} --scope user" in check["next_step"]
+    cli_json("install-hook", "--harness", harness, env=env)
+    assert event in json.loads(path.read_text())["hooks"]
+    _code, checks = _doctor(env=env)
+    if harness != "codex":  # Codex would want the new entry trusted first
+        assert _by_name(checks, f"hook {harness} user")["status"] == "ok"
 
 
 def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
@@ -388,6 +439,14 @@ def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
     os.symlink(VENV_BIN.parent, root / ".venv")
     code, checks = _doctor()
     assert (code, _by_name(checks, "hook claude plugin")["status"]) == (0, "ok")
+    # A copy of the plugin from before the pre-call event: it runs, and says what it misses.
+    hooks = json.loads((root / "hooks" / "hooks.json").read_text())
+    del hooks["hooks"]["PreToolUse"]
+    (root / "hooks" / "hooks.json").write_text(json.dumps(hooks))
+    code, checks = _doctor()
+    plugin = _by_name(checks, "hook claude plugin")
+    assert (code, plugin["status"]) == (0, "warn"), plugin
+    assert "not on PreToolUse" in plugin["detail"] and "call-unfinished" in plugin["detail"]
 
 
 def test_readme_snippets_are_what_install_hook_writes() -> None:
