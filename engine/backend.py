@@ -30,12 +30,12 @@ def open_database(location: Location, *,
     return db.connect(Path(location), busy_timeout_ms=busy_timeout_ms)
 
 
-def migrate(conn: Connection) -> int:
-    """Bring the schema of ``conn``'s database up to date."""
+def migrate(conn: Connection, *, host: str | None = None, upto: int | None = None) -> int:
+    """Bring the schema of ``conn``'s database up to date (``db.migrate``)."""
     if isinstance(conn, PgConnection):
-        return postgres.migrate(conn)
+        return postgres.migrate(conn, host=host, upto=upto)
     assert isinstance(conn, sqlite3.Connection)
-    return db.migrate(conn)
+    return db.migrate(conn, host=host, upto=upto)
 
 
 def describe(location: Location) -> str:

@@ -35,8 +35,9 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.db import DatabaseError, migrations, statements, write_transaction
+from engine.db import DatabaseError, bind_host, migrations, statements, write_transaction
 from engine.errors import StoreUnavailable
+from engine.host import host_id
 
 if TYPE_CHECKING:
     import psycopg
@@ -350,20 +351,23 @@ def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
 # -- migrations ---------------------------------------------------------------
 
 
-def migrate(conn: PgConnection) -> int:
-    """Bring the schema up to date; safe when several processes race (the
-    writers' lock serialises them, and each re-reads the version under it)."""
+def migrate(conn: PgConnection, *, host: str | None = None, upto: int | None = None) -> int:
+    """Bring the schema up to date (up to ``upto`` when given); safe when
+    several processes race (the writers' lock serialises them, and each
+    re-reads the version under it).  ``host``: the machine the rows already
+    there belong to (``engine.db.migrate``)."""
+    host = host or host_id()
     try:
         # One round trip when up to date: every process (each hook) opens the store.
         current = _version(conn)
         for version, name, sql in migrations("postgresql"):
-            if current >= version:
+            if current >= version or (upto is not None and version > upto):
                 continue
             with write_transaction(conn):
                 conn.execute_migration("CREATE TABLE IF NOT EXISTS durability_schema ("
                                        "version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
                 if _version(conn) < version:  # else another process won the race
-                    for statement in statements(sql):
+                    for statement in statements(bind_host(sql, host)):
                         conn.execute_migration(statement)
                     conn.execute("INSERT INTO durability_schema (version, name) VALUES (?, ?)",
                                  (version, name))

@@ -48,7 +48,9 @@ class Pruned:
 
 
 def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list[RetentionRow]:
-    """Every checkpoint (of ``worktrees`` only, when given), oldest first per attempt."""
+    """Every checkpoint of the store's machine (of ``worktrees`` only, when
+    given), oldest first per attempt: another machine's worktree at the same
+    path is never judged here."""
     from engine.store import _CHECKPOINT_COLS
 
     cols = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
@@ -57,16 +59,17 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
            "LEFT JOIN runs r ON r.run_id=c.run_id "
            "JOIN (SELECT run_id, node_id, iteration, attempt, MAX(seq) AS top "
-           "FROM workspace_checkpoints GROUP BY run_id, node_id, iteration, attempt) m "
+           "FROM workspace_checkpoints WHERE host=? "
+           "GROUP BY run_id, node_id, iteration, attempt) m "
            "ON m.run_id=c.run_id AND m.node_id=c.node_id AND m.iteration=c.iteration "
-           "AND m.attempt=c.attempt")
-    params: tuple[Any, ...] = ()
+           "AND m.attempt=c.attempt WHERE c.host=?")
+    params: tuple[Any, ...] = (store.host, store.host)
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
         if not chosen:
             return []
-        sql += f" WHERE c.worktree IN ({','.join('?' * len(chosen))})"
-        params = tuple(to_db(w) for w in chosen)
+        sql += f" AND c.worktree IN ({','.join('?' * len(chosen))})"
+        params += tuple(to_db(w) for w in chosen)
     sql += " ORDER BY c.run_id, c.node_id, c.iteration, c.attempt, c.seq"
     n = len(_CHECKPOINT_COLS.split(","))
     return [RetentionRow(Checkpoint(*row[:n]), row[n], row[n + 1], int(row[n + 2]))
@@ -101,7 +104,7 @@ def apply(store: Store, drop: Iterable[Checkpoint],
     renamed = dict(renamed or {})
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
-            dropped = sum(_drop(conn, c) for c in drop)
+            dropped = sum(_drop(conn, c, store.host) for c in drop)
             for old, new in renamed.items():
                 conn.execute("UPDATE workspace_checkpoints SET commit_id=? WHERE commit_id=?",
                              (new, old))
@@ -111,16 +114,17 @@ def apply(store: Store, drop: Iterable[Checkpoint],
         raise StoreUnavailable(f"cannot drop checkpoints: {exc}") from exc
 
 
-def _drop(conn: Connection, c: Checkpoint) -> int:
+def _drop(conn: Connection, c: Checkpoint, host: str) -> int:
     k = AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt)
     args = (k.run_id, k.node_id, k.iteration, k.attempt)
-    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY}",
-                       args).fetchone()
+    # The attempt's rows of this machine (``host``): seqs are numbered per machine.
+    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY} AND host=?",
+                       (*args, host)).fetchone()
     pointer = conn.execute(f"SELECT jj_pointer FROM attempts WHERE {_KEY}", args).fetchone()
     if (top and top[0] == c.seq) or (pointer and pointer[0] == c.commit_id):
         return 0  # read inside the write lock: a capture since the plan moved nothing past this
-    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND seq=?",
-                       (*args, c.seq))
+    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND host=? AND seq=?",
+                       (*args, host, c.seq))
     # gc keeps what is not pushed; a remote named since its plan must not
     # leave rows of a checkpoint that is gone.
     conn.execute("DELETE FROM replication_outbox WHERE request_id=?", (to_db(c.request_id),))
