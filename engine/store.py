@@ -15,7 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.backend import DB_ERRORS, Connection, Location, describe, is_url, migrate, open_database
+from engine.backend import (
+    DB_ERRORS,
+    Connection,
+    Location,
+    describe,
+    is_url,
+    migrate,
+    open_database,
+    refused_value,
+)
 from engine.clock import system_clock
 from engine.db import BUSY_TIMEOUT_MS, write_transaction
 from engine.errors import NotFound, RecordRefused, StoreUnavailable
@@ -31,7 +40,7 @@ from engine.models import (
     Session,
 )
 from engine.outbox import queue_checkpoint
-from engine.text import row_from_db, to_db
+from engine.text import row_from_db, storable_gap, to_db
 
 __all__ = ["Store", "now_ms"]
 
@@ -329,31 +338,54 @@ class Store:
         fallback), and a request is on record once, checkpoint or gap.
         """
         gaps_list = list(gaps)
+        if not gaps_list:
+            return 0
+        try:
+            return self._add_gaps(gaps_list)
+        except DB_ERRORS as exc:
+            if not refused_value(exc):
+                raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
+        # One gap the database refuses (a value past an index's limit) must
+        # not keep the others out, nor itself: each alone, and a refused one
+        # in its storable form (``storable_gap``).
+        added = 0
+        for gap in gaps_list:
+            try:
+                added += self._add_gaps([gap])
+                continue
+            except DB_ERRORS as exc:
+                if not refused_value(exc):
+                    raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
+            try:
+                added += self._add_gaps([storable_gap(gap)])
+            except DB_ERRORS as exc:
+                if not refused_value(exc):
+                    raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
+                # Refused even so: it stays in the spool it came from.
+        return added
+
+    def _add_gaps(self, gaps_list: list[Gap]) -> int:
+        """Insert ``gaps_list`` in one transaction (``add_gaps``)."""
         rows = [
             (g.ts_ms, to_db(g.run_id), to_db(g.request_id), to_db(g.reason), to_db(g.node_id),
              g.iteration, g.attempt, to_db(g.worktree), to_db(g.source), to_db(g.tool_use_id),
              to_db(g.detail), self.host, to_db(g.request_id))
             for g in gaps_list
         ]
-        if not rows:
-            return 0
-        try:
-            with self._conn() as db, write_transaction(db) as conn:
-                added = 0
-                for row, gap in zip(rows, gaps_list, strict=True):
-                    cur = conn.execute(
-                        f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}, host) "
-                        "SELECT ?,?,?,?,?,?,?,?,?,?,?,? "
-                        "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints "
-                        "WHERE request_id=?)", row)
-                    if cur.rowcount == 1:  # a new gap: the log says so once
-                        added += 1
-                        append(conn, to_db(gap.run_id), "gap", gap.ts_ms,
-                               node_id=to_db(gap.node_id), iteration=gap.iteration,
-                               attempt=gap.attempt, detail={"reason": gap.reason})
-                return added
-        except DB_ERRORS as exc:
-            raise StoreUnavailable(f"cannot record gaps: {exc}") from exc
+        with self._conn() as db, write_transaction(db) as conn:
+            added = 0
+            for row, gap in zip(rows, gaps_list, strict=True):
+                cur = conn.execute(
+                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}, host) "
+                    "SELECT ?,?,?,?,?,?,?,?,?,?,?,? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints "
+                    "WHERE request_id=?)", row)
+                if cur.rowcount == 1:  # a new gap: the log says so once
+                    added += 1
+                    append(conn, to_db(gap.run_id), "gap", gap.ts_ms,
+                           node_id=to_db(gap.node_id), iteration=gap.iteration,
+                           attempt=gap.attempt, detail={"reason": gap.reason})
+            return added
 
     def gaps(self, run_id: str) -> list[Gap]:
         rows = self._read(
