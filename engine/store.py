@@ -393,6 +393,44 @@ class Store:
         )
         return [Gap(*row) for row in rows]
 
+    # -- a worktree moved ---------------------------------------------------
+
+    def move_worktree(self, old: str, new: str) -> int:
+        """Re-key this machine's records of the worktree at ``old`` to ``new``
+        (it moved there: checkpoints, gaps, attempts, watches, remotes and
+        replication rows), in one transaction; how many checkpoints moved.
+        A watch or remote ``new`` already has stays, and so does the old one
+        it would replace."""
+        o, n, h = to_db(old), to_db(new), self.host
+        try:
+            with self._conn() as db, write_transaction(db) as conn:
+                conn.execute(
+                    "UPDATE attempts SET worktree=? WHERE worktree=? AND EXISTS (SELECT 1 FROM "
+                    "workspace_checkpoints c WHERE c.run_id=attempts.run_id AND "
+                    "c.node_id=attempts.node_id AND c.iteration=attempts.iteration AND "
+                    "c.attempt=attempts.attempt AND c.host=? AND c.worktree=?)", (n, o, h, o))
+                moved = conn.execute("UPDATE workspace_checkpoints SET worktree=? WHERE host=? "
+                                     "AND worktree=?", (n, h, o)).rowcount
+                for table in ("gaps", "replication", "replication_outbox"):
+                    conn.execute(f"UPDATE {table} SET worktree=? WHERE host=? AND worktree=?",
+                                 (n, h, o))
+                conn.execute("UPDATE watches SET worktree=? WHERE host=? AND worktree=? AND NOT "
+                             "EXISTS (SELECT 1 FROM watches w WHERE w.host=? AND w.worktree=?)",
+                             (n, h, o, h, n))
+                conn.execute("UPDATE remotes SET worktree=? WHERE host=? AND worktree=? AND NOT "
+                             "EXISTS (SELECT 1 FROM remotes r WHERE r.host=? AND r.worktree=? "
+                             "AND r.name=remotes.name)", (n, h, o, h, n))
+                return max(int(moved), 0)
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot move the records of {old}: {exc}") from exc
+
+    def knows_worktree(self, worktree: str) -> bool:
+        """Whether this machine has any checkpoint or gap of ``worktree``."""
+        return bool(self._read(
+            "SELECT 1 FROM workspace_checkpoints WHERE host=? AND worktree=? UNION ALL "
+            "SELECT 1 FROM gaps WHERE host=? AND worktree=? LIMIT 1",
+            (self.host, to_db(worktree), self.host, to_db(worktree))))
+
     # -- sessions ----------------------------------------------------------
 
     def sessions(self, worktree: str | None = None) -> list[Session]:

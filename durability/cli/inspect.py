@@ -323,6 +323,9 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     settings = options.settings()
     store = options.store(settings)
     root = resolve_worktree(path or Path.cwd())
+    from durability.capture.moved import follow
+
+    follow(store, root)  # a worktree moved here: its records follow it
     # Gaps still in the spool belong in the timeline too.
     from durability.gaps.ingest import ingest_spool
 
@@ -333,7 +336,9 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     more = not every and len(entries) > limit
     entries = entries[:limit] if more else entries
     options.listing([e.to_dict() for e in entries], as_json, lambda: timeline_table(entries),
-                    f"nothing recorded yet for {root}")
+                    f"nothing recorded yet for {root}; a checkpoint recorded in another "
+                    f"worktree restores here with: durability restore RUN --seq N "
+                    f"--worktree {root}")
     if more and not as_json:
         click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
                    err=True)

@@ -157,3 +157,24 @@ def test_rows_before_the_migration_are_the_migrating_machine_s(db_location: Loca
     old_remotes = Remotes(db_location, host="old")
     assert [p.checkpoint.request_id for p in old_remotes.pending()] == ["r1", "req-old-2"]
     assert Remotes(db_location, host="new").pending() == []
+
+
+def test_a_moved_worktree_s_records_follow_it_on_its_machine_only(
+        db_location: Location) -> None:
+    with _two(db_location) as (m1, m2):
+        m1.record_checkpoint(_new("m1", 1))
+        m1.add_gaps([Gap(5, "run", "gap-m1", "jj-failed", worktree=PATH)])
+        m2.record_checkpoint(_new("m2", 1))
+        Watches(db_location, host="m1").put(WatchRow(PATH, KEY, 100, 1000))
+        Remotes(db_location, host="m1").add(PATH, "origin", "file:///one.git")
+        assert m1.knows_worktree(PATH) and not m1.knows_worktree("/moved")
+        assert m1.move_worktree(PATH, "/moved") == 1
+        assert m1.worktree_checkpoints(PATH) == [] and m1.worktree_gaps(PATH) == []
+        assert [c.request_id for c in m1.worktree_checkpoints("/moved")] == ["req-m1-1"]
+        assert [g.request_id for g in m1.worktree_gaps("/moved")] == ["gap-m1"]
+        assert m1.record_checkpoint(_new("m1", 2, worktree="/moved")).seq == 2
+        assert [w.worktree for w in Watches(db_location, host="m1").all()] == ["/moved"]
+        remotes = Remotes(db_location, host="m1")
+        assert [r.worktree for r in remotes.all()] == ["/moved"]
+        assert [p.checkpoint.request_id for p in remotes.pending()] == ["req-m1-1", "req-m1-2"]
+        assert [c.request_id for c in m2.worktree_checkpoints(PATH)] == ["req-m2-1"]
