@@ -30,25 +30,30 @@ from engine import EngineError, Store
 __all__ = ["follow"]
 
 
-def follow(store: Store, root: Path) -> str | None:
+def follow(store: Store, root: Path, *, create: bool = True) -> str | None:
     """Make the identity of the worktree at ``root`` name ``root``, re-keying
     this machine's records if it moved here (see the module's docstring);
-    returns the path it moved from when records were re-keyed."""
+    returns the path it moved from when records were re-keyed.  Without
+    ``create`` (a reader: ``log``), a worktree with no identity, or a copy,
+    is left as it is."""
     here = str(root)
     found = ids.read_worktree_identity(root)
     try:
         if found is None:
-            ids.write_worktree_identity(root, uuid.uuid4().hex, here)
+            if create:
+                ids.write_worktree_identity(root, uuid.uuid4().hex, here)
             return None
         ident, was = found
         if was == here:
             return None
         there = ids.read_worktree_identity(was) if os.path.isdir(was) else None
         if there is not None and there[0] == ident:  # a copy: the original is still there
-            ids.write_worktree_identity(root, uuid.uuid4().hex, here)
+            if create:
+                ids.write_worktree_identity(root, uuid.uuid4().hex, here)
             return None
         if not store.knows_worktree(was):
-            ids.write_worktree_identity(root, ident, here)
+            if create:
+                ids.write_worktree_identity(root, ident, here)
             return None
         store.move_worktree(was, here)
         ids.write_worktree_identity(root, ident, here)

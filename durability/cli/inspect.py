@@ -325,7 +325,7 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     root = resolve_worktree(path or Path.cwd())
     from durability.capture.moved import follow
 
-    follow(store, root)  # a worktree moved here: its records follow it
+    follow(store, root, create=False)  # a worktree moved here: its records follow it
     # Gaps still in the spool belong in the timeline too.
     from durability.gaps.ingest import ingest_spool
 
