@@ -72,3 +72,17 @@ def test_a_restore_whose_worktree_is_gone_names_worktree(tmp_path: Path) -> None
     done = cli("restore", "R", "--node", "n", "--seq", "1", "--worktree",
                str(tmp_path / "elsewhere"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_show_of_a_moved_worktree_s_checkpoint_reads_it_from_its_new_place(
+        tmp_path: Path) -> None:
+    proj = _repo("git", tmp_path / "proj")
+    _snap(proj, "v1\n")
+    _snap(proj, "v2\n")
+    moved = tmp_path / "proj2"
+    proj.rename(moved)
+    away = cli("show", "R", "--node", "n", "--seq", "2", cwd=tmp_path)
+    assert away.returncode == 5 and "--worktree" in away.stderr, away.stderr
+    shown = cli_json("show", "R", "--node", "n", "--seq", "2", cwd=moved)
+    assert shown["worktree"] == str(moved)
+    assert [f["path"] for f in shown["files"]] == ["f.txt"]  # read from the moved repository
