@@ -23,7 +23,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_HOME": "state folder: state.db, locks, service log, default spool",
     "DURABILITY_DATABASE_URL": "the state store in PostgreSQL (postgresql://...) instead of "
                                "state.db",
-    "DURABILITY_HOST_ID": "this machine's name in run ownership (default: the host name)",
+    "DURABILITY_HOST_ID": "this machine's name in run ownership and worktree keys "
+                          "(default: the host name)",
     "DURABILITY_SOCKET": "the service socket",
     "DURABILITY_SPOOL_DIR": "the gap spool folder",
     "DURABILITY_JJ": "the jj binary",

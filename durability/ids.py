@@ -27,12 +27,15 @@ __all__ = [
     "is_path",
     "is_valid_id",
     "printable",
+    "read_worktree_identity",
     "remote_name",
     "remote_url",
     "safe_filename",
     "sha256_hex",
     "validate_count",
     "validate_id",
+    "worktree_identity_file",
+    "write_worktree_identity",
 ]
 
 # Opaque ids (Claude Code session ids are UUIDs; engines use their own): a
@@ -279,3 +282,77 @@ def remote_url(value: str, cwd: str) -> str:
     from pathlib import Path
 
     return Path(os.path.abspath(os.path.join(cwd, value))).as_uri()
+
+
+# -- a worktree's own identity ------------------------------------------------------
+#
+# A worktree's records are keyed by its machine and path.  So that a worktree
+# moved (``mv proj proj2``) is still found, its repository's private folder
+# (``.jj/durability``, or the git dir's ``durability``: per workspace, per
+# linked worktree) holds a random id and the path its records are under.  A
+# file names two lines: the id, then that path.
+
+IDENTITY_FILE = "worktree-id"
+
+
+def worktree_identity_file(root: str | os.PathLike[str]) -> str | None:
+    """Where the worktree rooted at ``root`` keeps its identity; None when it
+    has no private folder of ours (not a jj or git root)."""
+    root = os.fspath(root)
+    if is_jj_root(root):
+        return os.path.join(root, ".jj", "durability", IDENTITY_FILE)
+    dotgit = os.path.join(root, ".git")
+    if os.path.isdir(dotgit):
+        return os.path.join(dotgit, "durability", IDENTITY_FILE)
+    if not is_git_root(root):
+        return None
+    with open(dotgit, encoding="utf-8") as f:
+        target = os.path.join(root, f.read(4096).strip()[len("gitdir:"):].strip())
+    return os.path.join(target, "durability", IDENTITY_FILE)
+
+
+def read_worktree_identity(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """``(id, path its records are under)`` of the worktree at ``root``, or
+    None when it has none (never captured, or the file is not ours: a
+    symlink, unreadable or malformed)."""
+    try:
+        path = worktree_identity_file(root)
+        if path is None:
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 65536)
+        finally:
+            os.close(fd)
+        ident, recorded = data.decode("utf-8", "surrogateescape").split("\n")[:2]
+    except (OSError, ValueError):
+        return None
+    if not is_valid_id(ident) or not os.path.isabs(recorded):
+        return None
+    return ident, recorded
+
+
+def write_worktree_identity(root: str | os.PathLike[str], ident: str, recorded: str) -> None:
+    """Write the identity of the worktree at ``root`` whole (a temporary file
+    renamed over it); ``OSError`` when its folder cannot take it."""
+    path = worktree_identity_file(root)
+    if path is None:
+        raise OSError(f"{os.fspath(root)} is not a jj or git worktree root")
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        try:
+            data = f"{ident}\n{recorded}\n".encode("utf-8", "surrogateescape")
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

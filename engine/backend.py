@@ -16,7 +16,7 @@ from engine.db import DB_ERRORS, Connection, Cursor
 from engine.postgres import PgConnection, is_url, redact
 
 __all__ = ["DB_ERRORS", "Connection", "Cursor", "Location", "describe", "is_url", "migrate",
-           "open_database"]
+           "open_database", "refused_value"]
 
 #: A SQLite file, or a ``postgresql://`` URL.
 Location = Path | str
@@ -30,14 +30,27 @@ def open_database(location: Location, *,
     return db.connect(Path(location), busy_timeout_ms=busy_timeout_ms)
 
 
-def migrate(conn: Connection) -> int:
-    """Bring the schema of ``conn``'s database up to date."""
+def migrate(conn: Connection, *, host: str | None = None, upto: int | None = None) -> int:
+    """Bring the schema of ``conn``'s database up to date (``db.migrate``)."""
     if isinstance(conn, PgConnection):
-        return postgres.migrate(conn)
+        return postgres.migrate(conn, host=host, upto=upto)
     assert isinstance(conn, sqlite3.Connection)
-    return db.migrate(conn)
+    return db.migrate(conn, host=host, upto=upto)
 
 
 def describe(location: Location) -> str:
     """``location`` for a message: a path, or a URL without its password."""
     return redact(str(location)) if is_url(location) else str(location)
+
+
+def refused_value(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database refusing the values of one statement
+    (a value too long for an index, text it cannot hold, a broken
+    constraint), not the database being unusable (locked, gone, full): the
+    same statement with other values may still succeed."""
+    if isinstance(exc, (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.InterfaceError)):
+        return True
+    state = getattr(exc.__cause__, "sqlstate", None)
+    # 22: data exception; 23: integrity constraint; 54: program limit
+    # exceeded (an index row too large).
+    return isinstance(exc, postgres.PgError) and str(state or "")[:2] in ("22", "23", "54")

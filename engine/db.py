@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.errors import StoreUnavailable
+from engine.host import host_id, sql_literal
 
-__all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "connect", "migrate",
+__all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect", "migrate",
            "migrations", "statements", "write_transaction"]
 
 
@@ -205,16 +206,26 @@ def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
     return found
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the schema up to date; safe when several processes race."""
+def bind_host(sql: str, host: str) -> str:
+    """A migration's text with ``:this_host`` (the migrating machine, whose
+    the rows already there are) bound: migrations take no parameters."""
+    return sql.replace(":this_host", sql_literal(host))
+
+
+def migrate(conn: sqlite3.Connection, *, host: str | None = None,
+            upto: int | None = None) -> int:
+    """Bring the schema up to date (up to version ``upto`` when given: a
+    test's older store); safe when several processes race.  ``host``: the
+    machine the rows already there belong to (``engine.host.host_id``)."""
+    host = host or host_id()
     try:
         for version, _name, sql in migrations():
-            if _user_version(conn) >= version:
+            if _user_version(conn) >= version or (upto is not None and version > upto):
                 continue
             with write_transaction(conn):
                 if _user_version(conn) >= version:  # another process won the race
                     continue
-                for statement in statements(sql):
+                for statement in statements(bind_host(sql, host)):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={version}")
     except sqlite3.Error as exc:

@@ -8,7 +8,6 @@ transaction first checks that epoch is still current, inside the same
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,18 +15,10 @@ from dataclasses import dataclass
 from engine.backend import DB_ERRORS, Connection
 from engine.db import write_transaction
 from engine.errors import ClaimLost, StoreUnavailable
+from engine.host import host_id
 from engine.store import Store
 
 __all__ = ["Claim", "FencedStore", "Owner", "host_id"]
-
-
-def host_id() -> str:
-    """This machine's name in run ownership: ``DURABILITY_HOST_ID``, else the
-    host name.  Processes that share one PostgreSQL store from several
-    machines tell a live owner on this machine (whose pid can be checked)
-    from one elsewhere (whose heartbeat is all there is) by it; machines
-    that share a host name (cloned containers) must set it apart."""
-    return os.environ.get("DURABILITY_HOST_ID", "").strip() or socket.gethostname()
 
 
 @dataclass(frozen=True)

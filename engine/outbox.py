@@ -24,15 +24,15 @@ __all__ = ["missing", "queue_checkpoint", "queue_missing", "queue_remote"]
 # Checkpoints of worktrees with a remote that neither the remote holds (a
 # pushed row) nor the outbox lists; ``{where}`` narrows them.
 _DUE = """
-  FROM remotes r JOIN workspace_checkpoints c ON c.worktree = r.worktree
+  FROM remotes r JOIN workspace_checkpoints c ON c.worktree = r.worktree AND c.host = r.host
  WHERE {where}
    AND NOT EXISTS (SELECT 1 FROM replication p WHERE p.request_id = c.request_id
                       AND p.remote = r.name AND p.state = 'pushed')
    AND NOT EXISTS (SELECT 1 FROM replication_outbox o WHERE o.request_id = c.request_id
                       AND o.remote = r.name)
 """
-_FILL = "INSERT INTO replication_outbox (request_id, worktree, remote) " \
-        "SELECT c.request_id, c.worktree, r.name" + _DUE
+_FILL = "INSERT INTO replication_outbox (request_id, worktree, host, remote) " \
+        "SELECT c.request_id, c.worktree, c.host, r.name" + _DUE
 
 
 def queue_checkpoint(conn: Connection, request_id: str) -> None:
@@ -41,10 +41,11 @@ def queue_checkpoint(conn: Connection, request_id: str) -> None:
     conn.execute(_FILL.format(where="c.request_id = ?"), (to_db(request_id),))
 
 
-def queue_remote(conn: Connection, worktree: str, name: str) -> None:
+def queue_remote(conn: Connection, host: str, worktree: str, name: str) -> None:
     """The rows of a remote just named: every earlier checkpoint of its
-    worktree is due on it."""
-    conn.execute(_FILL.format(where="r.worktree = ? AND r.name = ?"), (to_db(worktree), name))
+    worktree (of machine ``host``) is due on it."""
+    conn.execute(_FILL.format(where="r.host = ? AND r.worktree = ? AND r.name = ?"),
+                 (host, to_db(worktree), name))
 
 
 def missing(conn: Connection) -> bool:

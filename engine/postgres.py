@@ -35,8 +35,10 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.db import DatabaseError, migrations, statements, write_transaction
+from engine.db import DatabaseError, bind_host, migrations, statements, write_transaction
 from engine.errors import StoreUnavailable
+from engine.host import host_id
+from engine.text import escape_nul, unescape_nul
 
 if TYPE_CHECKING:
     import psycopg
@@ -143,12 +145,29 @@ def convert(value: object) -> object:
     UTF-8, ``engine.text``) as text with the undecodable bytes escaped, since
     PostgreSQL text must be valid UTF-8: deterministic, so lookups by that
     path still match, but it reads back escaped (a documented limitation).
+    Text with a NUL, which PostgreSQL's text refuses, is escaped losslessly
+    (``engine.text.escape_nul``) and read back as it was (``read_back``).
     """
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
+        return escape_nul(value.decode("utf-8", "backslashreplace"))
+    if isinstance(value, str):
+        return escape_nul(value)
     return value
+
+
+def read_back(value: object) -> object:
+    """What a value written as ``convert(value)`` reads back as."""
+    return _from_pg(convert(value))
+
+
+def _from_pg(value: object) -> object:
+    return unescape_nul(value) if isinstance(value, str) else value
+
+
+def _rows_from_pg(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [tuple(_from_pg(v) for v in row) for row in rows]
 
 
 # -- the connection -----------------------------------------------------------
@@ -270,7 +289,7 @@ class PgConnection:
         try:
             with self._guard:
                 cur = self._live().execute(sql, params)
-                rows = cur.fetchall() if cur.description is not None else None
+                rows = _rows_from_pg(cur.fetchall()) if cur.description is not None else None
                 count = cur.rowcount
         except psycopg.Error as exc:
             raise PgError(_message(exc)) from exc
@@ -350,20 +369,23 @@ def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
 # -- migrations ---------------------------------------------------------------
 
 
-def migrate(conn: PgConnection) -> int:
-    """Bring the schema up to date; safe when several processes race (the
-    writers' lock serialises them, and each re-reads the version under it)."""
+def migrate(conn: PgConnection, *, host: str | None = None, upto: int | None = None) -> int:
+    """Bring the schema up to date (up to ``upto`` when given); safe when
+    several processes race (the writers' lock serialises them, and each
+    re-reads the version under it).  ``host``: the machine the rows already
+    there belong to (``engine.db.migrate``)."""
+    host = host or host_id()
     try:
         # One round trip when up to date: every process (each hook) opens the store.
         current = _version(conn)
         for version, name, sql in migrations("postgresql"):
-            if current >= version:
+            if current >= version or (upto is not None and version > upto):
                 continue
             with write_transaction(conn):
                 conn.execute_migration("CREATE TABLE IF NOT EXISTS durability_schema ("
                                        "version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
                 if _version(conn) < version:  # else another process won the race
-                    for statement in statements(sql):
+                    for statement in statements(bind_host(sql, host)):
                         conn.execute_migration(statement)
                     conn.execute("INSERT INTO durability_schema (version, name) VALUES (?, ?)",
                                  (version, name))

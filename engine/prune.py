@@ -56,7 +56,9 @@ class Pruned:
 
 
 def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list[RetentionRow]:
-    """Every checkpoint (of ``worktrees`` only, when given), oldest first per attempt."""
+    """Every checkpoint of the store's machine (of ``worktrees`` only, when
+    given), oldest first per attempt: another machine's worktree at the same
+    path is never judged here."""
     from engine.store import _CHECKPOINT_COLS
 
     cols = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
@@ -66,18 +68,20 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
            "LEFT JOIN runs r ON r.run_id=c.run_id "
            "JOIN (SELECT run_id, node_id, iteration, attempt, MAX(seq) AS top "
-           "FROM workspace_checkpoints GROUP BY run_id, node_id, iteration, attempt) m "
+           "FROM workspace_checkpoints WHERE host=? "
+           "GROUP BY run_id, node_id, iteration, attempt) m "
            "ON m.run_id=c.run_id AND m.node_id=c.node_id AND m.iteration=c.iteration "
            "AND m.attempt=c.attempt "
            "LEFT JOIN undo_points u ON u.run_id=c.run_id AND u.node_id=c.node_id "
-           "AND u.iteration=c.iteration AND u.attempt=c.attempt AND u.seq=c.seq")
-    params: tuple[Any, ...] = ()
+           "AND u.iteration=c.iteration AND u.attempt=c.attempt AND u.host=c.host "
+           "AND u.seq=c.seq WHERE c.host=?")
+    params: tuple[Any, ...] = (store.host, store.host)
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
         if not chosen:
             return []
-        sql += f" WHERE c.worktree IN ({','.join('?' * len(chosen))})"
-        params = tuple(to_db(w) for w in chosen)
+        sql += f" AND c.worktree IN ({','.join('?' * len(chosen))})"
+        params += tuple(to_db(w) for w in chosen)
     sql += " ORDER BY c.run_id, c.node_id, c.iteration, c.attempt, c.seq"
     n = len(_CHECKPOINT_COLS.split(","))
     return [RetentionRow(Checkpoint(*row[:n]), row[n], row[n + 1], int(row[n + 2]),
@@ -92,9 +96,9 @@ def record_undo_point(store: Store, key: AttemptKey, seq: int) -> None:
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
             conn.execute("INSERT OR REPLACE INTO undo_points (run_id, node_id, iteration, "
-                         "attempt, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                         "attempt, host, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (to_db(key.run_id), to_db(key.node_id), key.iteration, key.attempt,
-                          seq, named_at_ms))
+                          store.host, seq, named_at_ms))
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot record the undo point: {exc}") from exc
 
@@ -127,27 +131,29 @@ def apply(store: Store, drop: Iterable[Checkpoint],
     renamed = dict(renamed or {})
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
-            dropped = sum(_drop(conn, c) for c in drop)
+            dropped = sum(_drop(conn, c, store.host) for c in drop)
             for old, new in renamed.items():
-                conn.execute("UPDATE workspace_checkpoints SET commit_id=? WHERE commit_id=?",
-                             (new, old))
+                conn.execute("UPDATE workspace_checkpoints SET commit_id=? "
+                             "WHERE commit_id=? AND host=?", (new, old, store.host))
                 conn.execute("UPDATE attempts SET jj_pointer=? WHERE jj_pointer=?", (new, old))
             return Pruned(dropped=dropped, renamed=len(renamed))
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot drop checkpoints: {exc}") from exc
 
 
-def _drop(conn: Connection, c: Checkpoint) -> int:
+def _drop(conn: Connection, c: Checkpoint, host: str) -> int:
     k = AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt)
     args = (k.run_id, k.node_id, k.iteration, k.attempt)
-    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY}",
-                       args).fetchone()
+    # The attempt's rows of this machine (``host``): seqs are numbered per machine.
+    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY} AND host=?",
+                       (*args, host)).fetchone()
     pointer = conn.execute(f"SELECT jj_pointer FROM attempts WHERE {_KEY}", args).fetchone()
     if (top and top[0] == c.seq) or (pointer and pointer[0] == c.commit_id):
         return 0  # read inside the write lock: a capture since the plan moved nothing past this
-    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND seq=?",
-                       (*args, c.seq))
-    conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND seq=?", (*args, c.seq))
+    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND host=? AND seq=?",
+                       (*args, host, c.seq))
+    conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND host=? AND seq=?",
+                 (*args, host, c.seq))
     # gc keeps what is not pushed; a remote named since its plan must not
     # leave rows of a checkpoint that is gone.
     conn.execute("DELETE FROM replication_outbox WHERE request_id=?", (to_db(c.request_id),))

@@ -28,6 +28,7 @@ from typing import Any
 from engine.backend import Location, is_url, migrate, open_database
 from engine.db import DB_ERRORS, Connection, write_transaction
 from engine.errors import InvalidValue, NotFound, StoreUnavailable
+from engine.host import host_id
 from engine.models import Checkpoint
 from engine.outbox import missing, queue_checkpoint, queue_missing, queue_remote
 from engine.store import _CHECKPOINT_COLS, now_ms
@@ -54,7 +55,8 @@ SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
          WHERE p.request_id = o.request_id AND p.remote = o.remote)
   FROM replication_outbox o
   JOIN workspace_checkpoints c ON c.request_id = o.request_id
-  JOIN remotes r ON r.worktree = o.worktree AND r.name = o.remote
+  JOIN remotes r ON r.host = o.host AND r.worktree = o.worktree AND r.name = o.remote
+ WHERE o.host = ?
  ORDER BY c.worktree, r.name, c.created_at_ms, c.seq
 """
 
@@ -88,15 +90,20 @@ class Pending:
 
 
 class Remotes:
-    """The ``remotes`` and ``replication`` tables of the state database at ``path``."""
+    """The ``remotes`` and ``replication`` tables of the state database at
+    ``path``, for one machine's worktrees (``host``, default
+    ``engine.host.host_id``: another machine's worktree at the same path has
+    its own remotes, and its checkpoints are never this one's to push)."""
 
-    def __init__(self, location: Location, *, keep_open: bool = False) -> None:
+    def __init__(self, location: Location, *, keep_open: bool = False,
+                 host: str | None = None) -> None:
         self.location: Location = location if is_url(location) else Path(location)
+        self.host: str = host or host_id()
         self._keep_open = keep_open
         self._kept: Connection | None = None
         self._lock = RLock()
         with self._open() as conn:
-            migrate(conn)
+            migrate(conn, host=self.host)
 
     def close(self) -> None:
         """Close the kept connection, if any (the next call opens another)."""
@@ -141,39 +148,39 @@ class Remotes:
         outbox); a name already used is ``InvalidValue``."""
         remote = Remote(worktree, name, url, now_ms())
         with self._open() as conn, write_transaction(conn):
-            if conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=?",
-                            (to_db(worktree), name)).fetchone():
+            if conn.execute("SELECT 1 FROM remotes WHERE host=? AND worktree=? AND name=?",
+                            (self.host, to_db(worktree), name)).fetchone():
                 raise InvalidValue(f"remote {name!r} already exists for {worktree}; "
                                    "remove it first")
-            conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
-                         "VALUES (?,?,?,?)", (to_db(worktree), name, url, remote.created_at_ms))
-            queue_remote(conn, worktree, name)
+            conn.execute("INSERT INTO remotes (host, worktree, name, url, created_at_ms) "
+                         "VALUES (?,?,?,?,?)",
+                         (self.host, to_db(worktree), name, url, remote.created_at_ms))
+            queue_remote(conn, self.host, worktree, name)
         return remote
 
     def remove(self, worktree: str, name: str) -> Remote:
         """Forget a remote and what was pushed to it (a remote added again
         under that name may be another repository: everything is due again)."""
         with self._open() as conn, write_transaction(conn):
+            mine = (self.host, to_db(worktree), name)
             found = conn.execute("SELECT worktree, name, url, created_at_ms FROM remotes "
-                                 "WHERE worktree=? AND name=?", (to_db(worktree), name)
-                                 ).fetchone()
+                                 "WHERE host=? AND worktree=? AND name=?", mine).fetchone()
             if found is None:
                 raise NotFound(f"no remote {name!r} for {worktree}")
-            conn.execute("DELETE FROM remotes WHERE worktree=? AND name=?",
-                         (to_db(worktree), name))
-            conn.execute("DELETE FROM replication WHERE worktree=? AND remote=?",
-                         (to_db(worktree), name))
-            conn.execute("DELETE FROM replication_outbox WHERE worktree=? AND remote=?",
-                         (to_db(worktree), name))
+            conn.execute("DELETE FROM remotes WHERE host=? AND worktree=? AND name=?", mine)
+            conn.execute("DELETE FROM replication WHERE host=? AND worktree=? AND remote=?",
+                         mine)
+            conn.execute("DELETE FROM replication_outbox WHERE host=? AND worktree=? AND "
+                         "remote=?", mine)
         return _remote(row_from_db(found))
 
     def all(self, worktree: str | None = None) -> list[Remote]:
         """The remotes of ``worktree`` (of every worktree when None)."""
-        sql = "SELECT worktree, name, url, created_at_ms FROM remotes"
-        params: tuple[Any, ...] = ()
+        sql = "SELECT worktree, name, url, created_at_ms FROM remotes WHERE host=?"
+        params: tuple[Any, ...] = (self.host,)
         if worktree is not None:
-            sql += " WHERE worktree=?"
-            params = (to_db(worktree),)
+            sql += " AND worktree=?"
+            params += (to_db(worktree),)
         return [_remote(r) for r in self._read(sql + " ORDER BY worktree, name", params)]
 
     def get(self, worktree: str, name: str) -> Remote:
@@ -187,7 +194,7 @@ class Remotes:
     def pending(self) -> list[Pending]:
         """Every checkpoint not yet on a remote of its worktree, oldest first
         per worktree and remote (the outbox)."""
-        return [_pending(r) for r in self._read(_PENDING_SQL)]
+        return [_pending(r) for r in self._read(_PENDING_SQL, (self.host,))]
 
     def repair(self) -> bool:
         """Queue the due checkpoints the outbox lacks (recorded by a toolkit
@@ -225,20 +232,19 @@ class Remotes:
                 key = (to_db(item.checkpoint.request_id), item.remote.name)
                 conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?", key)
                 conn.execute(
-                    "INSERT INTO replication (request_id, worktree, remote, state, "
-                    "updated_at_ms, error) VALUES (?,?,?,?,?,?)",
-                    (key[0], to_db(item.checkpoint.worktree), item.remote.name, state, now,
-                     error))
+                    "INSERT INTO replication (request_id, worktree, host, remote, state, "
+                    "updated_at_ms, error) VALUES (?,?,?,?,?,?,?)",
+                    (key[0], to_db(item.checkpoint.worktree), self.host, item.remote.name,
+                     state, now, error))
                 if state == PUSHED:
                     conn.execute("DELETE FROM replication_outbox WHERE request_id=? AND "
                                  "remote=?", key)
 
-    @staticmethod
-    def _still_there(conn: Connection, remote: Remote) -> bool:
-        return conn.execute("SELECT 1 FROM remotes WHERE worktree=? AND name=? AND url=? AND "
-                            "created_at_ms=?", (to_db(remote.worktree), remote.name,
-                                               remote.url, remote.created_at_ms)
-                            ).fetchone() is not None
+    def _still_there(self, conn: Connection, remote: Remote) -> bool:
+        return conn.execute("SELECT 1 FROM remotes WHERE host=? AND worktree=? AND name=? AND "
+                            "url=? AND created_at_ms=?",
+                            (self.host, to_db(remote.worktree), remote.name, remote.url,
+                             remote.created_at_ms)).fetchone() is not None
 
     def states(self, checkpoints: Iterable[Checkpoint]) -> dict[str, dict[str, str]]:
         """``{request id: {remote: pushed | pending | failed}}`` for each
@@ -279,7 +285,8 @@ class Remotes:
                 key = (c.run_id, c.node_id, c.iteration, c.attempt)
                 there = conn.execute(
                     "SELECT commit_id FROM workspace_checkpoints WHERE run_id=? AND node_id=? "
-                    "AND iteration=? AND attempt=? AND seq=?", (*key, c.seq)).fetchone()
+                    "AND iteration=? AND attempt=? AND host=? AND seq=?",
+                    (*key, self.host, c.seq)).fetchone()
                 if there is not None:
                     if there[0] != c.commit_id:
                         raise InvalidValue(
@@ -294,10 +301,10 @@ class Remotes:
                                  "remote=?", (to_db(c.request_id), pushed_to))
                     conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
                                  (to_db(c.request_id), pushed_to))
-                    conn.execute("INSERT INTO replication (request_id, worktree, remote, "
-                                 "state, updated_at_ms) VALUES (?,?,?,?,?)",
-                                 (to_db(c.request_id), to_db(c.worktree), pushed_to, PUSHED,
-                                  now))
+                    conn.execute("INSERT INTO replication (request_id, worktree, host, remote, "
+                                 "state, updated_at_ms) VALUES (?,?,?,?,?,?)",
+                                 (to_db(c.request_id), to_db(c.worktree), self.host, pushed_to,
+                                  PUSHED, now))
         return added
 
     def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> int:
@@ -316,17 +323,17 @@ class Remotes:
         conn.execute(
             "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, seq, "
             "commit_id, change_id, operation_id, worktree, source, tool_use_id, label, "
-            "request_id, created_at_ms, harness, agent_id, agent_type) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "request_id, created_at_ms, harness, agent_id, agent_type, host) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*key, c.seq, c.commit_id, c.change_id, c.operation_id, to_db(c.worktree),
              c.source, to_db(c.tool_use_id), to_db(c.label), to_db(c.request_id),
-             c.created_at_ms, c.harness, to_db(c.agent_id), to_db(c.agent_type)))
+             c.created_at_ms, c.harness, to_db(c.agent_id), to_db(c.agent_type), self.host))
         # The attempt's pointer names its newest checkpoint, whichever arrived last.
         conn.execute(
             "UPDATE attempts SET jj_pointer=(SELECT commit_id FROM workspace_checkpoints w "
-            "WHERE w.run_id=? AND w.node_id=? AND w.iteration=? AND w.attempt=? "
+            "WHERE w.run_id=? AND w.node_id=? AND w.iteration=? AND w.attempt=? AND w.host=? "
             "ORDER BY seq DESC LIMIT 1) WHERE run_id=? AND node_id=? AND iteration=? "
-            "AND attempt=?", (*key, *key))
+            "AND attempt=?", (*key, self.host, *key))
         queue_checkpoint(conn, c.request_id)  # due on this worktree's remotes
         return 1
 

@@ -108,14 +108,14 @@ def _check_target(src: sqlite3.Connection, dst: PgConnection, table: str,
     not this store's (keys the source has not; a counted row with other
     values)."""
     keys = ", ".join(key)
-    mine = {tuple(postgres.convert(v) for v in r)
+    mine = {tuple(postgres.read_back(v) for v in r)
             for r in src.execute(f"SELECT {keys} FROM {_quote(table)}")}
     theirs = {tuple(r) for r in dst.execute(f"SELECT {keys} FROM {table}").fetchall()}
     other = len(theirs - mine)
     if not other and _COUNTED.get(table) in key and len(key) == 1:
         cols = ", ".join(str(r[1]) for r in src.execute(f"PRAGMA table_info({_quote(table)})"))
         order = f"SELECT {cols} FROM {{}} ORDER BY {keys}"
-        source_rows = {tuple(postgres.convert(v) for v in r)
+        source_rows = {tuple(postgres.read_back(v) for v in r)
                        for r in src.execute(order.format(_quote(table)))}
         other = sum(1 for r in dst.execute(order.format(table)).fetchall()
                     if tuple(r) not in source_rows)
@@ -149,7 +149,7 @@ def _verify(src: sqlite3.Connection, dst: PgConnection, table: str,
             key: list[str]) -> TableCopy:
     keys = ", ".join(key)
     order = f"SELECT {keys} FROM {table} ORDER BY {keys}"
-    mine = [tuple(postgres.convert(v) for v in r)
+    mine = [tuple(postgres.read_back(v) for v in r)
             for r in src.execute(f"SELECT {keys} FROM {_quote(table)}")]
     theirs = [tuple(r) for r in dst.execute(order).fetchall()]
     copied = TableCopy(table, len(mine), len(theirs))

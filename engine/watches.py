@@ -16,6 +16,7 @@ from pathlib import Path
 from engine.backend import DB_ERRORS, Connection, Location, is_url, migrate, open_database
 from engine.db import write_transaction
 from engine.errors import StoreUnavailable
+from engine.host import host_id
 from engine.models import AttemptKey
 from engine.store import now_ms
 from engine.text import from_db, to_db
@@ -47,12 +48,15 @@ class WatchRow:
 
 class Watches:
     """The ``watches`` table of the state database at ``location`` (a SQLite
-    file or a ``postgresql://`` URL)."""
+    file or a ``postgresql://`` URL), for one machine's worktrees (``host``,
+    default ``engine.host.host_id``): a service takes up only its own
+    machine's watches, and another machine's watch of the same path is its own."""
 
-    def __init__(self, location: Location) -> None:
+    def __init__(self, location: Location, *, host: str | None = None) -> None:
         self.location: Location = location if is_url(location) else Path(location)
+        self.host: str = host or host_id()
         with self._open() as conn:
-            migrate(conn)
+            migrate(conn, host=self.host)
 
     def _open(self) -> _Closing:
         return _Closing(open_database(self.location))
@@ -60,12 +64,12 @@ class Watches:
     def put(self, row: WatchRow) -> None:
         """Record a watch, replacing any earlier watch of the same worktree."""
         k = row.key
-        values = (to_db(row.worktree), k.run_id, k.node_id, k.iteration, k.attempt, row.settle_ms,
-                  row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
+        values = (self.host, to_db(row.worktree), k.run_id, k.node_id, k.iteration, k.attempt,
+                  row.settle_ms, row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
         try:
             with self._open() as conn, write_transaction(conn):
-                conn.execute(f"INSERT OR REPLACE INTO watches ({_COLS}) "
-                             "VALUES (?,?,?,?,?,?,?,?,?)", values)
+                conn.execute(f"INSERT OR REPLACE INTO watches (host, {_COLS}) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?)", values)
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record watch: {exc}") from exc
 
@@ -73,9 +77,10 @@ class Watches:
         """Forget the watch of ``worktree``; returns it when there was one."""
         try:
             with self._open() as conn, write_transaction(conn):
-                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE worktree=?",
-                                     (to_db(worktree),)).fetchone()
-                conn.execute("DELETE FROM watches WHERE worktree=?", (to_db(worktree),))
+                mine = (self.host, to_db(worktree))
+                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? AND worktree=?",
+                                     mine).fetchone()
+                conn.execute("DELETE FROM watches WHERE host=? AND worktree=?", mine)
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
         return _row(found) if found else None
@@ -84,7 +89,8 @@ class Watches:
         """Every recorded watch, by worktree."""
         try:
             with self._open() as conn:
-                rows = conn.execute(f"SELECT {_COLS} FROM watches ORDER BY worktree").fetchall()
+                rows = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? ORDER BY worktree",
+                                    (self.host,)).fetchall()
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read watches: {exc}") from exc
         return [_row(r) for r in rows]

@@ -185,8 +185,19 @@ class Capturer:
         settled = {id(r): o for r in requests if (o := self.settled(r)) is not None}
         todo = [r for r in requests if id(r) not in settled]
         if todo:
+            self._follow(todo[0].worktree)
+        if todo:
             settled.update(zip(map(id, todo), self._snapshot(todo), strict=True))
         return [settled[id(r)] for r in requests]
+
+    def _follow(self, worktree: Path) -> None:
+        """A worktree moved here keeps its records (``capture.moved``)."""
+        from durability.capture.moved import follow
+
+        try:
+            follow(self._store(), worktree)
+        except EngineError:
+            pass  # no store at hand: the record fails (or not) on its own
 
     def _snapshot(self, requests: list[CaptureRequest]) -> list[Outcome]:
         worktree = requests[0].worktree

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import filelock
 
+from durability import ids
 from durability.backends import Backend, Changes, Progress, resolve_worktree
 from durability.backends.selection import normalize
 from durability.capture import restore_ignore, restore_paths
@@ -42,11 +43,17 @@ from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
 from durability.capture.restore_guard import refuse_unrecorded, repository
 from durability.config import Settings
-from durability.errors import CaptureError, DurabilityError, LockTimeout, RestoreError
+from durability.errors import (
+    CaptureError,
+    DurabilityError,
+    LockTimeout,
+    RestoreError,
+    WorktreeMissing,
+)
 from engine import AttemptKey, Checkpoint, Store
 from engine.prune import record_undo_point
 
-__all__ = ["Preview", "Restored", "find_checkpoint", "preview", "restore"]
+__all__ = ["Preview", "Restored", "find_checkpoint", "preview", "recorded_root", "restore"]
 
 
 @dataclass(frozen=True)
@@ -222,12 +229,31 @@ def _job(settings: Settings, env: Mapping[str, str], worktree: str | None,
     store_get = lazy_store(settings)
     target = find_checkpoint(store_get(), run_id=run_id, node_id=node_id, iteration=iteration,
                              attempt=attempt, seq=seq)
-    root = resolve_worktree(worktree or target.worktree)
+    root = resolve_worktree(worktree) if worktree else recorded_root(store_get(), target)
     selected = normalize(paths, root) if paths else None
     if selected is not None and "" in selected:
         selected = None  # `--path .` (or the root by any name) is the whole tree
     return _Job(target, root, Capturer(settings=settings, store=store_get, env=env), selected,
                 store_get)
+
+
+def recorded_root(store: Store, target: Checkpoint) -> Path:
+    """The worktree a checkpoint was taken in: its recorded path, or, when
+    that worktree moved to the one here, this one (``capture.moved``: its
+    records follow it); else ``worktree-missing`` naming ``--worktree``."""
+    from durability.capture.moved import follow
+
+    if os.path.isdir(target.worktree):
+        return resolve_worktree(target.worktree)
+    try:
+        here = resolve_worktree(Path.cwd())
+    except DurabilityError:
+        here = None
+    if here is not None and follow(store, here) == target.worktree:
+        return here
+    raise WorktreeMissing(f"the worktree of run {target.run_id} seq {target.seq}, "
+                          f"{ids.printable(target.worktree)}, does not exist; if it moved, "
+                          f"name it: --worktree PATH")
 
 
 def _pre_restore(job: _Job) -> Outcome:

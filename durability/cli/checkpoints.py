@@ -199,14 +199,16 @@ def _from_here(store: Store, paths: tuple[str, ...], worktree: Path | None, run_
     if not paths:
         return None
     from durability.backends import resolve_worktree
-    from durability.capture.restore import find_checkpoint
+    from durability.capture.restore import find_checkpoint, recorded_root
 
     if worktree is None:
         target = find_checkpoint(store, run_id=run_id,
                                  node_id=node_id or options.only_node(store, run_id),
                                  iteration=iteration, attempt=attempt, seq=seq)
-        worktree = Path(target.worktree)
-    start = options.anchor(resolve_worktree(worktree))
+        root = recorded_root(store, target)
+    else:
+        root = resolve_worktree(worktree)
+    start = options.anchor(root)
     # An empty path stays empty, so the library refuses it as unusable.
     return [os.path.join(start, p) if p else p for p in paths]
 

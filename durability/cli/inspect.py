@@ -16,7 +16,7 @@ import click
 
 from durability import ids
 from durability.cli import options
-from durability.errors import InvalidInput
+from durability.errors import DurabilityError, InvalidInput
 from engine import Checkpoint, Store
 
 if TYPE_CHECKING:
@@ -28,9 +28,23 @@ def _find(store: Store, run_id: str, node_id: str | None, iteration: int | None,
           attempt: int | None, seq: int | None) -> Checkpoint:
     from durability.capture.restore import find_checkpoint
 
-    return find_checkpoint(store, run_id=run_id,
-                           node_id=node_id or options.only_node(store, run_id),
-                           iteration=iteration, attempt=attempt, seq=seq)
+    def find() -> Checkpoint:
+        return find_checkpoint(store, run_id=run_id,
+                               node_id=node_id or options.only_node(store, run_id),
+                               iteration=iteration, attempt=attempt, seq=seq)
+
+    found = find()
+    if not os.path.isdir(found.worktree):
+        # Its worktree moved here: its records follow it (capture.moved).
+        from durability.backends import resolve_worktree
+        from durability.capture.moved import follow
+
+        try:
+            if follow(store, resolve_worktree(Path.cwd()), create=False) == found.worktree:
+                return find()
+        except DurabilityError:
+            pass  # not in a worktree: the checkpoint's own path says it is gone
+    return found
 
 
 @click.command()
@@ -323,6 +337,9 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     settings = options.settings()
     store = options.store(settings)
     root = resolve_worktree(path or Path.cwd())
+    from durability.capture.moved import follow
+
+    follow(store, root, create=False)  # a worktree moved here: its records follow it
     # Gaps still in the spool belong in the timeline too.
     from durability.gaps.ingest import ingest_spool
 
@@ -333,7 +350,9 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     more = not every and len(entries) > limit
     entries = entries[:limit] if more else entries
     options.listing([e.to_dict() for e in entries], as_json, lambda: timeline_table(entries),
-                    f"nothing recorded yet for {root}")
+                    f"nothing recorded yet for {root}; a checkpoint recorded in another "
+                    f"worktree restores here with: durability restore RUN --seq N "
+                    f"--worktree {root}")
     if more and not as_json:
         click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
                    err=True)

@@ -38,7 +38,9 @@ def open_checkpoints(worktree: str | Path, env: Mapping[str, str] = os.environ
     set to ``worktree``."""
     root = Path(worktree)
     if not root.is_dir():
-        raise WorktreeMissing(f"worktree {root} does not exist: its checkpoints cannot be read")
+        raise WorktreeMissing(f"worktree {root} does not exist: its checkpoints cannot be read "
+                              f"(moved? from its new place its records follow it; a restore "
+                              f"names it with --worktree PATH)")
     where = root
     if backend_name(root, env) == "jj":
         from durability.backends.jj import git_dir

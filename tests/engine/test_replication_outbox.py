@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine import AttemptKey, NewCheckpoint, Store, StoreUnavailable
-from engine.backend import Location, is_url, open_database
+from engine.backend import Location, migrate, open_database
 from engine.db import write_transaction
+from engine.host import host_id
 from engine.prune import apply
 from engine.remotes import _PENDING_SQL, FAILED, PUSHED, Remotes
 
@@ -98,34 +99,42 @@ def test_gc_dropping_a_checkpoint_drops_its_rows(db_location: Location) -> None:
 
 
 def _as_before_the_outbox(location: Location) -> None:
-    """The store as a toolkit older than migration 0011 left it."""
+    """The store as a toolkit older than migration 0011 left it: remotes a
+    and b of /w, checkpoints r1..r5 of /w and r9 of /no-remote, r1..r3
+    pushed to a, r1 failed on b."""
     conn = open_database(location)
     try:
+        migrate(conn, upto=10)
         with write_transaction(conn):
-            conn.execute("DROP TABLE replication_outbox")
-            if is_url(location):
-                conn.execute("DELETE FROM durability_schema WHERE version >= 11")
-            else:
-                conn.execute("PRAGMA user_version=10")
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ('run-1', 1)")
+            conn.execute("INSERT INTO attempts (run_id, node_id, iteration, attempt, "
+                         "started_at_ms) VALUES ('run-1', 'node-a', 0, 1, 1)")
+            for name in ("a", "b"):
+                conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
+                             "VALUES ('/w', ?, ?, 1)", (name, f"file:///{name}.git"))
+            for n, worktree in [(1, "/w"), (2, "/w"), (3, "/w"), (4, "/w"), (5, "/w"),
+                                (6, "/no-remote")]:
+                conn.execute("INSERT INTO workspace_checkpoints (run_id, node_id, iteration, "
+                             "attempt, seq, commit_id, worktree, source, request_id, "
+                             "created_at_ms) VALUES ('run-1', 'node-a', 0, 1, ?, ?, ?, "
+                             "'manual', ?, ?)", (n, f"{n:040x}", worktree,
+                                                 f"r{9 if n == 6 else n}", n))
+            rows = [(f"r{n}", "a", "pushed", None) for n in (1, 2, 3)] + [("r1", "b", "failed",
+                                                                          "x")]
+            for req, remote, state, error in rows:
+                conn.execute("INSERT INTO replication (request_id, worktree, remote, state, "
+                             "updated_at_ms, error) VALUES (?, '/w', ?, ?, 1, ?)",
+                             (req, remote, state, error))
     finally:
         conn.close()
 
 
 def test_the_migration_rebuilds_the_outbox_from_the_history(db_location: Location) -> None:
-    with Store(db_location) as store:
-        remotes = Remotes(db_location)
-        remotes.add("/w", "a", "file:///a.git")
-        remotes.add("/w", "b", "file:///b.git")
-        for n in range(1, 6):
-            _record(store, n)
-        _record(store, 9, worktree="/no-remote")
-        remotes.mark([p for p in remotes.pending() if p.remote.name == "a"][:3], PUSHED)
-        remotes.mark([p for p in remotes.pending() if p.remote.name == "b"][:1], FAILED, "x")
-        kept = remotes.pending()
-    assert len(kept) == 7
     _as_before_the_outbox(db_location)
     again = Remotes(db_location)  # migrates
-    assert again.pending() == kept  # failed state included
+    due = [(p.checkpoint.request_id, p.remote.name, p.state) for p in again.pending()]
+    assert due == [("r4", "a", None), ("r5", "a", None), ("r1", "b", "failed"),
+                   ("r2", "b", None), ("r3", "b", None), ("r4", "b", None), ("r5", "b", None)]
     assert again.repair() is False
 
 
@@ -162,7 +171,7 @@ def _steps(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
         conn.set_progress_handler(count, 1)
-        rows = conn.execute(_PENDING_SQL).fetchall()
+        rows = conn.execute(_PENDING_SQL, (host_id(),)).fetchall()
     finally:
         conn.close()
     assert len(rows) == 1  # the one checkpoint still to push
@@ -178,12 +187,13 @@ def _history(path: Path, pushed: int) -> None:
         with conn:
             conn.executemany(
                 "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, seq, "
-                "commit_id, worktree, source, request_id, created_at_ms, harness) "
-                "VALUES ('run-h', 'n', 0, 1, ?, ?, '/w', 'hook', ?, ?, 'claude')",
-                [(n, f"{n:040x}", f"h{n}", n) for n in range(1, pushed + 1)])
+                "commit_id, worktree, source, request_id, created_at_ms, harness, host) "
+                "VALUES ('run-h', 'n', 0, 1, ?, ?, '/w', 'hook', ?, ?, 'claude', ?)",
+                [(n, f"{n:040x}", f"h{n}", n, host_id()) for n in range(1, pushed + 1)])
             conn.executemany(
-                "INSERT INTO replication (request_id, worktree, remote, state, updated_at_ms) "
-                "VALUES (?, '/w', 'a', 'pushed', 1)", [(f"h{n}",) for n in range(1, pushed + 1)])
+                "INSERT INTO replication (request_id, worktree, host, remote, state, "
+                "updated_at_ms) VALUES (?, '/w', ?, 'a', 'pushed', 1)",
+                [(f"h{n}", host_id()) for n in range(1, pushed + 1)])
     finally:
         conn.close()
 

@@ -230,14 +230,14 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     settings = Settings.from_env()
     db = open_database(settings.database)
     with Store(settings.database) as store:
-        queued = db.execute("SELECT request_id, worktree, remote FROM replication_outbox"
+        queued = db.execute("SELECT request_id, worktree, host, remote FROM replication_outbox"
                             ).fetchall()
         first = Replicator(settings, lambda: store, os.environ)
         assert (first.run_once(), first.pushes) == (2, 1)
         with write_transaction(db):  # the record the kill lost
             db.execute("DELETE FROM replication")
-            db.executemany("INSERT INTO replication_outbox (request_id, worktree, remote) "
-                           "VALUES (?, ?, ?)", queued)
+            db.executemany("INSERT INTO replication_outbox (request_id, worktree, host, "
+                           "remote) VALUES (?, ?, ?, ?)", queued)
         db.close()
         assert quick_states() == [{"backup": "pending"}] * 2
         second = Replicator(settings, lambda: store, os.environ)
