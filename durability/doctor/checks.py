@@ -158,6 +158,13 @@ def _socket(settings: Settings, env: Mapping[str, str]) -> Check:
         return Check("service", FAIL, f"{path}: {exc}",
                      "`durability stop --kill`, then `durability serve --detach`")
     except ServiceUnreachable:
+        from durability.service.record import recorded_pid
+
+        pid = recorded_pid(path)
+        if pid is not None:
+            return Check("service", WARN, f"pid {pid} runs for {path}, but its socket is gone "
+                         "or taken (hooks capture in-process)", "`durability stop`, then "
+                         "`durability serve --detach` (or let the next hook start one)")
         return Check("service", OK, f"not running on {path} (hooks capture in-process)",
                      "optional: `durability serve --detach` for faster captures")
     except DurabilityError as exc:
