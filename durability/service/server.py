@@ -42,6 +42,7 @@ from durability.paths import ensure_private_dir
 from durability.remote.replicator import Replicator
 from durability.service import gc_schedule, protocol, watch_ops
 from durability.service.informed import InformedCaptures
+from durability.service.owners import Owners, WatchOwners
 from durability.service.record import ServiceLock
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
@@ -103,6 +104,8 @@ class Service:
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
+        #: Ends the watches of attempts whose owner is gone (``owners``).
+        self.watch_owners: WatchOwners | None = None
         self.replicator: Replicator | None = None
         self.informed: InformedCaptures | None = None
         #: Where the last ingest stopped in each spool file.
@@ -150,7 +153,11 @@ class Service:
         self._spawn(self.gc.loop, "gc")
         autostart.started(self.settings.state_dir, str(path))
         # After the accept loop: a ping is answered while watches resume.
-        self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)
+        self.watch_owners = WatchOwners(Owners(self.settings.database), self._stop)
+        self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store,
+                                               wrap=self.watch_owners.capture)
+        self.watch_owners.manager = self.watcher
+        self._spawn(self.watch_owners.loop, "owners")
         log.info("serving on %s (pid %d)", path, os.getpid())
 
     def _claim_socket(self, path: Path) -> None:
@@ -182,6 +189,8 @@ class Service:
     def stop(self) -> None:
         """Stop accepting, answer what is queued, release the socket."""
         self._stop.set()
+        if self.watch_owners is not None:
+            self.watch_owners.wake.set()
         for thread in self._threads:
             thread.join(5)
         with self._conn_lock:
@@ -196,6 +205,8 @@ class Service:
             thread.join(5)
         if self.replicator is not None:
             self.replicator.stop()
+        if self.watch_owners is not None:
+            self.watch_owners.owners.close()
         self._release()
 
     def _release(self) -> None:
