@@ -76,8 +76,9 @@ def stop(socket_path: Path | None, timeout_s: float, kill: bool, as_json: bool) 
               help="Socket path (default: $DURABILITY_SOCKET or the runtime folder).")
 @options.json_option
 def status(socket_path: Path | None, as_json: bool) -> None:
-    """Is the snapshot service running?  Exits 3 when none listens, 4 when one
-    listens but does not answer (stopped or flooded).
+    """Is the snapshot service running?  Exits 3 when none runs, 4 when one
+    listens but does not answer (stopped or flooded) or runs without its
+    socket (removed, or taken by something else).
 
     \b
     Example:

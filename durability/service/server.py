@@ -125,6 +125,9 @@ class Service:
     def start(self) -> None:
         path = self.settings.socket_path
         ensure_private_dir(path.parent)
+        # Made here even when the store is elsewhere (PostgreSQL): it holds
+        # the locks and the spool, and once it is gone the service leaves.
+        ensure_private_dir(self.settings.state_dir)
         self._lock = ServiceLock(path)
         self._lock.acquire()
         try:
