@@ -115,6 +115,13 @@ def test_a_stale_index_lock_is_removed_with_a_warning(
     done = cli("snapshot", str(worktree), "--run", "manual", "--node", "main")
     assert done.returncode == 0, done.stderr
     assert not lock.exists()
+    # and a restore (its pre-restore capture clears it first)
+    (worktree / "new.txt").write_text("changed\n")
+    lock.write_bytes(b"DIRC")
+    done = cli("restore", "manual", "--node", "main", "--seq", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    assert (worktree / "new.txt").read_text() == "new\n"
+    assert not lock.exists()
     backend = next(c for c in run_checks(_settings(), os.environ, worktree) if c.name == "backend")
     assert backend.status == "ok", backend
 
