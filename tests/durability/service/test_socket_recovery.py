@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,14 @@ def test_status_stop_and_doctor_find_a_service_whose_socket_is_gone(tmp_path: Pa
 def test_a_service_whose_state_folder_is_removed_leaves(tmp_path: Path) -> None:
     svc = start_service(tmp_path)
     try:
+        # Started all through (it answers pings before its watches resume,
+        # and their store would make the folder again).
+        wait_for(lambda: "INFO serving on" in svc.log(), timeout=30)
         shutil.rmtree(os.environ["DURABILITY_HOME"])
-        assert svc.proc.wait(30) == 0
+        try:
+            assert svc.proc.wait(30) == 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running; its log ends: {svc.log()[-2000:]}")
         assert "state folder" in svc.log() and "is gone" in svc.log()
         assert not svc.socket_path.exists()
     finally:
