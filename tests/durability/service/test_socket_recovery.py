@@ -219,3 +219,45 @@ def test_two_sockets_of_one_state_folder_each_get_their_service(tmp_path: Path) 
     finally:
         for env in envs:
             cli("stop", "--kill", "--timeout", "10", env=env)
+
+
+def _stale_socket(path: Path) -> None:
+    """A socket file nothing listens on, as a dead service leaves it."""
+    import socket
+
+    path.unlink()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))
+    dead.close()
+
+
+def test_a_socket_replaced_by_a_stale_one_is_bound_again(settings: Settings) -> None:
+    service, thread = _serving(settings)
+    try:
+        _stale_socket(settings.socket_path)
+        assert ping(settings.socket_path, timeout=1) is None
+        answer = wait_for(lambda: ping(settings.socket_path, timeout=1), timeout=30)
+        assert answer["pid"] == os.getpid() and thread.is_alive()
+    finally:
+        service.stop()
+        thread.join(30)
+    assert not settings.socket_path.exists()  # its own, removed at stop
+
+
+def test_a_service_whose_socket_another_one_took_leaves(settings: Settings) -> None:
+    import socket
+
+    service, thread = _serving(settings)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        settings.socket_path.unlink()
+        other.bind(str(settings.socket_path))
+        other.listen(8)
+        thread.join(30)
+        assert not thread.is_alive()
+        assert "another service took over" in service.left_because
+        assert settings.socket_path.exists()  # the other's: left alone
+    finally:
+        other.close()
+        service.stop()
+        thread.join(30)
