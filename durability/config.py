@@ -51,6 +51,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_INFORMED_WATCHES": "inotify watches (folders) those internal watches may use",
     "DURABILITY_INFORMED_RESCAN_MS": "the longest a watched worktree goes without a full "
                                      "capture (0: never)",
+    "DURABILITY_SERVICE_IDLE_MS": "an autostarted service leaves after this long with no "
+                                  "request and no watch (0: never)",
 }
 
 #: jj's ceiling on a new file it snapshots (jj's own default is 1 MiB).  64 MiB
@@ -96,6 +98,9 @@ class Settings:
     informed_watches: int | None = None
     #: The longest a watched worktree goes without a full capture (0: never).
     informed_rescan_ms: int = 60_000
+    #: An autostarted service leaves after this long with no request and no
+    #: watch (0: never; ``service.server``).
+    service_idle_ms: int = 1_800_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -120,6 +125,7 @@ class Settings:
                                       DEFAULT_INFORMED_WORKTREES),
             informed_watches=_count(env, "DURABILITY_INFORMED_WATCHES", None),
             informed_rescan_ms=int(_number(env, "DURABILITY_INFORMED_RESCAN_MS")),
+            service_idle_ms=int(_number(env, "DURABILITY_SERVICE_IDLE_MS")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -140,6 +146,7 @@ class Settings:
             "DURABILITY_REPLICATION_BOUND_MS": str(self.replication_bound_ms),
             "DURABILITY_INFORMED_WORKTREES": str(self.informed_worktrees),
             "DURABILITY_INFORMED_RESCAN_MS": str(self.informed_rescan_ms),
+            "DURABILITY_SERVICE_IDLE_MS": str(self.service_idle_ms),
             **({} if self.informed_watches is None
                else {"DURABILITY_INFORMED_WATCHES": str(self.informed_watches)}),
         }

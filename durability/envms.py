@@ -37,6 +37,9 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # inotify never reports (mmap, a hard link made from outside) are taken
     # within this long (0: never; docs/DESIGN.md contract 2).
     "DURABILITY_INFORMED_RESCAN_MS": (60_000, True),
+    # A service a hook started leaves after this long with no request and no
+    # watch; the next hook starts one again (0: never).
+    "DURABILITY_SERVICE_IDLE_MS": (1_800_000, True),
 }
 #: A day: anything longer is a typo (and overflows some timers).
 MAX_MS = 86_400_000

@@ -29,6 +29,7 @@ KINDS = (
     "checkpoint", "gap", "restore",
     "merge", "merge-conflict", "fork",
     "approval", "pause", "cancel", "budget-hit",
+    "watch-ended",
 )
 
 _COLS = "id, ts_ms, run_id, kind, node_id, iteration, attempt, seq, detail_json"

@@ -15,6 +15,7 @@ to a full scan whenever the ignore rules or attributes may have changed.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import threading
@@ -26,7 +27,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
-from durability.backends.git_repo import open_worktree
+from durability.backends.git_repo import open_worktree, private_index_path
 from durability.backends.moving import (
     MAX_RETRIES_PER_CAPTURE,
     MAX_TRIES,
@@ -35,8 +36,11 @@ from durability.backends.moving import (
     stat_key,
 )
 from durability.backends.unreadable import find_unreadable, is_unreadable
+from durability.errors import GitFailed
 
-__all__ = ["WorktreeIndex"]
+__all__ = ["WorktreeIndex", "index_lock_path"]
+
+log = logging.getLogger("durability.backends")
 
 # UPDATE_INDEX: when an entry's stat data is stale but its content turns out
 # unchanged (a seeded entry, a touched file), libgit2 refreshes the entry's
@@ -57,7 +61,14 @@ class WorktreeIndex:
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.lock = threading.Lock()
-        self.repo, self.index = open_worktree(worktree)
+        try:
+            self.repo, self.index = open_worktree(worktree)
+        except GitFailed:
+            # A first write of the private index killed midway leaves its
+            # lock and no index: cleared as in ``clear_stale_lock``.
+            if not _clear_lock(index_lock_path(pygit2.Repository(str(worktree)), worktree)):
+                raise
+            self.repo, self.index = open_worktree(worktree)
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -74,11 +85,26 @@ class WorktreeIndex:
         #: and the next stage reads them again (no gap: see ``moving``).
         self.moving: set[str] = set()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
+        self._index_lock = index_lock_path(self.repo, worktree)
+
+    def clear_stale_lock(self) -> bool:
+        """Remove the private index's lock file, if one is there: True if so.
+
+        libgit2 writes the index through ``<index>.lock`` and renames it; a
+        process killed between the two leaves the lock behind, and every
+        later write fails "the index is locked".  Only the toolkit writes
+        the private index, and only under the worktree lock every capture and
+        restore holds (``Capturer.lock``): a lock file found while holding it
+        is a dead writer's, never a live one's.
+        """
+        return _clear_lock(self._index_lock)
 
     # -- scanning ------------------------------------------------------------
 
     def stage(self, changed_paths: Collection[str] | None = None) -> pygit2.Oid:
-        """Bring the private index up to date with the worktree; its tree id."""
+        """Bring the private index up to date with the worktree; its tree id.
+        The caller holds the worktree lock (see ``clear_stale_lock``)."""
+        self.clear_stale_lock()
         rules = self._rule_stamp()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
         informed = (changed_paths is not None and self.scanned and rules == self._rules
@@ -299,6 +325,22 @@ class WorktreeIndex:
         if isinstance(excludes, str):
             paths.append(Path(os.path.expanduser(excludes)))
         return tuple(_stat_key(p) for p in paths)
+
+
+def index_lock_path(repo: pygit2.Repository, worktree: Path) -> Path:
+    """The lock file libgit2 takes while it writes ``worktree``'s private index."""
+    index = private_index_path(repo, worktree)
+    return index.with_name(index.name + ".lock")
+
+
+def _clear_lock(lock: Path) -> bool:
+    try:
+        os.unlink(lock)
+    except FileNotFoundError:
+        return False
+    log.warning("removed the stale private index lock %s (left by a capture that was "
+                "killed while writing it)", lock)
+    return True
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

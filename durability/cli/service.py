@@ -20,8 +20,10 @@ from engine.errors import NotFound
               help="Socket path (default: $DURABILITY_SOCKET or the runtime folder).")
 @click.option("--detach", is_flag=True,
               help="Run in the background (nothing to do when one already answers).")
+@click.option("--autostarted", is_flag=True, hidden=True,
+              help="Started by a hook: leave after DURABILITY_SERVICE_IDLE_MS idle.")
 @options.json_option
-def serve(socket_path: Path | None, detach: bool, as_json: bool) -> None:
+def serve(socket_path: Path | None, detach: bool, autostarted: bool, as_json: bool) -> None:
     """Run the snapshot service.
 
     \b
@@ -32,7 +34,7 @@ def serve(socket_path: Path | None, detach: bool, as_json: bool) -> None:
 
     settings = _with_socket(socket_path)
     if not detach:
-        daemon.run_foreground(settings)
+        daemon.run_foreground(settings, autostarted=autostarted)
         return
     started = daemon.start_detached(settings)
     if as_json:
@@ -74,8 +76,9 @@ def stop(socket_path: Path | None, timeout_s: float, kill: bool, as_json: bool) 
               help="Socket path (default: $DURABILITY_SOCKET or the runtime folder).")
 @options.json_option
 def status(socket_path: Path | None, as_json: bool) -> None:
-    """Is the snapshot service running?  Exits 3 when none listens, 4 when one
-    listens but does not answer (stopped or flooded).
+    """Is the snapshot service running?  Exits 3 when none runs, 4 when one
+    listens but does not answer (stopped or flooded) or runs without its
+    socket (removed, or taken by something else).
 
     \b
     Example:
@@ -90,6 +93,10 @@ def status(socket_path: Path | None, as_json: bool) -> None:
                       **(answer or {})})
     elif answer is None:
         click.echo(f"not running on {settings.socket_path} (hooks capture in-process)")
+    elif answer.get("socket_missing"):
+        click.echo(f"running (pid {answer['pid']}) but not on {settings.socket_path}: its "
+                   "socket is gone or taken (it binds it again when it can); "
+                   "`durability stop` ends it")
     elif not answer["answering"]:
         click.echo(f"not answering (pid {answer['pid']}) on {settings.socket_path}: "
                    "`durability stop --kill` ends it")

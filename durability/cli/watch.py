@@ -94,6 +94,8 @@ def unwatch_command(path: Path, as_json: bool) -> None:
 def _final_text(final: dict[str, Any] | None) -> str:
     if final is None:
         return "no final capture"
+    if "error" in final and final["error"]["code"] == "owner-gone":
+        return f"no final capture ({final['error']['message']})"
     if "error" in final:
         return f"final capture failed ({final['error']['code']}), gap recorded"
     skipped = final.get("skipped") or []

@@ -109,7 +109,23 @@ def _git(root: str) -> Check:
         return Check("backend", FAIL, f"git at {root}, but pygit2 cannot open it: {exc}",
                      "check the repository with `git status`")
     version = getattr(pygit2, "__version__", "?")
+    stale = _stale_index_locks(root)
+    if stale:
+        return Check("backend", WARN, f"git at {root}: a private index lock is left at "
+                     f"{stale[0]} (a capture killed while writing it, unless one runs now)",
+                     "nothing to do: the next capture removes it")
     return Check("backend", OK, f"git at {root} (pygit2 {version}; jj not needed)")
+
+
+def _stale_index_locks(root: str) -> list[str]:
+    """The lock files of the toolkit's private indexes in ``root``'s git folder."""
+    import pygit2
+
+    try:
+        git_dir = Path(pygit2.Repository(root).path) / "durability"
+        return sorted(str(p) for p in git_dir.glob("index-*.lock"))
+    except (pygit2.GitError, OSError):
+        return []
 
 
 def _state(settings: Settings) -> Check:
@@ -142,6 +158,13 @@ def _socket(settings: Settings, env: Mapping[str, str]) -> Check:
         return Check("service", FAIL, f"{path}: {exc}",
                      "`durability stop --kill`, then `durability serve --detach`")
     except ServiceUnreachable:
+        from durability.service.record import recorded_pid
+
+        pid = recorded_pid(path)
+        if pid is not None:
+            return Check("service", WARN, f"pid {pid} runs for {path}, but its socket is gone "
+                         "or taken (hooks capture in-process)", "`durability stop`, then "
+                         "`durability serve --detach` (or let the next hook start one)")
         return Check("service", OK, f"not running on {path} (hooks capture in-process)",
                      "optional: `durability serve --detach` for faster captures")
     except DurabilityError as exc:

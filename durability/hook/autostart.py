@@ -2,7 +2,10 @@
 is the default after the first tool call, with no step for the user.
 
 Once, for many hooks at once: the hook that takes the start lock (a
-non-blocking ``flock`` on ``autostart.lock`` in the state folder) spawns a
+non-blocking ``flock`` on ``autostart-<hash of the socket>.lock`` in the
+state folder: one per socket, so a service of this state folder on another
+socket, another ``XDG_RUNTIME_DIR`` or ``DURABILITY_SOCKET``, never stops a
+hook from starting one on its own) spawns a
 detached ``durability serve`` that *inherits the locked descriptor*: a flock
 belongs to the open file, so the lock stays held for as long as that service
 lives, and every other hook (16 concurrent first calls, or later calls while
@@ -24,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["enabled", "start_service", "started"]
+__all__ = ["enabled", "lock_path", "start_service", "started"]
 
 
 def enabled(env: Mapping[str, str]) -> bool:
@@ -41,7 +44,7 @@ def start_service(env: Mapping[str, str]) -> int | None:
     state = str(paths.state_dir(env))
     try:
         paths.ensure_private_dir(paths.state_dir(env))
-        fd = os.open(os.path.join(state, "autostart.lock"),
+        fd = os.open(lock_path(state, paths.socket_path_str(env)),
                      os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except Exception:  # an unusable state folder: no autostart, the capture goes on
         return None
@@ -57,12 +60,20 @@ def start_service(env: Mapping[str, str]) -> int | None:
         os.close(fd)  # ours only: the child's inherited copy keeps the lock
 
 
-def started(state_dir: object) -> None:
-    """Called by a service once it serves: clears the mark of a tried start,
-    so the next hook that finds no service (this one killed later) starts
-    one at once.  Only a start that never got this far backs off."""
+def lock_path(state_dir: str, socket_path: str) -> str:
+    """The start lock (and back-off mark) of the service on ``socket_path``."""
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(socket_path)).hexdigest()[:16]
+    return os.path.join(state_dir, f"autostart-{digest}.lock")
+
+
+def started(state_dir: object, socket_path: str) -> None:
+    """Called by a service once it serves on ``socket_path``: clears the mark
+    of a tried start, so the next hook that finds no service (this one killed
+    later) starts one at once.  Only a start that never got this far backs off."""
     try:
-        fd = os.open(os.path.join(str(state_dir), "autostart.lock"),
+        fd = os.open(lock_path(str(state_dir), socket_path),
                      os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return  # no hook ever started one: nothing to clear
@@ -97,7 +108,8 @@ def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str) -> int | None:
     # -P: the hook runs in the agent's worktree, and with -m the current folder
     # would come first on sys.path, so a worktree's own durability/ (or a
     # folder shadowing a dependency) would be imported by a long-lived service.
-    argv = [sys.executable, "-P", "-m", "durability", "serve"]
+    # --autostarted: it leaves once idle (DURABILITY_SERVICE_IDLE_MS).
+    argv = [sys.executable, "-P", "-m", "durability", "serve", "--autostarted"]
     child_env = {k: v for k, v in env.items() if k != "DURABILITY_AUTOSTART"}
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

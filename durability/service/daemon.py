@@ -17,6 +17,7 @@ from durability import client
 from durability.config import Settings
 from durability.errors import ServiceError, ServiceTimeout, ServiceUnreachable
 from durability.paths import ensure_private_dir
+from durability.service.record import recorded_pid
 from durability.service.server import Service
 
 __all__ = ["Started", "Stopped", "run_foreground", "start_detached", "status", "stop",
@@ -60,11 +61,13 @@ def with_socket(settings: Settings, path: Path) -> Settings:
     return dataclasses.replace(settings, socket_path=path.expanduser().absolute())
 
 
-def run_foreground(settings: Settings) -> None:
-    """Serve until SIGTERM or SIGINT, then drain and release the socket."""
+def run_foreground(settings: Settings, *, autostarted: bool = False) -> None:
+    """Serve until SIGTERM or SIGINT (or, by itself, until its state folder
+    is gone or, ``autostarted``, it was idle long enough), then drain and
+    release the socket."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s durability %(levelname)s %(message)s")
-    service = Service(settings)
+    service = Service(settings, autostarted=autostarted)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         service.request_stop()
@@ -84,18 +87,25 @@ def start_detached(settings: Settings) -> Started:
     running = _ping(settings)
     if running is not None:
         return Started(_pid(running, 0), str(settings.socket_path), already_running=True)
+    recorded = recorded_pid(settings.socket_path)
+    if recorded is not None:  # its socket is gone: it binds it again on its own
+        return Started(recorded, str(settings.socket_path), already_running=True)
     return _spawn(settings)
 
 
 def status(settings: Settings) -> dict[str, object] | None:
     """The running service's ping answer (pid, version, counters); for one
     that listens but does not answer, ``{"pid": N, "answering": False}``;
-    None when nothing listens."""
+    for one whose socket is gone (found by its lock's pid record), the same
+    with ``"socket_missing": True``; None when no service runs."""
     answer = _ping(settings)
     if answer is not None:
         return {**answer, "answering": True}
     pid = client.listener_pid(settings.socket_path)
-    return {"pid": pid, "answering": False} if pid else None
+    if pid:
+        return {"pid": pid, "answering": False}
+    pid = recorded_pid(settings.socket_path)
+    return {"pid": pid, "answering": False, "socket_missing": True} if pid else None
 
 
 def stop(settings: Settings, *, timeout_s: float = STOP_TIMEOUT_S,
@@ -104,14 +114,17 @@ def stop(settings: Settings, *, timeout_s: float = STOP_TIMEOUT_S,
     removes the socket), and wait for it to be gone, at most ``timeout_s``.
 
     The pid comes from the service's ping answer or, when it cannot answer,
-    from the kernel's record of the listener; both are believed only from a
-    process of this user (peer credentials), so a signal is never sent to
-    another user's process.  Past the timeout it raises
+    from the kernel's record of the listener, else from the pid record in
+    its lock file (``record``); all are believed only from a process of this
+    user (peer credentials, the record's owner and the pid's start time), so
+    a signal is never sent to another user's process.  Past the timeout it raises
     ``ServiceError``, or with ``kill`` sends SIGKILL and says so."""
     path = str(settings.socket_path)
     answer = _ping(settings)
-    # A service that cannot answer (stopped, flooded) is found by the kernel.
-    pid = _pid(answer, 0) if answer is not None else client.listener_pid(path) or 0
+    # A service that cannot answer (stopped, flooded) is found by the kernel;
+    # one whose socket is gone, by its lock's pid record.
+    pid = (_pid(answer, 0) if answer is not None
+           else client.listener_pid(path) or recorded_pid(settings.socket_path) or 0)
     if pid <= 0:
         return Stopped(path, was_running=False)
     started = time.monotonic()

@@ -23,8 +23,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from durability import client
 from durability.backends import capture_settings, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
@@ -44,6 +42,8 @@ from durability.paths import ensure_private_dir
 from durability.remote.replicator import Replicator
 from durability.service import gc_schedule, protocol, watch_ops
 from durability.service.informed import InformedCaptures
+from durability.service.owners import Owners, WatchOwners
+from durability.service.record import ServiceLock
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, Store
@@ -67,14 +67,26 @@ MAX_PER_PEER = 16
 READ_TIMEOUT_S = 2.0
 # How often gaps spooled by other processes are pulled into the store.
 INGEST_INTERVAL_S = 30.0
-# The accept loop wakes this often to notice stop(); costs nothing measurable.
-_ACCEPT_POLL_S = 0.5
+# The accept loop wakes this often to notice stop(), and to check that its
+# socket and state folder are still there (one lstat and one stat each time).
+_ACCEPT_POLL_S = 0.25
 
 
 class Service:
-    def __init__(self, settings: Settings, *, env: dict[str, str] | None = None) -> None:
+    """``autostarted``: started by a hook (``hook.autostart``), so it leaves
+    after ``settings.service_idle_ms`` with no request and no watch.
+    ``clock``: the monotonic clock that idle time is measured on (a seam)."""
+
+    def __init__(self, settings: Settings, *, env: dict[str, str] | None = None,
+                 autostarted: bool = False, clock: Any = time.monotonic) -> None:
         self.settings = settings
         self.env = dict(os.environ if env is None else env)
+        self.autostarted = autostarted
+        self._clock = clock
+        self._last_request = clock()
+        #: Why the service stopped by itself ("" while it runs, or when asked).
+        self.left_because = ""
+        self._squatted = ""
         self._stop = threading.Event()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._threads: list[threading.Thread] = []
@@ -82,7 +94,7 @@ class Service:
         self._conn_lock = threading.Lock()
         self._per_peer: dict[int, int] = {}
         self._listener: socket.socket | None = None
-        self._lock: filelock.BaseFileLock | None = None
+        self._lock: ServiceLock | None = None
         self._inode: int | None = None
         self.store: Store | None = None
         # The state file's inode when the store was opened (None under
@@ -92,6 +104,8 @@ class Service:
         self.capturer: Capturer | None = None
         self.coalescer: Coalescer | None = None
         self.watcher: WatchManager | None = None
+        #: Ends the watches of attempts whose owner is gone (``owners``).
+        self.watch_owners: WatchOwners | None = None
         self.replicator: Replicator | None = None
         self.informed: InformedCaptures | None = None
         #: Where the last ingest stopped in each spool file.
@@ -111,11 +125,11 @@ class Service:
     def start(self) -> None:
         path = self.settings.socket_path
         ensure_private_dir(path.parent)
-        self._lock = filelock.FileLock(str(path) + ".lock", timeout=0)
-        try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise ServiceRunning(f"a service is already running on {path}") from None
+        # Made here even when the store is elsewhere (PostgreSQL): it holds
+        # the locks and the spool, and once it is gone the service leaves.
+        ensure_private_dir(self.settings.state_dir)
+        self._lock = ServiceLock(path)
+        self._lock.acquire()
         try:
             self._claim_socket(path)
             self.store = Store(self.settings.database)
@@ -140,9 +154,13 @@ class Service:
         self.replicator.start()
         self.gc = gc_schedule.GcSchedule(self.settings, self._get_store, self.env, self._stop)
         self._spawn(self.gc.loop, "gc")
-        autostart.started(self.settings.state_dir)
+        autostart.started(self.settings.state_dir, str(path))
         # After the accept loop: a ping is answered while watches resume.
-        self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store)
+        self.watch_owners = WatchOwners(Owners(self.settings.database), self._stop)
+        self.watcher = watch_ops.start_manager(self.settings, self.coalescer, self._get_store,
+                                               wrap=self.watch_owners.capture)
+        self.watch_owners.manager = self.watcher
+        self._spawn(self.watch_owners.loop, "owners")
         log.info("serving on %s (pid %d)", path, os.getpid())
 
     def _claim_socket(self, path: Path) -> None:
@@ -174,6 +192,8 @@ class Service:
     def stop(self) -> None:
         """Stop accepting, answer what is queued, release the socket."""
         self._stop.set()
+        if self.watch_owners is not None:
+            self.watch_owners.wake.set()
         for thread in self._threads:
             thread.join(5)
         with self._conn_lock:
@@ -188,6 +208,8 @@ class Service:
             thread.join(5)
         if self.replicator is not None:
             self.replicator.stop()
+        if self.watch_owners is not None:
+            self.watch_owners.owners.close()
         self._release()
 
     def _release(self) -> None:
@@ -202,7 +224,7 @@ class Service:
                 pass
         if self.store is not None:
             self.store.close()
-        if self._lock is not None and self._lock.is_locked:
+        if self._lock is not None:
             self._lock.release()
 
     def _spawn(self, target: Any, name: str) -> None:
@@ -244,10 +266,15 @@ class Service:
     # -- loops -------------------------------------------------------------
 
     def _accept_loop(self) -> None:
-        assert self._listener is not None
+        checked = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() - checked >= _ACCEPT_POLL_S:
+                checked = time.monotonic()
+                self.housekeep()
+            listener = self._listener
+            assert listener is not None
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except TimeoutError:
                 continue
             except OSError:
@@ -255,6 +282,69 @@ class Service:
                     return
                 continue
             self._admit(conn)
+
+    # -- its own socket, state folder and idle time ------------------------
+
+    def housekeep(self) -> None:
+        """Leave when the state folder is gone or (autostarted) after the
+        idle time; bind the socket again when it was removed or replaced.
+        Run by the accept loop, which alone swaps the listener."""
+        if not os.path.isdir(self.settings.state_dir):
+            return self._leave(f"its state folder {self.settings.state_dir} is gone")
+        idle_s = self.settings.service_idle_ms / 1000
+        if self.autostarted and idle_s and self._idle_for() >= idle_s:
+            return self._leave(f"autostarted and idle for {idle_s:g}s with no watch: the "
+                               "next hook starts a service again")
+        self._check_socket()
+
+    def _idle_for(self) -> float:
+        """Seconds since the last request; 0 while anything is going on."""
+        with self._conn_lock:
+            busy = bool(self._conn_threads)
+        if busy or (self.coalescer is not None and self.coalescer.queued()) \
+                or (self.watcher is not None and self.watcher.list()):
+            self._last_request = self._clock()
+            return 0.0
+        return float(self._clock() - self._last_request)
+
+    def _leave(self, why: str) -> None:
+        log.warning("stopping: %s", why)
+        self.left_because = why
+        self._stop.set()
+
+    def _check_socket(self) -> None:
+        path = self.settings.socket_path
+        try:
+            st = os.lstat(path)
+            if st.st_ino == self._inode and stat.S_ISSOCK(st.st_mode):
+                return
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return  # cannot tell (a folder made unreadable): try again later
+        try:
+            ensure_private_dir(path.parent)
+            if self._lock is not None and not self._lock.still_ours():
+                # Its lock file went with the socket (a cleared folder): take
+                # the one there now, or leave it to the service that holds it.
+                fresh = ServiceLock(path)
+                fresh.acquire()
+                self._lock.release()
+                self._lock = fresh
+            old = self._listener
+            self._claim_socket(path)
+        except ServiceRunning as exc:
+            return self._leave(f"another service took over {path} ({exc})")
+        except (DurabilityError, OSError) as exc:
+            if str(exc) != self._squatted:  # said once, tried again every poll
+                self._squatted = str(exc)
+                log.warning("socket %s was removed or replaced and cannot be bound again: %s",
+                            path, exc)
+            return
+        self._squatted = ""
+        if old is not None:
+            old.close()
+        log.warning("socket %s was removed or replaced; bound it again", path)
 
     def _admit(self, conn: socket.socket) -> None:
         """Serve ``conn`` on its own thread, or refuse it at once (never wait:
@@ -333,6 +423,7 @@ class Service:
     def handle(self, line: bytes) -> dict[str, Any]:
         """Answer one request line."""
         self.requests += 1
+        self._last_request = self._clock()
         try:
             req = protocol.parse_request(line)
         except ProtocolError as exc:

@@ -17,7 +17,7 @@ from durability.config import Settings
 from durability.errors import CaptureError, DurabilityError
 from durability.service import protocol
 from durability.watch.manager import WatchManager
-from durability.watch.watch import WatchSpec
+from durability.watch.watch import Capture, WatchSpec
 from durability.watch.window import Missed, file_missed
 from engine import AttemptKey, EngineError, Store, now_ms
 
@@ -27,8 +27,10 @@ log = logging.getLogger("durability.watch")
 WatchOp = protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq
 
 
-def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> WatchManager:
-    """The service's watch manager, with the recorded watches taken up again."""
+def start_manager(settings: Settings, coalescer: Coalescer, store: Any, *,
+                  wrap: Callable[[Capture], Capture] | None = None) -> WatchManager:
+    """The service's watch manager, with the recorded watches taken up again.
+    ``wrap``: around the watches' capture (``owners.WatchOwners.capture``)."""
     from engine.watches import Watches
 
     def get_store() -> Store:
@@ -39,7 +41,8 @@ def start_manager(settings: Settings, coalescer: Coalescer, store: Any) -> Watch
     except EngineError as exc:  # the service still captures; watches are not kept
         log.warning("watches will not be recorded: %s", exc)
         registry = None
-    manager = WatchManager(capture=coalesced_capture(coalescer), settings=settings,
+    capture = coalesced_capture(coalescer)
+    manager = WatchManager(capture=wrap(capture) if wrap else capture, settings=settings,
                            store=get_store, registry=registry)
     missed = _file_missed(settings, get_store)
     try:

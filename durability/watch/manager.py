@@ -31,7 +31,7 @@ from durability.watch.inotify import (
 )
 from durability.watch.watch import Capture, Watch, WatchSpec
 from durability.watch.window import WindowMarker
-from engine import Store
+from engine import AttemptKey, Store
 
 __all__ = ["DEFAULT_POLL_S", "WatchManager"]
 
@@ -111,6 +111,26 @@ class WatchManager:
         if self.registry is not None:
             self.registry.remove(str(worktree))
         return watch.spec, self._teardown(watch, final=final)
+
+    def specs(self) -> list[WatchSpec]:
+        with self._lock:
+            return [w.spec for w in self._watches.values()]
+
+    def end_for(self, worktree: Path, key: AttemptKey) -> bool:
+        """End the watch of ``worktree`` if it is still ``key``'s, with no
+        final capture and no open window left to file (its attempt's owner is
+        gone: nothing more is recorded in its name); whether it did."""
+        with self._lock:
+            watch = self._watches.get(worktree)
+            if watch is None or watch.spec.key != key:
+                return False
+            del self._watches[worktree]
+        if self.registry is not None:
+            self.registry.remove(str(worktree))
+        self._unschedule(watch)
+        watch.changed.lost()
+        watch.end(final=False, answered_by_gap=True)
+        return True
 
     def forget(self, worktree: Path) -> bool:
         """Remove a recorded watch this process does not run; whether there was one."""

@@ -239,8 +239,9 @@ def test_a_watch_the_service_kept_for_a_killed_attempt_ends_before_the_restore(
         (folder / "wf.py").write_text(KILLED)
         killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
         assert killed.returncode == -9, killed.stderr
-        left = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
-        assert [(w["run_id"], w["attempt"]) for w in left["watches"]] == [("kw", 1)]
+        # The service ends the dead attempt's watch by itself (its owner is
+        # gone: tests/durability/service/test_watch_owner.py); whether it
+        # has yet or not, the resume's restore comes after its end.
         done = cli("resume", "kw")
         assert done.returncode == 0, done.stderr
         after = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)

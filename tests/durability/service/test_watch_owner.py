@@ -1,0 +1,122 @@
+"""A watch lives only as long as its owner: the service's watch of an engine
+attempt ends when the attempt's owner stops (its process gone, its heartbeat
+stale, the attempt over), with a ``watch-ended`` event, and nothing is
+recorded in the dead attempt's name after that."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pygit2
+
+from durability import client
+from durability.config import Settings
+from durability.service.owners import Owners
+from engine import AttemptKey
+from engine.fence import Owner
+from engine.runs import Runs
+from tests.engine.test_attempt_checkpoints import KILLED
+from tests.helpers import cli, hook_payload, make_git_repo, start_service, wait_for
+
+
+def _dead_rows(settings: Settings) -> list[str]:
+    with Runs(settings.database) as runs:
+        return [c.commit_id for c in runs.checkpoints("kw", "dies_once") if c.attempt == 1]
+
+
+def test_a_killed_runs_watch_records_nothing_of_another_sessions_edits(
+        tmp_path: Path, settings: Settings) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    service = start_service(tmp_path)
+    try:
+        folder = tmp_path / "wf"
+        folder.mkdir()
+        (folder / "wf.py").write_text(KILLED)
+        killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
+        assert killed.returncode == -9, killed.stderr
+        at_death = _dead_rows(settings)
+        assert at_death  # its start checkpoint
+        # Another session edits the worktree at once, 20 times, its hooks
+        # captured by the same service.
+        for i in range(20):
+            (repo / f"b{i}.txt").write_text(f"other session {i}\n")
+            payload = hook_payload(repo, session_id="other", tool_use_id=f"o{i}",
+                                   file_path=str(repo / f"b{i}.txt"))
+            done = cli("snapshot-hook", input=json.dumps(payload))
+            assert done.returncode == 0, done.stderr
+
+        def ended() -> list[object]:
+            with Runs(settings.database) as runs:
+                return [e for e in runs.events("kw") if e.kind == "watch-ended"]
+
+        event = wait_for(ended, timeout=30)[0]
+        left = client.call(settings.socket_path, {"v": 1, "op": "watches"}, timeout_s=30)
+    finally:
+        service.stop()
+    assert left["watches"] == []
+    assert (event.node_id, event.detail["attempt"], event.detail["worktree"]) == (
+        "dies_once", 1, str(repo))
+    assert "is gone" in event.detail["reason"]
+    assert _dead_rows(settings) == at_death  # 0 rows for the dead attempt after its death
+    repo_git = pygit2.Repository(str(repo))
+    for commit in at_death:
+        names = {e.name for e in repo_git[commit].peel(pygit2.Commit).tree}
+        assert not any(n.startswith("b") for n in names), names
+    with Runs(settings.database) as runs:
+        assert len(runs.checkpoints("other")) == 20  # the other session's own record
+    assert "watch of" in service.log() and "ended: its owner" in service.log()
+
+
+def _run(settings: Settings, owner: Owner, clock: list[int]) -> AttemptKey:
+    with Runs(settings.database, clock=lambda: clock[0]) as runs:
+        claim = runs.create_run("r1", owner=owner, workflow_path="wf.py", repo_root="/x",
+                                worktree=None, metadata_json="{}", plan_json="[]",
+                                limits_json="{}")
+        return runs.begin_attempt(claim, "task", 0, None)
+
+
+def test_an_owner_elsewhere_is_gone_once_its_heartbeat_is_stale(settings: Settings) -> None:
+    clock = [1_000_000]
+    key = _run(settings, Owner("them", 4242, "another-host"), clock)
+    owners = Owners(settings.database, clock=lambda: clock[0], stale_after_ms=60_000)
+    try:
+        assert owners.gone(key) is None
+        clock[0] += 59_999
+        assert owners.gone(key) is None
+        clock[0] += 1
+        assert "stopped beating 60s ago" in (owners.gone(key) or "")
+        # a run the engine does not know (a `durability watch --run` of the
+        # user's) is never ended here
+        assert owners.gone(AttemptKey("not-an-engine-run", "n", 0, 1)) is None
+    finally:
+        owners.close()
+
+
+def test_an_owner_on_this_machine_is_gone_with_its_process(settings: Settings) -> None:
+    clock = [1_000_000]
+    alive = _run(settings, Owner.this_process(), clock)
+    owners = Owners(settings.database, clock=lambda: clock[0])
+    try:
+        assert owners.gone(alive) is None  # this test process: alive
+        with Runs(settings.database) as runs:
+            row = runs.get_run("r1")
+        dead_pid = _a_dead_pid()
+        from tests.helpers import state_write
+
+        with state_write() as conn:
+            conn.execute("UPDATE runs SET owner_pid=? WHERE run_id='r1'", (dead_pid,))
+        assert f"(pid {dead_pid}) is gone" in (owners.gone(alive) or "")
+        assert row.owner_pid == os.getpid()
+    finally:
+        owners.close()
+
+
+def _a_dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(30)
+    return child.pid
