@@ -26,6 +26,16 @@ from tests.helpers import cli, git
 SECRET = b"API_KEY=sk-live-0123456789abcdef\n"
 
 
+@pytest.fixture(autouse=True)
+def _env_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replicator withholds ``.env`` by default: here it was allowed, so
+    pushed, and is regretted (the case ``forget`` is for, with any file no
+    secret pattern names)."""
+    config = tmp_path / "config.toml"
+    config.write_text('[secrets]\nallow = [".env"]\n')
+    monkeypatch.setenv("DURABILITY_CONFIG", str(config))
+
+
 def _exists(git_dir: Path, oid: str) -> bool:
     return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", oid],
                           capture_output=True, timeout=60).returncode == 0
@@ -172,6 +182,81 @@ def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
     rec.close()
 
 
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_the_dry_run_refuses_a_path_still_in_the_worktree_as_the_run_does(
+        kind: str, tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    with pytest.raises(InvalidInput, match=r"\.env still in") as dry:
+        run_forget(settings, rec.store, wt, [".env"], dry_run=True)
+    with pytest.raises(InvalidInput) as real:
+        run_forget(settings, rec.store, wt, [".env"])
+    assert str(dry.value) == str(real.value)
+    rec.close()
+    # The installed command: the same line and exit status, with or without --dry-run.
+    dry_done = cli("forget", ".env", "--dry-run", cwd=wt)
+    done = cli("forget", ".env", cwd=wt)
+    assert dry_done.returncode == done.returncode == 2, (dry_done.stderr, done.stderr)
+    assert dry_done.stderr == done.stderr
+    assert done.stderr.startswith("durability: invalid-value: .env still in")
+    assert dry_done.stdout == "" and (wt / ".env").read_bytes() == SECRET
+
+
+def test_a_path_git_now_ignores_may_stay_on_disk(tmp_path: Path,
+                                                 settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys").mkdir()
+    (wt / "keys" / "a.pem").write_text("a\n")
+    (wt / "keys" / "notes.txt").write_text("n\n")
+    rec.capture()
+    # Ignored from now on: no capture takes .env in again, so it may stay.
+    (wt / ".gitignore").write_text(".env\n*.pem\n")
+    dry = run_forget(settings, rec.store, wt, [".env"], dry_run=True)
+    assert [c.seq for c in dry.holding] == [1]
+    # A folder is refused while a file below it is not ignored.
+    for paths in (["keys"], [".env", "keys"]):
+        for dry_run in (True, False):
+            with pytest.raises(InvalidInput, match=r"^keys still in .*have git ignore it"):
+                run_forget(settings, rec.store, wt, paths, dry_run=dry_run)
+    report = run_forget(settings, rec.store, wt, [".env", "keys/a.pem"])
+    assert [c.seq for c in report.holding] == [1] and report.blobs_left == []
+    assert (wt / ".env").read_bytes() == SECRET
+    later = rec.capture()
+    tree = store_git(wt)[later.commit_id].peel(pygit2.Commit).tree
+    assert ".env" not in tree and "keys/a.pem" not in tree and "keys/notes.txt" in tree
+    assert all(".env" not in store_git(wt)[c.commit_id].peel(pygit2.Commit).tree
+               for c in rec.store.checkpoints(KEY.run_id))
+    # One the user's own index tracks is refused, ignored or not: a fresh
+    # private index starts from the user's index.
+    (wt / "tracked.cfg").write_text("t\n")
+    git(wt, "add", "tracked.cfg")
+    rec.capture()
+    (wt / ".gitignore").write_text(".env\n*.pem\ntracked.cfg\n")
+    with pytest.raises(InvalidInput, match=r"^tracked\.cfg still in"):
+        run_forget(settings, rec.store, wt, ["tracked.cfg"], dry_run=True)
+    rec.close()
+
+
+def test_jj_keeps_tracking_an_ignored_path_so_it_must_be_gone(tmp_path: Path,
+                                                              settings: Settings) -> None:
+    wt = make_repo("jj", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    rec.capture()
+    (wt / ".gitignore").write_text(".env\n")
+    # What the refusal guards against: jj's next snapshot still holds it.
+    later = rec.capture()
+    assert ".env" in store_git(wt)[later.commit_id].peel(pygit2.Commit).tree
+    for dry_run in (True, False):
+        with pytest.raises(InvalidInput, match=r"^\.env still in"):
+            run_forget(settings, rec.store, wt, [".env"], dry_run=dry_run)
+    rec.close()
+
+
 def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
                                                             settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
@@ -181,6 +266,7 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     (wt / "sub" / "key.txt").write_text("k\n")
     rec.capture()
     (wt / ".env").unlink()
+    (wt / "sub" / "key.txt").unlink()
     rec.close()
     done = cli("forget", ".env", "--dry-run", "--json", cwd=wt)
     assert done.returncode == 0, done.stderr
