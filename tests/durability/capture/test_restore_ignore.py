@@ -198,3 +198,66 @@ def test_a_verify_failure_names_the_paths(backend: str, tmp_path: Path) -> None:
         assert "README.md" in raised.value.message and "extra.txt" in raised.value.message
     finally:
         forget(wt)
+
+
+
+def _linked(kind: str, tmp_path: Path, *, shared: str = "", own: str = "") -> Path:
+    """A linked git worktree (``git worktree add``; for jj, a colocated jj
+    repo made inside one) with ``shared`` in the repository's shared
+    ``info/exclude`` (the one git reads) and ``own`` in the linked
+    worktree's own git dir's (the one jj 0.46 reads there)."""
+    main = make_git_repo(tmp_path / "main").resolve()
+    wt = (tmp_path / "linked").resolve()
+    git(main, "worktree", "add", "-q", str(wt), "-b", "linked")
+    for git_dir, rules in ((main / ".git", shared), (main / ".git" / "worktrees" / "linked", own)):
+        (git_dir / "info").mkdir(exist_ok=True)
+        (git_dir / "info" / "exclude").write_text(f"{rules}\n")
+    if kind == "jj":
+        make_jj_repo(wt)
+    return wt
+
+
+def _excluded(kind: str, name: str) -> dict[str, str]:
+    """The exclude file ``kind``'s captures read in a linked worktree."""
+    return {"shared": name} if kind == "git" else {"own": name}
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_file_the_exclude_keeps_ignored_is_not_a_refusal(kind: str, tmp_path: Path) -> None:
+    """In a linked worktree, .env is ignored by info/exclude before and after:
+    a restore to a checkpoint whose .gitignore lacks the rule leaves it so."""
+    wt = _linked(kind, tmp_path, **_excluded(kind, ".env"))
+    try:
+        assert _snap(wt) == 1
+        _ignore_later(wt, ".env")
+        (wt / ".env").write_text("SECRET=x\n")
+        assert _snap(wt) == 2
+        done = _restore(1, "--dry-run")
+        assert done.returncode == 0, done.stderr
+        done = _restore(1)
+        assert done.returncode == 0, done.stderr
+        assert not (wt / ".gitignore").exists()
+        assert (wt / ".env").read_text() == "SECRET=x\n"
+        _snap(wt)
+        assert ".env" not in _recorded_paths(wt)
+    finally:
+        forget(wt)
+
+
+def test_jj_in_a_linked_worktree_follows_its_own_exclude(tmp_path: Path) -> None:
+    """jj does not read the shared info/exclude there: a file only it names
+    is captured, so a restore that drops the .gitignore rule for .env would
+    let jj take .env in, and is refused."""
+    wt = _linked("jj", tmp_path, shared=".env\nshared-only.txt")
+    try:
+        (wt / "shared-only.txt").write_text("x\n")
+        assert _snap(wt) == 1
+        assert "shared-only.txt" in _recorded_paths(wt)
+        _ignore_later(wt, ".env")
+        (wt / ".env").write_text("SECRET=x\n")
+        assert _snap(wt) == 2
+        _refused(_restore(1, "--dry-run"), ".env")
+        _refused(_restore(1), ".env")
+        assert ".env" not in _recorded_paths(wt)
+    finally:
+        forget(wt)
