@@ -27,7 +27,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
 from pygit2.utils import StrArray
 
-from durability.backends.git_repo import open_worktree, private_index_path
+from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.moving import (
     MAX_RETRIES_PER_CAPTURE,
     MAX_TRIES,
@@ -321,7 +321,8 @@ class WorktreeIndex:
             excludes = config["core.excludesFile"]
         except KeyError:
             excludes = None
-        paths = [Path(self.repo.path) / "info" / "exclude"]
+        # A linked worktree's git reads the shared info/exclude, not its own git dir's.
+        paths = [common_dir(Path(self.repo.path)) / "info" / "exclude"]
         if isinstance(excludes, str):
             paths.append(Path(os.path.expanduser(excludes)))
         return tuple(_stat_key(p) for p in paths)

@@ -292,6 +292,31 @@ def test_rule_changes_force_a_full_scan(grepo: Path, tmp_path: Path) -> None:
     assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
 
 
+def test_a_shared_exclude_change_forces_a_full_scan_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    """A linked worktree's ignore rules come from the shared info/exclude
+    (its own git dir has none git reads): a change there is a rule change."""
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    exclude = grepo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("hidden.txt\n")
+    (wt / "hidden.txt").write_text("h\n")
+    backend = GitBackend()
+    try:
+        state = worktree_index(wt)
+        backend.snapshot(wt, [stamp(seq=1)])
+        backend.snapshot(wt, [stamp(seq=2)], changed_paths=set())
+        assert state.last_scan == "paths"
+        exclude.write_text("")
+        snap = backend.snapshot(wt, [stamp(seq=3)], changed_paths=set())
+        assert state.last_scan == "full"
+        assert "hidden.txt" in pygit2.Repository(str(wt))[snap.commit_id].peel(
+            pygit2.Commit).tree
+    finally:
+        forget(wt)
+
+
 # -- the user's repository is left alone -----------------------------------------------
 
 
