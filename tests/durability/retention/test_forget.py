@@ -41,6 +41,27 @@ def _exists(git_dir: Path, oid: str) -> bool:
                           capture_output=True, timeout=60).returncode == 0
 
 
+def _add_remote(tmp_path: Path, settings: Settings, wt: Path) -> Path:
+    """A bare repository, added as ``wt``'s remote ``backup``."""
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    return bare
+
+
+def _recorded(settings: Settings, wt: Path, captures: int = 1, *,
+              delete: bool = True) -> Recorder:
+    """A recorder of ``wt`` that captured ``.env`` (SECRET) ``captures``
+    times; ``.env`` is then deleted from disk, unless not ``delete``."""
+    rec = Recorder(settings, wt)
+    (wt / ".env").write_bytes(SECRET)
+    for _ in range(captures):
+        rec.capture()
+    if delete:
+        (wt / ".env").unlink()
+    return rec
+
+
 def _push(settings: Settings, rec: Recorder) -> None:
     assert Replicator(settings, lambda: rec.store, os.environ).run_once() > 0
 
@@ -51,9 +72,7 @@ def _build(kind: str, tmp_path: Path, settings: Settings) -> tuple[Recorder, Pat
     pushed; ``.env`` is then deleted from disk.  Returns the recorder, the
     bare remote and the undo point's seq."""
     wt = make_repo(kind, tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    bare = _add_remote(tmp_path, settings, wt)
     rec = Recorder(settings, wt)
     rec.capture()  # seq 1: no .env yet
     (wt / ".env").write_bytes(SECRET)
@@ -170,9 +189,7 @@ def test_forget_of_one_run_leaves_other_runs(kind: str, tmp_path: Path,
 def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
                                                  settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)
     with pytest.raises(InvalidInput, match=r"\.env still in"):
         run_forget(settings, rec.store, wt, [".env"])
     assert ".env" in store_git(wt)[rec.store.checkpoints(KEY.run_id)[0].commit_id].peel(
@@ -186,9 +203,7 @@ def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
 def test_the_dry_run_refuses_a_path_still_in_the_worktree_as_the_run_does(
         kind: str, tmp_path: Path, settings: Settings) -> None:
     wt = make_repo(kind, tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)
     with pytest.raises(InvalidInput, match=r"\.env still in") as dry:
         run_forget(settings, rec.store, wt, [".env"], dry_run=True)
     with pytest.raises(InvalidInput) as real:
@@ -244,9 +259,7 @@ def test_a_path_git_now_ignores_may_stay_on_disk(tmp_path: Path,
 def test_jj_keeps_tracking_an_ignored_path_so_it_must_be_gone(tmp_path: Path,
                                                               settings: Settings) -> None:
     wt = make_repo("jj", tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)
     (wt / ".gitignore").write_text(".env\n")
     # What the refusal guards against: jj's next snapshot still holds it.
     later = rec.capture()
@@ -293,13 +306,8 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
 def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
                                                               settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
-    rec.capture()
+    bare = _add_remote(tmp_path, settings, wt)
+    rec = _recorded(settings, wt, 2, delete=False)
     _push(settings, rec)
     (wt / ".env").unlink()
     blob = str(pygit2.hash(SECRET))
@@ -332,10 +340,7 @@ def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
     from durability.errors import LockTimeout
 
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
-    (wt / ".env").unlink()
+    rec = _recorded(settings, wt)
     before = rec.store.checkpoints(KEY.run_id)
     with rec.capturer.lock(wt, 10), pytest.raises(LockTimeout):
         run_forget(settings, rec.store, wt, [".env"], lock_timeout_s=0.2)
@@ -350,11 +355,7 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
     from durability.retention import forget as forget_module
 
     wt = make_repo(kind, tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
-    (wt / ".env").unlink()
+    rec = _recorded(settings, wt, 3)
     before = rec.store.checkpoints(KEY.run_id)
 
     class Killed(Exception):
@@ -394,13 +395,8 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
     from tests.durability.remote.remotekit import own_store
 
     wt = make_repo(kind, tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
+    bare = _add_remote(tmp_path, settings, wt)
+    rec = _recorded(settings, wt, 3, delete=False)
     _push(settings, rec)
     (wt / ".env").unlink()
     assert run_forget(settings, rec.store, wt, [".env"]).remotes[0]["error"] is None
@@ -432,9 +428,7 @@ def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
     must not find the forgotten path's entry there and track it again once
     it is back on disk and ignored."""
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)  # this process stands for the service
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)  # this process stands for the service
     os.rename(wt / ".env", tmp_path / "env.saved")
     done = cli("forget", ".env", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
@@ -454,11 +448,7 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
     from durability.backends import prune as backend_prune
 
     wt = make_repo(kind, tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
-    (wt / ".env").unlink()
+    rec = _recorded(settings, wt, 3)
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(rec.capture(b"during forget\n")))
     rewrite = (backend_prune.forget_chain if kind == "git" else backend_prune.forget_commits)
@@ -490,10 +480,7 @@ def test_an_unreachable_remote_stops_forget_before_anything_changes(
 
     wt = make_repo("git", tmp_path / "wt")
     Remotes(settings.database).add(str(wt), "backup", (tmp_path / "gone.git").as_uri())
-    rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
-    rec.capture()
-    (wt / ".env").unlink()
+    rec = _recorded(settings, wt)
     before = rec.store.checkpoints(KEY.run_id)
     with pytest.raises(RemoteFailed):
         run_forget(settings, rec.store, wt, [".env"])
