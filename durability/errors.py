@@ -57,6 +57,8 @@ __all__ = [
     "LockTimeout",
     "NotAJjRepo",
     "NotARepo",
+    "PathSwapped",
+    "PathTooLong",
     "ProtocolError",
     "RestoreError",
     "ServiceBusy",
@@ -89,6 +91,12 @@ GAP_REASONS = frozenset({
     # A checkpoint was not on a remote of its worktree within
     # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
     "replication-failed",
+    # A path longer than the system lets a path string be (PATH_MAX), which
+    # jj cannot snapshot (its capture fails, naming the path).
+    "path-too-long",
+    # jj's snapshot read below a folder that was a symlink by its end (a
+    # folder swapped during the capture): nothing is recorded.
+    "path-swapped",
 })
 
 
@@ -153,6 +161,21 @@ class JjTimeout(CaptureError):
 
 class UnreadablePath(CaptureError):
     code = "unreadable-path"
+
+
+class PathTooLong(CaptureError):
+    """A path past the system's limit for a path string (PATH_MAX): jj
+    cannot snapshot it, so its capture fails and a restore refuses to write
+    one into a jj worktree."""
+
+    code = "path-too-long"
+
+
+class PathSwapped(CaptureError):
+    """A folder jj's snapshot read was swapped for a symlink (or a file)
+    during it: what jj took from there may be a state no path had."""
+
+    code = "path-swapped"
 
 
 class LockTimeout(CaptureError):
@@ -232,6 +255,8 @@ _EXIT_CODES = {
     "timeout": 5,
     "unreadable-path": 5,
     "file-too-large": 5,
+    "path-too-long": 5,
+    "path-swapped": 5,
     "store-unavailable": 6,
     # `durability migrate`: the copy does not hold the source's rows (a store
     # failure, as the one above).
