@@ -26,7 +26,7 @@ import errno
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -178,13 +178,14 @@ class ConfinedTree:
         while folder and self.rmdir(folder):
             folder = folder.rpartition("/")[0]
 
-    def write_file(self, rel: str, data: bytes, mode: int, *,
+    def write_file(self, rel: str, data: bytes | Iterable[bytes], mode: int, *,
                    exact_mode: bool = False) -> os.stat_result:
         """Write ``rel`` as a new file: whatever is there (file or link) is
         unlinked, never written through, and the new file is created with
         ``O_EXCL | O_NOFOLLOW``, so a link put back meanwhile is refused.
         Returns the new file's stat data, read from the descriptor written
         (so it is this file's, whatever replaces the name afterwards).
+        ``data`` may be chunks (a large blob, streamed in bounded memory).
 
         Unlink and create, as git's and jj's checkouts do, rather than a
         temporary renamed over the file: on ext4 a rename over an existing
@@ -215,7 +216,11 @@ class ConfinedTree:
         else:
             raise _not_a_folder(rel, what="recreated by something else during the restore")
         try:
-            _write_all(file_fd, data)
+            if isinstance(data, bytes):
+                _write_all(file_fd, data)
+            else:
+                for chunk in data:
+                    _write_all(file_fd, chunk)
             if exact_mode:
                 os.fchmod(file_fd, mode)
             return os.fstat(file_fd)
