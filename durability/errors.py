@@ -45,6 +45,7 @@ __all__ = [
     "GAP_REASONS",
     "CaptureError",
     "ConnectionLost",
+    "DiskFull",
     "DurabilityError",
     "GitFailed",
     "InsecurePath",
@@ -97,6 +98,9 @@ GAP_REASONS = frozenset({
     # jj's snapshot read below a folder that was a symlink by its end (a
     # folder swapped during the capture): nothing is recorded.
     "path-swapped",
+    # A write of a capture or restore failed on a file system with no space
+    # left (libgit2 and jj report it by what they could not find next).
+    "disk-full",
 })
 
 
@@ -178,6 +182,12 @@ class PathSwapped(CaptureError):
     code = "path-swapped"
 
 
+class DiskFull(CaptureError):
+    """The worktree's or its git store's file system has no space left."""
+
+    code = "disk-full"
+
+
 class LockTimeout(CaptureError):
     code = "timeout"
 
@@ -257,6 +267,7 @@ _EXIT_CODES = {
     "file-too-large": 5,
     "path-too-long": 5,
     "path-swapped": 5,
+    "disk-full": 5,
     "store-unavailable": 6,
     # `durability migrate`: the copy does not hold the source's rows (a store
     # failure, as the one above).

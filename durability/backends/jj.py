@@ -498,6 +498,12 @@ def _jj_error(worktree: Path, command: str, stderr: str) -> Exception:
     text = " ".join(stderr.split())[:500]
     if "no jj repo" in text.lower():
         return NotAJjRepo(f"{worktree} is not a jj repository")
+    if "(os error 28)" in stderr or "No space left on device" in stderr:
+        from durability.backends.space import disk_full
+
+        full = disk_full(JjFailed(text), [worktree])
+        if full is not None:
+            return full
     if "(os error 36)" in stderr:
         # ENAMETOOLONG: a path past PATH_MAX, which jj cannot read.
         return PathTooLong(f"jj cannot snapshot {worktree}: a path in it is longer than "

@@ -31,6 +31,7 @@ import pygit2
 
 from durability.backends.base import Changes, Progress
 from durability.backends.git_restore import Plan, apply_plan, changes, plan_trees, select
+from durability.backends.space import disk_full
 from durability.errors import JjFailed, PathTooLong, RestoreError
 
 __all__ = ["write_commit"]
@@ -55,6 +56,9 @@ def write_commit(git: Path, worktree: Path, target: str, current: str, *,
         apply_plan(repo, worktree, plan, target=target, pre_restore=pre_restore,
                    dry_run=dry_run, progress=progress)
     except (OSError, pygit2.GitError) as exc:
+        full = disk_full(exc, [worktree, git])
+        if full is not None:
+            raise full from exc
         raise JjFailed(f"cannot write {target}'s files into {worktree}: {exc}") from exc
     return changes(plan)
 
