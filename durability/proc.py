@@ -91,7 +91,7 @@ def stream(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     try:
         assert proc.stdout is not None and proc.stderr is not None
         while True:
-            data = proc.stdout.read1(chunk)
+            data = os.read(proc.stdout.fileno(), chunk)
             if not data:
                 break
             yield data

@@ -36,7 +36,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pygit2
 from pygit2.enums import FileMode
@@ -84,20 +84,93 @@ def _stat_data(st: os.stat_result) -> tuple[int, ...]:
             st.st_uid & _M32, st.st_gid & _M32, st.st_size & _M32)
 
 
-def _entries(index: pygit2.Index) -> dict[str, _Tracked]:
-    """The index's entries by path, with their stat data (which pygit2's
-    ``IndexEntry`` does not carry), read through pygit2's cffi binding."""
-    found: dict[str, _Tracked] = {}
-    raw = index._index
-    for i in range(C.git_index_entrycount(raw)):
-        e = C.git_index_get_byindex(raw, i)
-        if e == ffi.NULL or (e.flags & 0x3000):  # a conflict stage: none in ours
-            continue
-        found[os.fsdecode(ffi.string(e.path))] = _Tracked(
-            e.mode, bytes(ffi.buffer(ffi.addressof(e, "id"))[:]),
-            (e.mtime.seconds, e.mtime.nanoseconds, e.ctime.seconds, e.ctime.nanoseconds,
-             e.dev, e.ino, e.uid, e.gid, e.file_size))
-    return found
+def _tracked(e: Any) -> _Tracked:
+    """An entry from libgit2's ``git_index_entry`` (a cffi struct)."""
+    return _Tracked(
+        e.mode, bytes(ffi.buffer(ffi.addressof(e, "id"))[:]),
+        (e.mtime.seconds, e.mtime.nanoseconds, e.ctime.seconds, e.ctime.nanoseconds,
+         e.dev, e.ino, e.uid, e.gid, e.file_size))
+
+
+class _AllEntries:
+    """Every entry of the index, read once (a full scan compares them all),
+    with their stat data (which pygit2's ``IndexEntry`` does not carry),
+    through pygit2's cffi binding."""
+
+    def __init__(self, index: pygit2.Index) -> None:
+        self._map: dict[str, _Tracked] = {}
+        raw = index._index
+        for i in range(C.git_index_entrycount(raw)):
+            e = C.git_index_get_byindex(raw, i)
+            if e == ffi.NULL or (e.flags & 0x3000):  # a conflict stage: none in ours
+                continue
+            self._map[os.fsdecode(ffi.string(e.path))] = _tracked(e)
+        self.paths = sorted(self._map)
+
+    def get(self, path: str) -> _Tracked | None:
+        return self._map.get(path)
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._map
+
+    def tracked_under(self, folder: str) -> bool:
+        prefix = folder + "/"
+        i = bisect.bisect_left(self.paths, prefix)
+        return i < len(self.paths) and self.paths[i].startswith(prefix)
+
+    def under(self, scope: str) -> Iterator[str]:
+        return _under(self.paths, scope)
+
+    def any_named(self, name: str) -> bool:
+        return any(p == name or p.endswith("/" + name) for p in self.paths)
+
+
+class _SomeEntries:
+    """The entries a watcher-informed scan asks for, looked up in the index
+    one by one (its cost follows the paths, not the size of the index): by
+    path, and by binary search over the index's sorted entries for what is
+    below a folder."""
+
+    def __init__(self, index: pygit2.Index) -> None:
+        self._raw = index._index
+        self._count = C.git_index_entrycount(self._raw)
+
+    def get(self, path: str) -> _Tracked | None:
+        e = C.git_index_get_bypath(self._raw, os.fsencode(path), 0)
+        return None if e == ffi.NULL else _tracked(e)
+
+    def __contains__(self, path: str) -> bool:
+        return bool(C.git_index_get_bypath(self._raw, os.fsencode(path), 0) != ffi.NULL)
+
+    def _path(self, i: int) -> bytes:
+        return bytes(ffi.string(C.git_index_get_byindex(self._raw, i).path))
+
+    def _lower(self, key: bytes) -> int:
+        lo, hi = 0, self._count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._path(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def tracked_under(self, folder: str) -> bool:
+        prefix = os.fsencode(folder) + b"/"
+        i = self._lower(prefix)
+        return i < self._count and self._path(i).startswith(prefix)
+
+    def under(self, scope: str) -> Iterator[str]:
+        key = os.fsencode(scope)
+        for i in range(self._lower(key), self._count):
+            path = self._path(i)
+            if not path.startswith(key):
+                break
+            if path == key or path[len(key):len(key) + 1] == b"/":
+                yield os.fsdecode(path)
+
+    def any_named(self, name: str) -> bool:
+        return True  # unknown without reading them all: filters are looked up
 
 
 def _under(paths: list[str], scope: str) -> Iterator[str]:
@@ -105,17 +178,11 @@ def _under(paths: list[str], scope: str) -> Iterator[str]:
     if not scope:
         yield from paths
         return
-    start = bisect.bisect_left(paths, scope)
-    for path in paths[start:]:
-        if path == scope:
-            yield path
-        elif path.startswith(scope):
-            if path[len(scope)] == "/":
-                yield path
-            elif path[len(scope)] > "/":
-                break
-        else:
+    for path in paths[bisect.bisect_left(paths, scope):]:
+        if not path.startswith(scope):
             break
+        if path == scope or path[len(scope)] == "/":
+            yield path
 
 
 class Scan:
@@ -125,8 +192,8 @@ class Scan:
     def __init__(self, state: WorktreeIndex, index_path: str) -> None:
         self.state = state
         self.repo, self.index, self.root = state.repo, state.index, state.worktree
-        self.entries = _entries(self.index)
-        self.paths = sorted(self.entries)
+        # Set by run(): every entry for a full scan, a lookup per path else.
+        self.entries: _AllEntries | _SomeEntries = _SomeEntries(self.index)
         try:
             st = os.stat(index_path)
             self._stamp = (st.st_mtime_ns // 1_000_000_000, st.st_mtime_ns % 1_000_000_000)
@@ -145,8 +212,7 @@ class Scan:
         self._rules: dict[str, Rules] | None = None
         #: Whether any attributes could filter a file (else none is loaded:
         #: libgit2's lookup costs one path walk per folder of the path).
-        self._filters = _filters_possible(self.repo) or any(
-            p == ".gitattributes" or p.endswith("/.gitattributes") for p in self.paths)
+        self._filters = False
 
     # -- the scan --------------------------------------------------------------
 
@@ -154,6 +220,9 @@ class Scan:
         """Scan and apply; False when a folder moved under the scan (its part
         is read again by the next capture's full scan)."""
         scopes = sorted(set(scopes))
+        if "" in scopes:
+            self.entries = _AllEntries(self.index)
+        self._filters = _filters_possible(self.repo) or self.entries.any_named(".gitattributes")
         with ConfinedTree(self.root) as tree:
             self._tree = tree
             for scope in scopes:
@@ -161,7 +230,7 @@ class Scan:
         self._verify()
         kept = self.skipped | self.moved
         for scope in scopes:
-            for path in _under(self.paths, scope):
+            for path in self.entries.under(scope):
                 if path not in self.seen and path not in self.staged and not _below(path, kept):
                     self.staged[path] = None
         for path in list(self.staged):
@@ -448,9 +517,7 @@ class Scan:
     # -- rules ---------------------------------------------------------------
 
     def _tracked_under(self, folder: str) -> bool:
-        prefix = folder + "/"
-        i = bisect.bisect_left(self.paths, prefix)
-        return i < len(self.paths) and self.paths[i].startswith(prefix)
+        return self.entries.tracked_under(folder)
 
     def _ignored(self, path: str) -> bool:
         """Whether git ignores ``path`` (a folder's ends with ``/``): libgit2
@@ -535,7 +602,7 @@ def _below(path: str, folders: set[str]) -> bool:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, _CHUNK)
         if not chunk:
