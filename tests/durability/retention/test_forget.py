@@ -36,30 +36,31 @@ def _push(settings: Settings, rec: Recorder) -> None:
 
 
 def _build(kind: str, tmp_path: Path, settings: Settings) -> tuple[Recorder, Path, int]:
-    """A worktree with a remote whose ``.env`` is in 50 checkpoints, an undo
+    """A worktree with a remote whose ``keys.txt`` (a key an agent wrote into a file no secret
+    pattern names, so replication pushed it) is in 50 checkpoints, an undo
     point (a restore's pre-restore checkpoint) among them, most of them
-    pushed; ``.env`` is then deleted from disk.  Returns the recorder, the
+    pushed; ``keys.txt`` is then deleted from disk.  Returns the recorder, the
     bare remote and the undo point's seq."""
     wt = make_repo(kind, tmp_path / "wt")
     bare = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
     Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
     rec = Recorder(settings, wt)
-    rec.capture()  # seq 1: no .env yet
-    (wt / ".env").write_bytes(SECRET)
+    rec.capture()  # seq 1: no keys.txt yet
+    (wt / "keys.txt").write_bytes(SECRET)
     for _ in range(29):  # seqs 2-30
         rec.capture()
     _push(settings, rec)
     edited = b"edited, never captured\n"
     (wt / "work.txt").write_bytes(edited)
     done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=10)
-    undo = done.pre_restore_seq  # 31: the tree before the restore, .env included
+    undo = done.pre_restore_seq  # 31: the tree before the restore, keys.txt included
     rec.content[(KEY, undo)] = edited
     for _ in range(19):  # 32-50
         rec.capture()
     _push(settings, rec)
     rec.capture()  # 51: not pushed yet (still in the outbox)
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     return rec, bare, undo
 
 
@@ -75,13 +76,13 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
     assert len(holding) == 50 and undo == 31
     assert _exists(git_dir, blob) and _exists(bare, blob)
 
-    dry = run_forget(settings, store, wt, [".env"], dry_run=True)
+    dry = run_forget(settings, store, wt, ["keys.txt"], dry_run=True)
     assert sorted(c.seq for c in dry.holding) == holding
     assert [c.commit_id for c in store.checkpoints(KEY.run_id)] == [c.commit_id
                                                                     for c in before]
     assert _exists(git_dir, blob)
 
-    report = run_forget(settings, store, wt, [".env"])
+    report = run_forget(settings, store, wt, ["keys.txt"])
 
     assert sorted(c.seq for c in report.holding) == holding
     assert report.remotes and report.remotes[0]["error"] is None, report.remotes
@@ -95,7 +96,7 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
     for old, new in zip(before, after, strict=True):
         assert (new.commit_id != old.commit_id) == (old.seq in holding)
         tree = repo[new.commit_id].peel(pygit2.Commit).tree
-        assert ".env" not in tree
+        assert "keys.txt" not in tree
         assert bytes(repo[tree["work.txt"].id].data) == rec.content[(KEY, new.seq)]
     pointer = next(a.jj_pointer for a in store.attempts(KEY.run_id) if a.attempt == 1)
     assert pointer == after[-1].commit_id
@@ -117,13 +118,13 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
     assert not _exists(bare, blob)
 
     # Every checkpoint still restores, the undo point included; the rest of
-    # the tree is intact and .env does not come back.
+    # the tree is intact and keys.txt does not come back.
     for seq in (1, 2, undo, 51):
         done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=seq)
         assert done.restored.seq == seq
         assert (wt / "work.txt").read_bytes() == rec.content[(KEY, seq)]
         assert (wt / "README.md").read_text() == "hello\n"
-        assert not (wt / ".env").exists()
+        assert not (wt / "keys.txt").exists()
     # The checkpoint left in the outbox goes to the remote as the new commit.
     _push(settings, rec)
     assert {c.commit_id for c in store.checkpoints(KEY.run_id)} >= manifest_commits(bare)
@@ -161,11 +162,11 @@ def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
                                                  settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     rec.capture()
-    with pytest.raises(InvalidInput, match=r"\.env still in"):
-        run_forget(settings, rec.store, wt, [".env"])
-    assert ".env" in store_git(wt)[rec.store.checkpoints(KEY.run_id)[0].commit_id].peel(
+    with pytest.raises(InvalidInput, match=r"keys\.txt still in"):
+        run_forget(settings, rec.store, wt, ["keys.txt"])
+    assert "keys.txt" in store_git(wt)[rec.store.checkpoints(KEY.run_id)[0].commit_id].peel(
         pygit2.Commit).tree
     with pytest.raises(InvalidInput):
         run_forget(settings, rec.store, wt, ["../outside"])
@@ -176,13 +177,13 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
                                                             settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     (wt / "sub").mkdir()
     (wt / "sub" / "key.txt").write_text("k\n")
     rec.capture()
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     rec.close()
-    done = cli("forget", ".env", "--dry-run", "--json", cwd=wt)
+    done = cli("forget", "keys.txt", "--dry-run", "--json", cwd=wt)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [c["seq"] for c in data["checkpoints"]] == [1] and data["dry_run"]
@@ -196,11 +197,11 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     done = cli("forget", "never-there.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
     assert "nothing to forget" in done.stdout
-    done = cli("forget", ".env", "--worktree", str(wt))
+    done = cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
-    assert "forgot .env from 1 checkpoints" in done.stdout
+    assert "forgot keys.txt from 1 checkpoints" in done.stdout
     assert "1 of 1 blobs gone" in done.stdout
-    done = cli("forget", ".env", "--worktree", str(wt), "--run", "no-such-run")
+    done = cli("forget", "keys.txt", "--worktree", str(wt), "--run", "no-such-run")
     assert done.returncode == 3, done.stderr
 
 
@@ -211,27 +212,27 @@ def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
     git(tmp_path, "init", "-q", "--bare", str(bare))
     Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     rec.capture()
     rec.capture()
     _push(settings, rec)
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     blob = str(pygit2.hash(SECRET))
     hook = bare / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho refused by policy >&2\nexit 1\n")
     hook.chmod(0o755)
 
-    done = cli("forget", ".env", "--worktree", str(wt))
+    done = cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 9, (done.stdout, done.stderr)
     assert done.stderr.startswith("durability: remote-failed: remote backup")
     assert len(done.stderr.strip().splitlines()) == 1
-    assert "forgot .env from 2 checkpoints" in done.stdout
+    assert "forgot keys.txt from 2 checkpoints" in done.stdout
     assert not _exists(Path(store_git(wt).path), blob)
     git(bare, "gc", "-q", "--prune=now")
     assert _exists(bare, blob)  # the remote still holds the old chain
 
     hook.unlink()
-    report = run_forget(settings, rec.store, wt, [".env"])
+    report = run_forget(settings, rec.store, wt, ["keys.txt"])
     assert report.holding == []
     assert [r["error"] for r in report.remotes] == [None]
     git(bare, "gc", "-q", "--prune=now")
@@ -247,12 +248,12 @@ def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
 
     wt = make_repo("git", tmp_path / "wt")
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     rec.capture()
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     before = rec.store.checkpoints(KEY.run_id)
     with rec.capturer.lock(wt, 10), pytest.raises(LockTimeout):
-        run_forget(settings, rec.store, wt, [".env"], lock_timeout_s=0.2)
+        run_forget(settings, rec.store, wt, ["keys.txt"], lock_timeout_s=0.2)
     assert rec.store.checkpoints(KEY.run_id) == before
     assert _exists(Path(store_git(wt).path), str(pygit2.hash(SECRET)))
     rec.close()
@@ -265,10 +266,10 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
 
     wt = make_repo(kind, tmp_path / "wt")
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     for _ in range(3):
         rec.capture()
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     before = rec.store.checkpoints(KEY.run_id)
 
     class Killed(Exception):
@@ -280,17 +281,17 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
     with monkeypatch.context() as m:
         m.setattr(forget_module.store_prune, "apply", killed)
         with pytest.raises(Killed):
-            run_forget(settings, rec.store, wt, [".env"])
+            run_forget(settings, rec.store, wt, ["keys.txt"])
     assert rec.store.checkpoints(KEY.run_id) == before
     repo = store_git(wt)
-    for c in before:  # every row still names a commit that is there, .env and all
-        assert ".env" in repo[c.commit_id].peel(pygit2.Commit).tree
+    for c in before:  # every row still names a commit that is there, keys.txt and all
+        assert "keys.txt" in repo[c.commit_id].peel(pygit2.Commit).tree
     restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=2)
     assert (wt / "work.txt").read_bytes() == rec.content[(KEY, 2)]
-    assert (wt / ".env").read_bytes() == SECRET  # the restore brought it back: delete again
-    (wt / ".env").unlink()
+    assert (wt / "keys.txt").read_bytes() == SECRET  # the restore brought it back: delete again
+    (wt / "keys.txt").unlink()
 
-    report = run_forget(settings, rec.store, wt, [".env"])
+    report = run_forget(settings, rec.store, wt, ["keys.txt"])
     assert report.blobs_left == [], report.notes
     after = rec.store.checkpoints(KEY.run_id)
     assert [c.seq for c in after][:len(before)] == [c.seq for c in before]
@@ -298,7 +299,7 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
     assert not [r for r in repo.references if r.startswith("refs/durability/forget-pending/")]
     for c in after:
         tree = repo[c.commit_id].peel(pygit2.Commit).tree
-        assert ".env" not in tree and "work.txt" in tree
+        assert "keys.txt" not in tree and "work.txt" in tree
     rec.close()
 
 
@@ -312,12 +313,12 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
     git(tmp_path, "init", "-q", "--bare", str(bare))
     Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     for _ in range(3):
         rec.capture()
     _push(settings, rec)
-    (wt / ".env").unlink()
-    assert run_forget(settings, rec.store, wt, [".env"]).remotes[0]["error"] is None
+    (wt / "keys.txt").unlink()
+    assert run_forget(settings, rec.store, wt, ["keys.txt"]).remotes[0]["error"] is None
     rows = rec.store.checkpoints(KEY.run_id)
 
     other = tmp_path / "machine-b"
@@ -335,7 +336,7 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
         assert json.loads(done.stdout)["restored"] == {"seq": seq,
                                                        "commit_id": rows[seq - 1].commit_id}
         assert (there / "work.txt").read_bytes() == rec.content[(KEY, seq)]
-        assert not (there / ".env").exists()
+        assert not (there / "keys.txt").exists()
     rec.close()
 
 
@@ -347,16 +348,16 @@ def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
     it is back on disk and ignored."""
     wt = make_repo("git", tmp_path / "wt")
     rec = Recorder(settings, wt)  # this process stands for the service
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     rec.capture()
-    os.rename(wt / ".env", tmp_path / "env.saved")
-    done = cli("forget", ".env", "--worktree", str(wt))
+    os.rename(wt / "keys.txt", tmp_path / "env.saved")
+    done = cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
-    (wt / ".gitignore").write_text(".env\n")
-    os.rename(tmp_path / "env.saved", wt / ".env")
+    (wt / ".gitignore").write_text("keys.txt\n")
+    os.rename(tmp_path / "env.saved", wt / "keys.txt")
     out = rec.capture()
     tree = store_git(wt)[out.commit_id].peel(pygit2.Commit).tree
-    assert ".gitignore" in tree and ".env" not in tree
+    assert ".gitignore" in tree and "keys.txt" not in tree
     rec.close()
 
 
@@ -369,10 +370,10 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
 
     wt = make_repo(kind, tmp_path / "wt")
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     for _ in range(3):
         rec.capture()
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(rec.capture(b"during forget\n")))
     rewrite = (backend_prune.forget_chain if kind == "git" else backend_prune.forget_commits)
@@ -382,7 +383,7 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
         return rewrite(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(backend_prune, rewrite.__name__, rewriting)
-    report = run_forget(settings, rec.store, wt, [".env"])
+    report = run_forget(settings, rec.store, wt, ["keys.txt"])
     thread.join(60)
     assert len(outcome) == 1 and report.blobs_left == []
     rows = rec.store.checkpoints(KEY.run_id)
@@ -390,11 +391,11 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
     repo = store_git(wt)
     last = repo[rows[-1].commit_id].peel(pygit2.Commit)
     assert bytes(repo[last.tree["work.txt"].id].data) == b"during forget\n"
-    assert ".env" not in last.tree
+    assert "keys.txt" not in last.tree
     if kind == "git":  # it went on the rewritten chain, not the old one
         assert [str(p) for p in last.parent_ids] == [rows[2].commit_id]
     for c in rows:
-        assert ".env" not in repo[c.commit_id].peel(pygit2.Commit).tree
+        assert "keys.txt" not in repo[c.commit_id].peel(pygit2.Commit).tree
     rec.close()
 
 
@@ -405,12 +406,12 @@ def test_an_unreachable_remote_stops_forget_before_anything_changes(
     wt = make_repo("git", tmp_path / "wt")
     Remotes(settings.database).add(str(wt), "backup", (tmp_path / "gone.git").as_uri())
     rec = Recorder(settings, wt)
-    (wt / ".env").write_bytes(SECRET)
+    (wt / "keys.txt").write_bytes(SECRET)
     rec.capture()
-    (wt / ".env").unlink()
+    (wt / "keys.txt").unlink()
     before = rec.store.checkpoints(KEY.run_id)
     with pytest.raises(RemoteFailed):
-        run_forget(settings, rec.store, wt, [".env"])
+        run_forget(settings, rec.store, wt, ["keys.txt"])
     assert rec.store.checkpoints(KEY.run_id) == before
-    assert ".env" in store_git(wt)[before[0].commit_id].peel(pygit2.Commit).tree
+    assert "keys.txt" in store_git(wt)[before[0].commit_id].peel(pygit2.Commit).tree
     rec.close()
