@@ -48,6 +48,7 @@ __all__ = [
     "CaptureError",
     "ConnectionLost",
     "CredentialRefused",
+    "DiskFull",
     "DurabilityError",
     "GitFailed",
     "InsecurePath",
@@ -60,6 +61,8 @@ __all__ = [
     "LockTimeout",
     "NotAJjRepo",
     "NotARepo",
+    "PathSwapped",
+    "PathTooLong",
     "ProtocolError",
     "RestoreError",
     "ServiceBusy",
@@ -98,6 +101,15 @@ GAP_REASONS = frozenset({
     # A tool call was announced (the harness's pre-call hook) and no post-call
     # hook ever came for it: killed mid-call (durability/gaps/calls.py).
     "call-unfinished",
+    # A path longer than the system lets a path string be (PATH_MAX), which
+    # jj cannot snapshot (its capture fails, naming the path).
+    "path-too-long",
+    # jj's snapshot read below a folder that was a symlink by its end (a
+    # folder swapped during the capture): nothing is recorded.
+    "path-swapped",
+    # A write of a capture or restore failed on a file system with no space
+    # left (libgit2 and jj report it by what they could not find next).
+    "disk-full",
 })
 
 
@@ -168,6 +180,27 @@ class JjTimeout(CaptureError):
 
 class UnreadablePath(CaptureError):
     code = "unreadable-path"
+
+
+class PathTooLong(CaptureError):
+    """A path past the system's limit for a path string (PATH_MAX): jj
+    cannot snapshot it, so its capture fails and a restore refuses to write
+    one into a jj worktree."""
+
+    code = "path-too-long"
+
+
+class PathSwapped(CaptureError):
+    """A folder jj's snapshot read was swapped for a symlink (or a file)
+    during it: what jj took from there may be a state no path had."""
+
+    code = "path-swapped"
+
+
+class DiskFull(CaptureError):
+    """The worktree's or its git store's file system has no space left."""
+
+    code = "disk-full"
 
 
 class LockTimeout(CaptureError):
@@ -247,6 +280,9 @@ _EXIT_CODES = {
     "timeout": 5,
     "unreadable-path": 5,
     "file-too-large": 5,
+    "path-too-long": 5,
+    "path-swapped": 5,
+    "disk-full": 5,
     "store-unavailable": 6,
     # `durability migrate`: the copy does not hold the source's rows (a store
     # failure, as the one above).

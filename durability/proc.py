@@ -11,10 +11,11 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Finished", "TimedOut", "kill_all", "kill_started_by", "last_words", "run"]
+__all__ = ["Finished", "StreamFailed", "TimedOut", "kill_all", "kill_started_by", "last_words",
+           "run", "stream"]
 
 #: Each program running from ``run``, with the thread that started it.
 _active: dict[subprocess.Popen[bytes], int] = {}
@@ -72,6 +73,42 @@ def run(
         out.decode("utf-8", "replace"),
         err.decode("utf-8", "replace"),
     )
+
+
+class StreamFailed(Exception):
+    """A program whose output was streamed exited non-zero."""
+
+
+def stream(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+           chunk: int = 1 << 20) -> Iterator[bytes]:
+    """``argv``'s standard output, ``chunk`` bytes at a time as it comes, in
+    bounded memory (a blob larger than memory can be written out); raises
+    ``StreamFailed`` with its last words when it exits non-zero.  A caller
+    that stops early (or ``kill_all``) kills it."""
+    proc = subprocess.Popen(
+        list(argv), env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    with _active_lock:
+        _active[proc] = threading.get_ident()
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        while True:
+            data = os.read(proc.stdout.fileno(), chunk)
+            if not data:
+                break
+            yield data
+        err = proc.stderr.read().decode("utf-8", "replace")
+        if proc.wait() != 0:
+            raise StreamFailed(last_words(err) or f"exit {proc.returncode}")
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        with _active_lock:
+            _active.pop(proc, None)
 
 
 def last_words(stderr: str, lines: int = 3, limit: int = 500) -> str:

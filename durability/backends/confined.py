@@ -26,7 +26,7 @@ import errno
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -75,18 +75,35 @@ class ConfinedTree:
 
     def dir_fd(self, folder: str, *, create: bool = False) -> int:
         """The descriptor of ``folder`` ("" is the root), walked from the root
-        without following links; missing folders are made when ``create``."""
+        without following links; missing folders are made when ``create``.
+
+        Iterative, from the deepest folder on the way still open: a tree as
+        deep as the file system allows costs no recursion, and each folder
+        is opened relative to its parent's descriptor, so no path string
+        longer than one name is ever handed to the kernel (PATH_MAX does not
+        apply)."""
         if not folder:
             return self._root_fd
         cached = self._dirs.get(folder)
         if cached is not None:
             self._dirs.move_to_end(folder)
             return cached
-        parent, _, name = folder.rpartition("/")
-        fd = self._open_child(self.dir_fd(parent, create=create), folder, name, create)
-        self._dirs[folder] = fd
-        while len(self._dirs) > MAX_OPEN_DIRS:
-            os.close(self._dirs.popitem(last=False)[1])
+        # The folders still to open, deepest first, up to one already open.
+        missing = [folder]
+        parent = folder.rpartition("/")[0]
+        while parent and parent not in self._dirs:
+            missing.append(parent)
+            parent = parent.rpartition("/")[0]
+        fd = self._dirs[parent] if parent else self._root_fd
+        if parent:
+            self._dirs.move_to_end(parent)
+        for path in reversed(missing):
+            fd = self._open_child(fd, path, path.rpartition("/")[2], create)
+            self._dirs[path] = fd
+            # Never evicts the descriptor just opened (the next component's
+            # parent): the bound is far above one.
+            while len(self._dirs) > MAX_OPEN_DIRS:
+                os.close(self._dirs.popitem(last=False)[1])
         return fd
 
     def _open_child(self, parent_fd: int, folder: str, name: str, create: bool) -> int:
@@ -161,13 +178,14 @@ class ConfinedTree:
         while folder and self.rmdir(folder):
             folder = folder.rpartition("/")[0]
 
-    def write_file(self, rel: str, data: bytes, mode: int, *,
+    def write_file(self, rel: str, data: bytes | Iterable[bytes], mode: int, *,
                    exact_mode: bool = False) -> os.stat_result:
         """Write ``rel`` as a new file: whatever is there (file or link) is
         unlinked, never written through, and the new file is created with
         ``O_EXCL | O_NOFOLLOW``, so a link put back meanwhile is refused.
         Returns the new file's stat data, read from the descriptor written
         (so it is this file's, whatever replaces the name afterwards).
+        ``data`` may be chunks (a large blob, streamed in bounded memory).
 
         Unlink and create, as git's and jj's checkouts do, rather than a
         temporary renamed over the file: on ext4 a rename over an existing
@@ -198,7 +216,11 @@ class ConfinedTree:
         else:
             raise _not_a_folder(rel, what="recreated by something else during the restore")
         try:
-            _write_all(file_fd, data)
+            if isinstance(data, bytes):
+                _write_all(file_fd, data)
+            else:
+                for chunk in data:
+                    _write_all(file_fd, chunk)
             if exact_mode:
                 os.fchmod(file_fd, mode)
             return os.fstat(file_fd)
@@ -250,24 +272,28 @@ class ConfinedTree:
             os.close(file_fd)
 
     def files_under(self, folder: str) -> Iterator[str]:
-        """Every non-folder entry below ``folder`` (links not followed)."""
-        parent, name = _split(folder)
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=self.dir_fd(parent))
-        except (OSError, RestoreError):
-            return
-        try:
-            with os.scandir(fd) as entries:
-                found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        finally:
-            os.close(fd)
-        for child, child_is_dir in found:
-            rel = f"{folder}/{child}"
-            if child_is_dir:
-                yield from self.files_under(rel)
-            else:
-                yield rel
+        """Every non-folder entry below ``folder`` (links not followed), at
+        any depth (a stack, not recursion)."""
+        pending = [folder]
+        while pending:
+            current = pending.pop()
+            parent, name = _split(current)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=self.dir_fd(parent))
+            except (OSError, RestoreError):
+                continue
+            try:
+                with os.scandir(fd) as entries:
+                    found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+            finally:
+                os.close(fd)
+            for child, child_is_dir in reversed(found):
+                rel = f"{current}/{child}"
+                if child_is_dir:
+                    pending.append(rel)
+                else:
+                    yield rel
 
 
 def _folder_there(exc: OSError, dir_fd: int, name: str) -> bool:

@@ -29,6 +29,7 @@ from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapsho
 from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.git_restore import changes, restore_tree
+from durability.backends.space import disk_full
 from durability.errors import GitFailed, WorktreeMissing
 
 __all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
@@ -144,4 +145,16 @@ def _git_errors(worktree: Path) -> Iterator[None]:
         forget(worktree)
         if not worktree.is_dir():
             raise WorktreeMissing(f"worktree {worktree} disappeared") from exc
+        full = disk_full(exc, [worktree, *_git_dirs(worktree)])
+        if full is not None:
+            raise full from exc
         raise GitFailed(f"git capture of {worktree} failed: {exc}") from exc
+
+
+def _git_dirs(worktree: Path) -> list[str]:
+    """The worktree's git folder (a linked worktree's, and the common one)."""
+    try:
+        repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except pygit2.GitError:
+        return []
+    return [repo.path, getattr(repo, "commondir", None) or repo.path]

@@ -1,12 +1,13 @@
 """Staging a worktree into its private index, as ``git add -A`` would.
 
-A full scan asks libgit2 for the differences between the private index and
-the working directory (untracked files included, ignored ones not: the ignore
-rules are git's own, ``.gitignore``, ``.git/info/exclude`` and
-``core.excludesFile``), then stages exactly those paths.  Unchanged files cost
-one ``lstat``: libgit2 trusts an entry whose stat data matches, except when the
-file is as new as the index file itself (git's "racily clean" rule), which is
-why the index is written after every full scan.
+A full scan walks the working directory against the private index
+(``git_scan``: confined from the worktree root, at any depth; untracked files
+included, ignored ones not: the ignore rules are git's own, ``.gitignore``,
+``.git/info/exclude`` and ``core.excludesFile``), then stages exactly the
+paths that changed.  Unchanged files cost one ``lstat``: an entry whose stat
+data matches is trusted, except when the file is as new as the index file
+itself (git's "racily clean" rule), which is why the index is written after
+every full scan.
 
 A watcher-informed scan stages only the paths a watcher saw change.  It is
 only used once this process has fully scanned the worktree, and falls back
@@ -17,36 +18,23 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.ffi import C, ffi
-from pygit2.utils import StrArray
 
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
-from durability.backends.moving import (
-    MAX_RETRIES_PER_CAPTURE,
-    MAX_TRIES,
-    is_git_read_race,
-    pause,
-    stat_key,
-)
-from durability.backends.unreadable import find_unreadable, is_unreadable
+from durability.backends.git_scan import Scan
+from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
+from durability.backends.unreadable import is_unreadable
 from durability.errors import GitFailed
 
 __all__ = ["WorktreeIndex", "index_lock_path"]
 
 log = logging.getLogger("durability.backends")
 
-# UPDATE_INDEX: when an entry's stat data is stale but its content turns out
-# unchanged (a seeded entry, a touched file), libgit2 refreshes the entry's
-# stat data in the private index, so the next scan does not hash it again.
-_SCAN_FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
-               | DiffOption.INCLUDE_TYPECHANGE | DiffOption.UPDATE_INDEX)
 # A change to any of these can change what every other path stages to.
 _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 
@@ -132,9 +120,9 @@ class WorktreeIndex:
     def _stage_paths(self, paths: Collection[str]) -> bool:
         """Restage only ``paths`` (a folder: everything under it).
 
-        The same libgit2 diff as a full scan, limited to those paths: libgit2
-        descends only into the folders named, so the cost follows the paths,
-        not the size of the tree.
+        The same scan as a full one, limited to those paths: it descends
+        only into the folders named, so the cost follows the paths, not the
+        size of the tree.
         """
         cleaned = {c for c in map(_clean, paths) if c is not None}
         # A path left out before and readable now is restaged: a mode change
@@ -154,114 +142,25 @@ class WorktreeIndex:
 
     def _scan(self, under: list[str], literal: list[str] | None) -> bool:
         """Stage what changed under ``under`` (``literal``: those paths only;
-        None: everything), leaving out what cannot be read.  False when the
-        tree kept changing under every diff: the index then stays as the last
-        capture left it, a state the tree really had.
+        None: everything), read confined from the worktree root (``git_scan``),
+        leaving out what cannot be read.  False when a folder moved while it
+        was read: its entries keep what the last capture read, and the next
+        capture scans the whole tree again.
 
-        libgit2 silently skips a folder it cannot list and fails the whole
-        diff on a changed tracked file it cannot open.  So unreadable folders
-        are looked for first (one listing per folder, no per-file check), and
-        files only when the diff fails; every path found stays out of the
-        diff (an entry the index holds for it keeps its last captured
-        content) and is remembered in ``skipped``, so the next scan leaves it
-        out at once while it stays unreadable.  A diff that fails because a
-        path changed while libgit2 read it is run again (``MAX_TRIES``).
+        A folder that cannot be listed and a file that cannot be opened are
+        left out (an entry the index holds for one keeps its last captured
+        content) and remembered in ``skipped``.  A path that changed while
+        it was read is read again (``MAX_TRIES``), then left ``moving``.
         """
-        folders = find_unreadable(self.worktree, under, ignored=self._ignored, files=False)
-        self.skipped = sorted({*self.skipped, *folders})
-        for attempt in range(1, MAX_TRIES + 1):
-            try:
-                diff = self._diff(literal)
-            except (pygit2.GitError, KeyError, OSError) as exc:
-                found = set(find_unreadable(self.worktree, under, ignored=self._ignored))
-                if not found - set(self.skipped) and not is_git_read_race(exc):
-                    raise
-                self.skipped = sorted({*self.skipped, *found})
-                if attempt < MAX_TRIES:
-                    pause(attempt)
-                continue
-            self._apply(diff)
-            return True
-        return False
-
-    def _diff(self, literal: list[str] | None) -> pygit2.Diff:
-        if not self.skipped:
-            if literal is None:
-                return self.index.diff_to_workdir(flags=_SCAN_FLAGS)
-            return _diff_paths(self.repo, self.index, literal)
-        # The first pattern that matches a path decides: exclusions first.
-        spec = [f"!{_escape(p)}" for p in self.skipped]
-        spec += ["*"] if literal is None else [_escape(c) for c in literal]
-        return _diff_paths(self.repo, self.index, spec, literal=False)
-
-    def _ignored(self, path: str) -> bool:
-        """Whether git ignores ``path`` (a folder's ends with ``/``): what
-        git ignores is never captured, readable or not."""
-        try:
-            return bool(self.repo.path_is_ignored(path))
-        except pygit2.GitError:
-            return False
-
-    def _apply(self, diff: pygit2.Diff) -> None:
-        # Deletions first, each only if still there: adding ``a`` (a file or
-        # link where a folder was) drops every ``a/...`` entry, and adding
-        # ``a/e/f`` drops a file entry ``a``; whichever order libgit2 lists
-        # the deltas in (it depends on how the siblings' names sort), a later
-        # removal of such an entry must not fail the capture.
-        deltas = list(diff.deltas)
-        for delta in deltas:
-            if delta.status == DeltaStatus.DELETED and delta.old_file.path in self.index:
-                self.index.remove(delta.old_file.path)
-        for delta in deltas:
-            if delta.status != DeltaStatus.DELETED:
-                self._add(delta.new_file.path)
-
-    def _add(self, path: str) -> None:
-        """Stage ``path`` as it is on disk, reading it again while it changes
-        under the read (at most ``MAX_TRIES`` times, within the capture's
-        ``MAX_RETRIES_PER_CAPTURE``)."""
-        if path.endswith("/"):
-            # An untracked folder libgit2 did not descend into is another
-            # repository: git add -A records it as a gitlink to its HEAD.
-            return self._add_embedded_repo(path.rstrip("/"))
-        previous = self._entry(path)
-        for attempt in range(1, MAX_TRIES + 1):
-            if attempt > 1:
-                if self._retries_left <= 0:
-                    break
-                self._retries_left -= 1
-                pause(attempt - 1)
-            if self._add_once(path):
-                return
-        # Still moving: keep what the last capture read consistently (or
-        # nothing, for a new path); the next capture reads it again.
-        self._put_back(path, previous)
-        self.moving.add(path)
-
-    def _add_once(self, path: str) -> bool:
-        """One read of ``path``: True when it is staged (or dropped, or left
-        out as unreadable) and did not change while it was read."""
-        before = stat_key(self.worktree / path)
-        if before is None or (stat.S_ISDIR(before[0]) and not _is_gitlink(self.index, path)):
-            # Gone, or a file that became a folder (its files come as their
-            # own deltas): forget the old entry.
-            if path in self.index:
-                self.index.remove(path)
-            return True
-        try:
-            self.index.add(path)
-        except (pygit2.GitError, KeyError, OSError):
-            # Made unreadable after the walk that looked for such files; any
-            # other failure here is the path changing while libgit2 read it
-            # ("failed to read file into stream", "could not find ... to
-            # stat", "it is a directory").
-            if not is_unreadable(self.worktree, path):
-                return False
-            self.skipped = sorted({*self.skipped, path})
-            return True
-        # Unchanged stat data across the read (ctime moves on every write,
-        # truncate, chmod and rename) means libgit2 read one version.
-        return stat_key(self.worktree / path) == before
+        scan = Scan(self, str(private_index_path(self.repo, self.worktree)))
+        scopes = [""] if literal is None else literal
+        settled = scan.run(scopes)
+        # Paths left out before, outside what was scanned now, stay left out.
+        self.skipped = sorted(
+            {p for p in self.skipped if literal is not None and not _in_any(p, scopes)}
+            | scan.skipped)
+        self.moving |= scan.moving | scan.moved
+        return settled
 
     def record(self, written: Iterable[tuple[str, pygit2.Oid, int, os.stat_result]]) -> None:
         """Stage each ``(path, oid, mode, st)``: ``path`` as ``oid`` with the
@@ -291,28 +190,6 @@ class WorktreeIndex:
             name_buf = ffi.new("char[]", os.fsencode(path))
             centry.path = name_buf
             _check(C.git_index_add(self.index._index, centry))
-
-    def _entry(self, path: str) -> pygit2.IndexEntry | None:
-        try:
-            return self.index[path]
-        except KeyError:
-            return None
-
-    def _put_back(self, path: str, previous: pygit2.IndexEntry | None) -> None:
-        """Restore ``path``'s entry as it was before this stage.  pygit2's
-        entry carries no stat data, so the next full diff rereads the file."""
-        if previous is not None:
-            self.index.add(previous)
-        elif path in self.index:
-            self.index.remove(path)
-
-    def _add_embedded_repo(self, path: str) -> None:
-        try:
-            nested = pygit2.Repository(str(self.worktree / path))
-            head = nested.head.peel(pygit2.Commit).id
-        except (pygit2.GitError, KeyError):
-            return  # git add -A skips a repository with no commit checked out
-        self.index.add(pygit2.IndexEntry(path, head, FileMode.COMMIT))
 
     def _rule_stamp(self) -> tuple[object, ...]:
         """Stat data of the ignore files a watcher inside the worktree cannot see."""
@@ -361,36 +238,9 @@ def _clean(path: str) -> str | None:
     return "/".join(parts)
 
 
-def _is_gitlink(index: pygit2.Index, path: str) -> bool:
-    """Whether the index records ``path`` as a submodule (a gitlink)."""
-    try:
-        return bool(index[path].mode == FileMode.COMMIT)
-    except KeyError:
-        return False
-
-
-def _escape(path: str) -> str:
-    """``path`` as a libgit2 pathspec pattern that matches only itself."""
-    return "".join("\\" + c if c in "*?[]\\!" else c for c in path)
-
-
-def _diff_paths(repo: pygit2.Repository, index: pygit2.Index, paths: list[str], *,
-                literal: bool = True) -> pygit2.Diff:
-    """Index-to-workdir diff limited to literal ``paths`` (or, with
-    ``literal=False``, to libgit2 pathspec patterns: the first that matches
-    a path decides, and ``!`` excludes).
-
-    pygit2's ``diff_to_workdir`` takes no pathspec, so the same libgit2 call
-    is made here through pygit2's own cffi binding.
-    """
-    opts = ffi.new("git_diff_options *")
-    _check(C.git_diff_options_init(opts, 1))
-    opts.flags = int(_SCAN_FLAGS | DiffOption.DISABLE_PATHSPEC_MATCH if literal else _SCAN_FLAGS)
-    out = ffi.new("git_diff **")
-    with StrArray(paths) as array:
-        array.assign_to(opts.pathspec)
-        _check(C.git_diff_index_to_workdir(out, repo._repo, index._index, opts))
-    return pygit2.Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
+def _in_any(path: str, scopes: list[str]) -> bool:
+    """Whether ``path`` is one of ``scopes`` or below one."""
+    return any(not s or path == s or path.startswith(s + "/") for s in scopes)
 
 
 def _check(rc: int) -> None:

@@ -34,6 +34,8 @@ from durability.errors import (
     JjTimeout,
     JjTooOld,
     NotAJjRepo,
+    PathSwapped,
+    PathTooLong,
     UnreadablePath,
     WorktreeMissing,
 )
@@ -275,6 +277,8 @@ class JjBackend:
         if len(fields) != 2 or not _HEX.fullmatch(fields[0]):
             raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
         commit_id, change_id = fields
+        if not moving:
+            check_swapped(worktree, git_dir(worktree), commit_id)
         pin(git_dir(worktree), commit_id)
         return Snapshot(commit_id, change_id, _operation_id(worktree),
                         skipped=self.skipped + moving)
@@ -335,6 +339,52 @@ def _root_file(path: str) -> str:
     """A jj fileset naming exactly one worktree-relative path."""
     quoted = path.replace("\\", "\\\\").replace('"', '\\"')
     return f'root-file:"{quoted}"'
+
+
+def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
+    """Refuse a snapshot that holds a path below a folder that is now a
+    symlink (or a file): jj lists and reads the tree by path strings, so a
+    folder swapped for a link during its snapshot sends its reads through
+    the link (another folder's files, or a folder outside the worktree).
+    The folders of every path the working-copy commit adds or changes are
+    walked from the worktree root without following links (``confined``);
+    one that is not a folder is a ``path-swapped`` error, and nothing is
+    pinned or recorded.  The next capture takes the tree as it is then."""
+    import pygit2
+
+    from durability.backends.confined import ConfinedTree
+    from durability.errors import RestoreError
+
+    try:
+        repo = pygit2.Repository(str(git))
+        commit = repo[commit_id].peel(pygit2.Commit)
+        try:
+            base = commit.parents[0].tree
+        except (IndexError, KeyError, pygit2.GitError):
+            base = repo[repo.TreeBuilder().write()].peel(pygit2.Tree)
+        deltas = base.diff_to_tree(commit.tree).deltas
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        raise JjFailed(f"cannot read commit {commit_id} from {git}: {exc}") from exc
+    folders = {d.new_file.path.rpartition("/")[0] for d in deltas
+               if d.status != pygit2.enums.DeltaStatus.DELETED}
+    folders.discard("")
+    if not folders:
+        return
+    with ConfinedTree(worktree) as tree:
+        for folder in sorted(folders):
+            try:
+                tree.dir_fd(folder)
+            except RestoreError:
+                raise PathSwapped(
+                    f"jj's snapshot of {worktree} read below {_shown(folder)}, which is not "
+                    "a folder now (swapped for a symlink or a file during the capture): "
+                    "nothing recorded, the next capture takes the tree as it is") from None
+            except OSError:
+                continue  # gone or unreadable since: a writer, not a link
+
+
+def _shown(path: str) -> str:
+    return path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
 
 
 def pin(git: Path, commit_id: str) -> None:
@@ -432,6 +482,13 @@ def _refused(stderr: str) -> list[str]:
     return paths
 
 
+def _long_path(stderr: str) -> str:
+    """The over-long path jj names, shortened, or what it said."""
+    match = re.search(r"(/\S{60,}?)(?::| \(| Caused|$)", stderr)
+    found = match[1] if match else " ".join(stderr.split())
+    return found if len(found) <= 120 else f"{found[:60]}...{found[-40:]}"
+
+
 def _listing(paths: Sequence[str], limit: int = 10) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
@@ -441,4 +498,14 @@ def _jj_error(worktree: Path, command: str, stderr: str) -> Exception:
     text = " ".join(stderr.split())[:500]
     if "no jj repo" in text.lower():
         return NotAJjRepo(f"{worktree} is not a jj repository")
+    if "(os error 28)" in stderr or "No space left on device" in stderr:
+        from durability.backends.space import disk_full
+
+        full = disk_full(JjFailed(text), [worktree])
+        if full is not None:
+            return full
+    if "(os error 36)" in stderr:
+        # ENAMETOOLONG: a path past PATH_MAX, which jj cannot read.
+        return PathTooLong(f"jj cannot snapshot {worktree}: a path in it is longer than "
+                           f"the system allows a path to be ({_long_path(stderr)})")
     return JjFailed(f"jj {command} failed in {worktree}: {text or 'no message'}")

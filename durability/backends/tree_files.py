@@ -23,14 +23,16 @@ to or from one is refused (``restore-conflict``) rather than guessed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
 
 from durability.backends.base import Changes, Progress
-from durability.backends.git_restore import apply_plan, changes, plan_trees, select
-from durability.errors import JjFailed, RestoreError
+from durability.backends.git_restore import Plan, apply_plan, changes, plan_trees, select
+from durability.backends.space import disk_full
+from durability.errors import JjFailed, PathTooLong, RestoreError
 
 __all__ = ["write_commit"]
 
@@ -49,12 +51,39 @@ def write_commit(git: Path, worktree: Path, target: str, current: str, *,
     for commit_id, tree in ((target, want), (current, have)):
         _refuse_conflicted(commit_id, tree)
     plan = select(plan_trees(have, want), paths)
+    _refuse_too_long(worktree, plan)
     try:
         apply_plan(repo, worktree, plan, target=target, pre_restore=pre_restore,
                    dry_run=dry_run, progress=progress)
     except (OSError, pygit2.GitError) as exc:
+        full = disk_full(exc, [worktree, git])
+        if full is not None:
+            raise full from exc
         raise JjFailed(f"cannot write {target}'s files into {worktree}: {exc}") from exc
     return changes(plan)
+
+
+def _refuse_too_long(worktree: Path, plan: Plan) -> None:
+    """jj reads the worktree by path strings: a path past the system's limit
+    (PATH_MAX) would fail its every snapshot from then on.  Refused before
+    anything is written; the git backend reads and writes by descriptors
+    and takes such a tree."""
+    try:
+        limit = os.pathconf(worktree, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        limit = 4096
+    base = len(os.fsencode(str(worktree))) + 1
+    for _, new in plan.writes:
+        size = base + len(os.fsencode(new.path))
+        if size >= limit:
+            raise PathTooLong(
+                f"nothing restored: {_shortened(new.path)} is {size} bytes long with the "
+                f"worktree's path, past the {limit - 1} a path may have here, and jj cannot "
+                "snapshot it (a git worktree can hold it)")
+
+
+def _shortened(path: str) -> str:
+    return path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
 
 
 def _refuse_conflicted(commit_id: str, tree: pygit2.Tree) -> None:
