@@ -317,6 +317,31 @@ def test_a_shared_exclude_change_forces_a_full_scan_in_a_linked_worktree(
         forget(wt)
 
 
+def test_a_deep_file_the_shared_exclude_ignores_stays_out_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    """Past ``git_ignore.DEEP`` folders the scan applies git's rules itself:
+    in a linked worktree its ``info/exclude`` is the shared one too."""
+    from durability.backends.git_ignore import DEEP
+
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    exclude = grepo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("secret.txt\n")
+    folder = "/".join(["d"] * (DEEP + 2))
+    (wt / folder).mkdir(parents=True)
+    (wt / folder / "secret.txt").write_text("SECRET=x\n")
+    (wt / folder / "kept.txt").write_text("k\n")
+    (wt / "secret.txt").write_text("shallow\n")
+    try:
+        snap = GitBackend().snapshot(wt, [stamp(seq=1)])
+        tree = pygit2.Repository(str(wt))[snap.commit_id].peel(pygit2.Commit).tree
+        assert f"{folder}/kept.txt" in tree
+        assert "secret.txt" not in tree and f"{folder}/secret.txt" not in tree
+    finally:
+        forget(wt)
+
+
 # -- the user's repository is left alone -----------------------------------------------
 
 
