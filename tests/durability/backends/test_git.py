@@ -25,19 +25,9 @@ from durability.capture.inprocess import lazy_store
 from durability.config import Settings
 from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
 from engine import AttemptKey
-from tests.helpers import git, make_git_repo, make_jj_repo
+from tests.helpers import git, git_add_all_tree, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-g", "node", 0, 1)
-
-
-def git_tree(worktree: Path, index_file: Path) -> str:
-    """What ``git add -A && git write-tree`` gives with a private index."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120)
-    return done.stdout.strip()
 
 
 def stamp(key: AttemptKey = KEY, seq: int | None = None, **kw: object) -> Stamp:
@@ -105,7 +95,7 @@ def test_first_checkpoint_sits_on_head_and_later_ones_chain(grepo: Path) -> None
     assert trailers["Run"] == ["run-g"] and trailers["Node"] == ["node"]
     assert (trailers["Iteration"], trailers["Attempt"], trailers["Seq"]) == (["0"], ["1"], ["1"])
     assert (trailers["Source"], trailers["Tool-Use-Id"]) == (["hook"], ["toolu_1"])
-    assert tree_of(grepo, second.commit_id) == git_tree(grepo, grepo.parent / "ref-index")
+    assert tree_of(grepo, second.commit_id) == git_add_all_tree(grepo, grepo.parent / "ref-index")
 
 
 def test_unchanged_tree_returns_the_previous_checkpoint(grepo: Path) -> None:
@@ -182,7 +172,7 @@ def test_tree_matches_git_add_all(grepo: Path, tmp_path: Path) -> None:
     nested = make_git_repo(grepo / "vendor" / "nested")
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref-index")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref-index")
     assert "x.log" not in tree and "keep.log" in tree and "secret.txt" not in tree
     assert "a.swp" not in tree and "build" not in tree
     assert tree["run.sh"].filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE
@@ -201,7 +191,7 @@ def test_tracked_files_stay_tracked_when_ignored(grepo: Path, tmp_path: Path) ->
     seeded = tmp_path / "seeded-index"
     shutil.copy(grepo / ".git" / "index", seeded)
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
 # -- watcher-informed captures ---------------------------------------------------
@@ -215,7 +205,7 @@ def test_changed_paths_are_used_only_after_a_full_scan(grepo: Path, tmp_path: Pa
     (grepo / "README.md").write_text("edited\n")
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"README.md"})
     assert state.last_scan == "paths"
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def test_changed_paths_miss_what_they_do_not_name(grepo: Path) -> None:
@@ -244,7 +234,7 @@ def test_changed_folders_restage_what_is_under_them(grepo: Path, tmp_path: Path,
     named = _make_change(grepo, change)
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=named)
     assert worktree_index(grepo).last_scan == "paths"
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def _make_change(repo: Path, change: str) -> set[str]:
@@ -289,7 +279,7 @@ def test_rule_changes_force_a_full_scan(grepo: Path, tmp_path: Path) -> None:
     assert state.last_scan == "full"
     assert "hidden.txt" in pygit2.Repository(str(grepo))[snap.commit_id].peel(
         pygit2.Commit).tree
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def test_a_shared_exclude_change_forces_a_full_scan_in_a_linked_worktree(
@@ -374,7 +364,7 @@ def test_linked_worktree(grepo: Path, tmp_path: Path) -> None:
     assert (linked_gitdir / "index").read_bytes() == linked_index
     # Pinned in the shared refs: visible (and gc-safe) from the main worktree.
     assert git(grepo, "cat-file", "-t", snap.commit_id).stdout.strip() == "commit"
-    assert tree_of(linked, snap.commit_id) == git_tree(linked, tmp_path / "ref")
+    assert tree_of(linked, snap.commit_id) == git_add_all_tree(linked, tmp_path / "ref")
     forget(linked)
 
 
@@ -395,7 +385,7 @@ def test_submodule_gitlink_is_recorded_as_it_is(grepo: Path, tmp_path: Path) -> 
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
     assert str(tree["sub"].id) == first != second
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
     # Inside the submodule, the submodule is a worktree of its own.
     assert resolve_worktree(sub) == sub.resolve() and backend_name(sub.resolve()) == "git"
     inner = GitBackend().snapshot(sub.resolve(), [stamp(seq=1)])
@@ -453,7 +443,7 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     assert worktree_index(grepo).last_scan == "paths"
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert str(tree["sub"].id) == first
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def test_concurrent_captures_of_one_worktree_are_serialised(
@@ -518,7 +508,7 @@ def test_concurrent_captures_of_one_worktree_are_serialised(
         assert names == {"README.md"} | {f"t{a}-{b}.txt" for a in range(threads_n)
                                          for b in range(j + 1)}
     final = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    assert tree_of(grepo, final.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, final.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
     assert len([r for r in repo.references if r.startswith(PIN_PREFIX)]) == threads_n + 1
 
 
