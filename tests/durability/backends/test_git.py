@@ -25,7 +25,7 @@ from durability.capture.inprocess import lazy_store
 from durability.config import Settings
 from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
 from engine import AttemptKey
-from tests.helpers import git, git_add_all_tree, make_git_repo, make_jj_repo
+from tests.helpers import cli, cli_json, git, git_add_all_tree, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-g", "node", 0, 1)
 
@@ -328,6 +328,45 @@ def test_a_deep_file_the_shared_exclude_ignores_stays_out_in_a_linked_worktree(
         tree = pygit2.Repository(str(wt))[snap.commit_id].peel(pygit2.Commit).tree
         assert f"{folder}/kept.txt" in tree
         assert "secret.txt" not in tree and f"{folder}/secret.txt" not in tree
+    finally:
+        forget(wt)
+
+
+def _linked_with_attributes(grepo: Path, tmp_path: Path) -> Path:
+    """A linked worktree whose only attributes are the shared
+    ``info/attributes`` (the one git reads): ``*.txt`` is text, CRLF on disk."""
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    (grepo / ".git" / "info").mkdir(exist_ok=True)
+    (grepo / ".git" / "info" / "attributes").write_text("*.txt text eol=crlf\n")
+    return wt
+
+
+def test_a_capture_applies_the_shared_info_attributes_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    wt = _linked_with_attributes(grepo, tmp_path)
+    (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
+    try:
+        snap = GitBackend().snapshot(wt, [stamp(seq=1)])
+        repo = pygit2.Repository(str(wt))
+        tree = repo[snap.commit_id].peel(pygit2.Commit).tree
+        assert bytes(repo[tree["f.txt"].id].read_raw()) == b"a\nb\n"  # as git add stores it
+        assert tree_of(wt, snap.commit_id) == git_add_all_tree(wt, tmp_path / "ref")
+    finally:
+        forget(wt)
+
+
+def test_a_restore_writes_through_the_shared_info_attributes_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    wt = _linked_with_attributes(grepo, tmp_path)
+    (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
+    try:
+        first = cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        (wt / "f.txt").write_bytes(b"changed\r\n")
+        cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        done = cli("restore", "r-attr", "--node", "n", "--seq", str(first["seq"]))
+        assert done.returncode == 0, done.stderr
+        assert (wt / "f.txt").read_bytes() == b"a\r\nb\r\n"  # as git checkout writes it
     finally:
         forget(wt)
 
