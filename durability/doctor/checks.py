@@ -34,7 +34,7 @@ def run_checks(settings: Settings, env: Mapping[str, str],
     where = Path(project_dir or Path.cwd()).absolute()
     remotes = _remotes(settings, where, env)
     return [_backend(where, env), _state(settings), _spool(settings), _socket(settings, env),
-            *([remotes] if remotes is not None else []), *hook_checks(where, env),
+            _machine(env), *([remotes] if remotes is not None else []), *hook_checks(where, env),
             *mcp_checks(where, env)]
 
 
@@ -139,6 +139,22 @@ def _state(settings: Settings) -> Check:
     return Check("state", OK if verdict == "ok" else FAIL,
                  f"{describe(settings.database)} (integrity: {verdict})",
                  "" if verdict == "ok" else "move state.db aside; checkpoints stay in the repo")
+
+
+def _machine(env: Mapping[str, str]) -> Check:
+    """The machine id this shell records under (``engine.host.machine``):
+    part of every worktree's key, so a CLI, a hook and a service that use
+    different ones do not see each other's records."""
+    from engine.host import machine
+
+    found = machine(env)
+    if found.source == "env":
+        return Check("machine", OK, f"{found.id} (DURABILITY_HOST_ID)")
+    if found.source == "kept":
+        return Check("machine", OK, f"{found.id} (kept in {found.path})")
+    return Check("machine", WARN, f"{found.id}: the host name, since {found.reason}; records "
+                 "made under it are hidden if the host name changes",
+                 "make the state folder writable, or set DURABILITY_HOST_ID")
 
 
 def _spool(settings: Settings) -> Check:

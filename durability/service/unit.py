@@ -128,7 +128,10 @@ def _launchd(settings: Settings, command: str) -> str:
 
 
 def _env(settings: Settings) -> dict[str, str]:
-    wanted = ("DURABILITY_HOME", "DURABILITY_SOCKET", "DURABILITY_SPOOL_DIR")
+    # The machine id too where it is set: the service must record under the
+    # id the CLI and the hooks do, or neither sees the other's records.
+    wanted = ("DURABILITY_HOME", "DURABILITY_SOCKET", "DURABILITY_SPOOL_DIR",
+              "DURABILITY_HOST_ID")
     return {k: v for k, v in settings.to_env().items() if k in wanted}
 
 
