@@ -157,3 +157,26 @@ def test_doctor_names_the_id_and_warns_of_the_host_name_fallback(
     assert fallback.status == "warn" and fallback.detail.startswith(
         f"{socket.gethostname()}: the host name, since cannot keep an id in ")
     assert "DURABILITY_HOST_ID" in fallback.next_step
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+def test_a_detached_or_installed_service_records_under_this_shell_s_id(
+        platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without it, a service would record under the state folder's id and a
+    # CLI with the variable set would see none of it.
+    from durability.config import Settings
+    from durability.service.unit import unit_file
+
+    plain = Settings.from_env()
+    assert "DURABILITY_HOST_ID" not in plain.to_env()
+    assert "DURABILITY_HOST_ID" not in unit_file(plain, platform=platform,
+                                                 command="/bin/durability").text
+    monkeypatch.setenv("DURABILITY_HOST_ID", "fleet-7")
+    named = Settings.from_env()
+    assert named.to_env()["DURABILITY_HOST_ID"] == "fleet-7"
+    text = unit_file(named, platform=platform, command="/bin/durability").text
+    assert ('Environment="DURABILITY_HOST_ID=fleet-7"' in text.splitlines()
+            if platform == "linux" else
+            "<key>DURABILITY_HOST_ID</key><string>fleet-7</string>" in text)
+    env = {**os.environ, **named.to_env()}
+    assert host_id(env) == "fleet-7"
