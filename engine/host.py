@@ -4,7 +4,10 @@ A worktree is known by its machine and its path together: two machines
 sharing one PostgreSQL store whose repositories sit at one path (a fleet of
 containers at ``/workspace``) are two worktrees, never one.  Run ownership
 uses the same id (``engine.fence``): a pid is checked only on the machine
-that recorded it.
+that recorded it.  Two state folders on one machine are two machines there
+too (a dead owner from the other is judged by its heartbeat alone): the
+safe side, where the host name would have cloned containers check each
+other's pids.
 
 The id is ``DURABILITY_HOST_ID`` when it is set, else a random one made once
 and kept in the state folder (``host-id``), so it does not change with the
