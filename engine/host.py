@@ -27,12 +27,14 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["HOST_ID_FILE", "Machine", "host_id", "machine", "sql_literal", "state_dir"]
+__all__ = ["HOST_ID_FILE", "Machine", "host_id", "id_host_part", "machine", "made_under",
+           "sql_literal", "state_dir"]
 
 #: The file in the state folder that keeps this machine's id.
 HOST_ID_FILE = "host-id"
 # What a kept id may be: readable, no space, no path separator.
 _KEPT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_MADE = re.compile(r"(.+)-[0-9a-f]{12}")
 _lock = threading.Lock()
 # The id of each state folder this process has used (tests change
 # DURABILITY_HOME between tests in one process).
@@ -101,6 +103,18 @@ def _kept(folder: str) -> Machine:
     return Machine(kept, "kept", path)
 
 
+def id_host_part() -> str:
+    """This host name as a new id begins with it."""
+    return re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()).strip(".-")[:40] or "host"
+
+
+def made_under(kept: str) -> str | None:
+    """The host name part of an id ``_make`` made, or ``None`` for another
+    (one written by hand)."""
+    found = _MADE.fullmatch(kept)
+    return found.group(1) if found else None
+
+
 def _read(path: str) -> str | None:
     """The kept id, or ``None`` when there is no file.  The file only ever
     appears whole (``_make`` links a complete one into place)."""
@@ -116,8 +130,7 @@ def _make(folder: str, path: str) -> None:
     linked to the final name, so of processes racing the first one's id wins
     and every one reads it whole."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()).strip(".-")[:40] or "host"
-    fresh = f"{name}-{os.urandom(6).hex()}"
+    fresh = f"{id_host_part()}-{os.urandom(6).hex()}"
     draft = os.path.join(folder, f".{HOST_ID_FILE}.{os.getpid()}.{os.urandom(4).hex()}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  0o600)

@@ -145,13 +145,19 @@ def _machine(env: Mapping[str, str]) -> Check:
     """The machine id this shell records under (``engine.host.machine``):
     part of every worktree's key, so a CLI, a hook and a service that use
     different ones do not see each other's records."""
-    from engine.host import machine
+    from engine.host import id_host_part, machine, made_under
 
     found = machine(env)
     if found.source == "env":
         return Check("machine", OK, f"{found.id} (DURABILITY_HOST_ID)")
     if found.source == "kept":
-        return Check("machine", OK, f"{found.id} (kept in {found.path})")
+        # A state folder copied from another machine (baked into a container
+        # image, restored from a backup) brings that machine's id along.
+        made, now = made_under(found.id), id_host_part()
+        note = (f"; made under the host name {made}, this is {now}: if this state folder "
+                "was copied from another machine, set DURABILITY_HOST_ID"
+                if made is not None and made != now else "")
+        return Check("machine", OK, f"{found.id} (kept in {found.path}){note}")
     return Check("machine", WARN, f"{found.id}: the host name, since {found.reason}; records "
                  "made under it are hidden if the host name changes",
                  "make the state folder writable, or set DURABILITY_HOST_ID")

@@ -180,3 +180,19 @@ def test_a_detached_or_installed_service_records_under_this_shell_s_id(
             "<key>DURABILITY_HOST_ID</key><string>fleet-7</string>" in text)
     env = {**os.environ, **named.to_env()}
     assert host_id(env) == "fleet-7"
+
+
+def test_doctor_notes_an_id_made_under_another_host_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A renamed machine, or a state folder copied from another machine (a
+    # container image): doctor cannot tell which, so it says both.
+    from durability.doctor.checks import _machine
+
+    _renamed(monkeypatch, "image-builder")
+    made = host_id()
+    assert _machine(os.environ).detail.endswith(f"/{HOST_ID_FILE})")
+    _renamed(monkeypatch, "container 42")
+    check = _machine(os.environ)
+    assert check.status == "ok" and check.detail.startswith(f"{made} (kept in ")
+    assert ("made under the host name image-builder, this is container-42: if this state "
+            "folder was copied from another machine, set DURABILITY_HOST_ID") in check.detail
