@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ import pytest
 from durability import paths
 from engine import host
 from engine.host import HOST_ID_FILE, host_id, machine
-from tests.helpers import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -114,33 +114,33 @@ def test_threads_at_once_get_one_id() -> None:
 
 
 _RACER = """
-import os, sys
+import sys
 from engine.host import host_id
-go = sys.argv[1]
-open(go + "." + str(os.getpid()), "w").close()
-while not os.path.exists(go):
-    pass
-print(host_id())
+print("ready", flush=True)
+sys.stdin.read(1)  # all released at once
+print(host_id(), flush=True)
 """
 
 
 def test_processes_at_once_get_one_id_read_whole(tmp_path: Path) -> None:
-    go = str(tmp_path / "go")
-    for _round in range(3):
-        state = tmp_path / f"state-{_round}"
+    for n in range(3):
+        state = tmp_path / f"state-{n}"
         env = {**os.environ, "DURABILITY_HOME": str(state)}
-        racers = [subprocess.Popen([sys.executable, "-c", _RACER, go], env=env,
-                                   stdout=subprocess.PIPE, text=True) for _ in range(6)]
-        wait_for(lambda: len(list(tmp_path.glob("go.*"))) == 6, timeout=60)
-        Path(go).touch()
-        outs = [r.communicate(timeout=60)[0].strip() for r in racers]
-        assert [r.returncode for r in racers] == [0] * 6
+        with ExitStack() as stack:
+            racers = [stack.enter_context(subprocess.Popen(
+                [sys.executable, "-c", _RACER], env=env, text=True, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE)) for _ in range(6)]
+            for r in racers:
+                assert r.stdout is not None and r.stdout.readline() == "ready\n"
+            for r in racers:
+                assert r.stdin is not None
+                r.stdin.write("g")
+                r.stdin.close()
+            outs = [r.stdout.read().strip() for r in racers if r.stdout is not None]
+            assert [r.wait(timeout=60) for r in racers] == [0] * 6
         kept = (state / HOST_ID_FILE).read_text().strip()
         assert outs == [kept] * 6 and kept
         assert sorted(p.name for p in state.iterdir()) == [HOST_ID_FILE]
-        Path(go).unlink()
-        for p in tmp_path.glob("go.*"):
-            p.unlink()
 
 
 def test_doctor_names_the_id_and_warns_of_the_host_name_fallback(
