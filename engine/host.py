@@ -14,7 +14,8 @@ and kept in the state folder (``host-id``), so it does not change with the
 host name (a laptop renamed by its network, a container recreated with a
 new host name on the same state volume) and each state folder (each of a
 fleet's containers) is a machine of its own.  Only when the state folder
-cannot be written is it the host name (``machine().source`` says so, and
+cannot keep it (not writable; no hard links, which a race-free creation
+needs) is it the host name (``machine().source`` says so, and
 ``durability doctor`` shows it).
 """
 
