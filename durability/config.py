@@ -23,8 +23,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_HOME": "state folder: state.db, locks, service log, default spool",
     "DURABILITY_DATABASE_URL": "the state store in PostgreSQL (postgresql://...) instead of "
                                "state.db",
-    "DURABILITY_HOST_ID": "this machine's name in run ownership and worktree keys "
-                          "(default: the host name)",
+    "DURABILITY_HOST_ID": "this machine's id in run ownership and worktree keys "
+                          "(default: a random id kept in the state folder's host-id)",
     "DURABILITY_SOCKET": "the service socket",
     "DURABILITY_SPOOL_DIR": "the gap spool folder",
     "DURABILITY_JJ": "the jj binary",
@@ -98,6 +98,9 @@ class Settings:
     informed_watches: int | None = None
     #: The longest a watched worktree goes without a full capture (0: never).
     informed_rescan_ms: int = 60_000
+    #: ``DURABILITY_HOST_ID`` where it is set (``engine.host.machine``); None:
+    #: the id kept in the state folder.
+    host_id: str | None = None
     #: An autostarted service leaves after this long with no request and no
     #: watch (0: never; ``service.server``).
     service_idle_ms: int = 1_800_000
@@ -126,12 +129,15 @@ class Settings:
             informed_watches=_count(env, "DURABILITY_INFORMED_WATCHES", None),
             informed_rescan_ms=int(_number(env, "DURABILITY_INFORMED_RESCAN_MS")),
             service_idle_ms=int(_number(env, "DURABILITY_SERVICE_IDLE_MS")),
+            host_id=env.get("DURABILITY_HOST_ID", "").strip() or None,
         )
 
     def to_env(self) -> dict[str, str]:
         """These settings as the variables that give them to a child process
         (a detached service, a run's task), so it resolves exactly these."""
         extra = {"DURABILITY_DATABASE_URL": self.database_url} if self.database_url else {}
+        if self.host_id:  # a service or task records under the id this process does
+            extra["DURABILITY_HOST_ID"] = self.host_id
         return extra | {
             "DURABILITY_HOME": str(self.state_dir),
             "DURABILITY_SOCKET": str(self.socket_path),

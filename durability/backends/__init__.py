@@ -37,16 +37,22 @@ __all__ = ["MOVING", "Backend", "Changes", "Progress", "Skipped", "Snapshot", "S
 def capture_settings(env: Mapping[str, str], max_new_file_size: int) -> dict[str, str]:
     """What a capture under ``env`` depends on beyond the worktree, as the
     variable each comes from and its value (``jj``: the binary it resolves,
-    or the error that finding it gives): the service reports its own in its
-    ping answer and doctor compares them with its shell's."""
+    or the error that finding it gives; ``DURABILITY_HOST_ID``: the machine
+    id it records under, ``engine.host.host_id``): the service reports its
+    own in its ping answer and doctor compares them with its shell's."""
     from durability.backends.jj import find_jj
 
     try:
         jj = find_jj(env).path
     except DurabilityError as exc:
         jj = f"{exc.code}: {exc}"
+    from engine.host import host_id
+
+    # The machine id is part of every worktree's key: a service recording
+    # under another one than the CLI's is a store the CLI does not see.
     return {"jj": jj, "DURABILITY_BACKEND": env.get("DURABILITY_BACKEND") or "",
-            "DURABILITY_MAX_NEW_FILE_SIZE": str(max_new_file_size)}
+            "DURABILITY_MAX_NEW_FILE_SIZE": str(max_new_file_size),
+            "DURABILITY_HOST_ID": host_id(env)}
 
 
 def resolve_worktree(

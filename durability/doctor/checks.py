@@ -34,7 +34,7 @@ def run_checks(settings: Settings, env: Mapping[str, str],
     where = Path(project_dir or Path.cwd()).absolute()
     remotes = _remotes(settings, where, env)
     return [_backend(where, env), _state(settings), _spool(settings), _socket(settings, env),
-            *([remotes] if remotes is not None else []), *hook_checks(where, env),
+            _machine(env), *([remotes] if remotes is not None else []), *hook_checks(where, env),
             *mcp_checks(where, env)]
 
 
@@ -139,6 +139,28 @@ def _state(settings: Settings) -> Check:
     return Check("state", OK if verdict == "ok" else FAIL,
                  f"{describe(settings.database)} (integrity: {verdict})",
                  "" if verdict == "ok" else "move state.db aside; checkpoints stay in the repo")
+
+
+def _machine(env: Mapping[str, str]) -> Check:
+    """The machine id this shell records under (``engine.host.machine``):
+    part of every worktree's key, so a CLI, a hook and a service that use
+    different ones do not see each other's records."""
+    from engine.host import id_host_part, machine, made_under
+
+    found = machine(env)
+    if found.source == "env":
+        return Check("machine", OK, f"{found.id} (DURABILITY_HOST_ID)")
+    if found.source == "kept":
+        # A state folder copied from another machine (baked into a container
+        # image, restored from a backup) brings that machine's id along.
+        made, now = made_under(found.id), id_host_part()
+        note = (f"; made under the host name {made}, this is {now}: if this state folder "
+                "was copied from another machine, set DURABILITY_HOST_ID"
+                if made is not None and made != now else "")
+        return Check("machine", OK, f"{found.id} (kept in {found.path}){note}")
+    return Check("machine", WARN, f"{found.id}: the host name, since {found.reason}; records "
+                 "made under it are hidden if the host name changes",
+                 "make the state folder writable, or set DURABILITY_HOST_ID")
 
 
 def _spool(settings: Settings) -> Check:

@@ -4,8 +4,9 @@ failure without a step from the user.
 
 The unit runs the absolute path of the ``durability`` being run (never a
 bare name: a service manager's PATH is not the shell's) with the resolved
-state, socket and spool locations, so the service it starts and the hooks
-the user installed agree on where to meet.  Installing writes the file
+state, socket and spool locations (and ``DURABILITY_HOST_ID`` where it is
+set), so the service it starts and the hooks the user installed agree on
+where to meet and on the machine id they record under.  Installing writes the file
 (atomically) and, when the manager is there, enables and starts it;
 uninstalling stops it and removes only the file we wrote.
 """
@@ -128,7 +129,10 @@ def _launchd(settings: Settings, command: str) -> str:
 
 
 def _env(settings: Settings) -> dict[str, str]:
-    wanted = ("DURABILITY_HOME", "DURABILITY_SOCKET", "DURABILITY_SPOOL_DIR")
+    # The machine id too where it is set: the service must record under the
+    # id the CLI and the hooks do, or neither sees the other's records.
+    wanted = ("DURABILITY_HOME", "DURABILITY_SOCKET", "DURABILITY_SPOOL_DIR",
+              "DURABILITY_HOST_ID")
     return {k: v for k, v in settings.to_env().items() if k in wanted}
 
 

@@ -1,8 +1,9 @@
 -- A worktree is its machine and its path: two machines sharing one store
 -- whose repositories sit at one path (containers at /workspace) are two
 -- worktrees.  Every table keyed by a worktree's path gets the machine's
--- name (engine.host.host_id), and the rows already there are the migrating
--- machine's (:this_host, bound by the migration runner).  Seqs are
+-- id (engine.host.host_id: DURABILITY_HOST_ID, else the one kept in the
+-- state folder, never the live host name), and the rows already there are
+-- the migrating machine's (:this_host, bound by the migration runner).  Seqs are
 -- numbered per attempt and machine, so the checkpoints' key takes it too.
 CREATE TABLE workspace_checkpoints_new (
     run_id          TEXT NOT NULL,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import textwrap
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.host import host_id
 from tests.helpers import cli, durability_exe, state_write, wait_for
 
 GATED = """\
@@ -128,15 +128,21 @@ def _own(tmp_path: Path, run_id: str, **row: object) -> None:
                    (time.time_ns() // 1_000_000, *row.values(), run_id))
 
 
+# This machine's id (``engine.host.host_id``), resolved in the test (it is
+# kept in the test's own state folder).
+THIS_MACHINE = object()
+
+
 @pytest.mark.parametrize(("owner", "status"), [
-    ({"owner_pid": os.getpid(), "owner_host": socket.gethostname()}, 10),
+    ({"owner_pid": os.getpid(), "owner_host": THIS_MACHINE}, 10),
     ({"owner_pid": 1, "owner_host": "another-host.invalid"}, 11),
 ], ids=["owner-alive", "still-running"])
 def test_resume_quiet_exits_with_the_contention_status_and_prints_nothing(
         tmp_path: Path, repo: Path, owner: dict[str, object], status: int) -> None:
     path = _workflow(tmp_path, QUICK)
     assert cli("run", str(path), "--run-id", "q1", "--worktree", str(repo)).returncode == 0
-    _own(tmp_path, "q1", **owner)
+    _own(tmp_path, "q1", **{k: host_id() if v is THIS_MACHINE else v
+                            for k, v in owner.items()})
     done = cli("resume", "q1", "--quiet")
     assert (done.returncode, done.stdout, done.stderr) == (status, "", "")
     loud = cli("resume", "q1")  # without --quiet it still says why

@@ -5,14 +5,18 @@ the same store tests for SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from engine import AttemptKey, Gap, NewCheckpoint, NotFound, Store
+from engine import AttemptKey, Gap, NewCheckpoint, NotFound, Store, host
 from engine.backend import Location, migrate, open_database
 from engine.db import write_transaction
+from engine.host import HOST_ID_FILE
 from engine.prune import apply, retention_rows
 from engine.remotes import PUSHED, Remotes
 from engine.watches import Watches, WatchRow
@@ -157,6 +161,37 @@ def test_rows_before_the_migration_are_the_migrating_machine_s(db_location: Loca
     old_remotes = Remotes(db_location, host="old")
     assert [p.checkpoint.request_id for p in old_remotes.pending()] == ["r1", "req-old-2"]
     assert Remotes(db_location, host="new").pending() == []
+
+
+def test_the_migration_gives_the_rows_there_the_kept_machine_id(
+        db_location: Location, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not the host name: they stay this machine's after it is renamed.
+    conn = open_database(db_location)
+    try:
+        migrate(conn, upto=11)
+        with write_transaction(conn):
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ('run', 1)")
+            conn.execute("INSERT INTO attempts (run_id, node_id, iteration, attempt, "
+                         "started_at_ms) VALUES ('run', 'node', 0, 1, 1)")
+            conn.execute("INSERT INTO workspace_checkpoints (run_id, node_id, iteration, "
+                         "attempt, seq, commit_id, worktree, source, request_id, "
+                         "created_at_ms) VALUES ('run', 'node', 0, 1, 1, 'c1', ?, 'hook', "
+                         "'r1', 1)", (PATH,))
+    finally:
+        conn.close()
+    with Store(db_location) as store:  # migrates, under this machine's id
+        assert [c.request_id for c in store.worktree_checkpoints(PATH)] == ["r1"]
+    kept = (Path(os.environ["DURABILITY_HOME"]) / HOST_ID_FILE).read_text().strip()
+    conn = open_database(db_location)
+    try:
+        assert conn.execute("SELECT host FROM workspace_checkpoints").fetchall() == [(kept,)]
+    finally:
+        conn.close()
+    monkeypatch.setattr(socket, "gethostname", lambda: "renamed")
+    host._cache.clear()  # a new process, on the renamed machine
+    with Store(db_location) as store:
+        assert [c.request_id for c in store.worktree_checkpoints(PATH)] == ["r1"]
+        assert store.record_checkpoint(_new("x", 2)).seq == 2
 
 
 def test_a_moved_worktree_s_records_follow_it_on_its_machine_only(

@@ -58,3 +58,17 @@ def test_a_service_started_here_is_ok(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")
     check = _check_with_service(tmp_path, repo)
     assert check["status"] == "ok", check
+
+
+def test_doctor_warns_of_a_service_that_records_under_another_machine_id(
+        tmp_path: Path) -> None:
+    # Its records would be another machine's: this shell would not see them.
+    repo = make_jj_repo(tmp_path / "repo")
+    ours = json.loads(cli("doctor", "--json", "--project-dir", str(repo)).stdout)
+    [machine] = [c for c in ours if c["name"] == "machine"]
+    kept = (Path(os.environ["DURABILITY_HOME"]) / "host-id").read_text().strip()
+    assert machine["status"] == "ok" and machine["detail"].startswith(f"{kept} (kept in ")
+    check = _check_with_service(tmp_path, repo,
+                                dict(os.environ, DURABILITY_HOST_ID="service-side"))
+    assert check["status"] == "warn", check
+    assert f"DURABILITY_HOST_ID=service-side there, {kept} here" in check["detail"]

@@ -290,11 +290,12 @@ def _own(run_id: str, **row: object) -> None:
 
 def test_a_resume_of_a_run_whose_owner_is_alive_exits_10(tmp_path: Path) -> None:
     import os
-    import socket
+
+    from engine.host import host_id
 
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "own1")
-    _own("own1", owner_pid=os.getpid(), owner_host=socket.gethostname())
+    _own("own1", owner_pid=os.getpid(), owner_host=host_id())
     done = cli("resume", "own1")
     assert done.returncode == 10
     assert done.stderr.startswith("durability: RUN_OWNER_ALIVE: ") and "--force" in done.stderr
