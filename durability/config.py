@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 from durability import envms, paths
 from durability.errors import InvalidInput
@@ -230,3 +230,28 @@ def _count(env: Mapping[str, str], name: str, default: int | None) -> int | None
     if not raw.isdigit() or len(raw) > 9:
         raise InvalidInput(f"{name}={raw!r} is not a whole number from 0 to 999999999")
     return int(raw)
+
+
+def config_file(env: Mapping[str, str] = os.environ) -> Path:
+    """The config file (``[retention]``, ``[secrets]``): ``$DURABILITY_CONFIG``,
+    else ``config.toml`` in the platform's config folder."""
+    explicit = env.get("DURABILITY_CONFIG")
+    if explicit:
+        return Path(explicit)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("durability", appauthor=False)) / "config.toml"
+
+
+def config_tables(env: Mapping[str, str] = os.environ) -> tuple[Path, dict[str, Any]]:
+    """The config file and what it holds (nothing when there is no file).
+    One that cannot be read, or is not valid TOML, is ``invalid-value``."""
+    import tomllib
+
+    path = config_file(env)
+    try:
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return path, {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"cannot read the config file {path}: {exc}") from None

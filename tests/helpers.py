@@ -345,3 +345,13 @@ def state_write() -> Iterator[Any]:
             yield conn
     finally:
         db.close()
+
+
+def git_add_all_tree(worktree: Path, index_file: Path) -> str:
+    """What ``git add -A && git write-tree`` gives with a private index."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
+    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
+                          capture_output=True, text=True, timeout=120)
+    return done.stdout.strip()

@@ -19,9 +19,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import pygit2
+
+from durability.backends.git_repo import common_dir
 
 __all__ = ["DEEP", "Rules", "base_rules"]
 
@@ -72,7 +75,9 @@ class Rules:
 def base_rules(repo: pygit2.Repository, read_root_gitignore: Callable[[], bytes | None]) -> Rules:
     """``core.excludesFile``, ``info/exclude`` and the root ``.gitignore``."""
     patterns: list[_Pattern] = []
-    for path in (_excludes_file(repo), os.path.join(repo.path, "info", "exclude")):
+    # A linked worktree's git reads the shared info/exclude, not its own git dir's.
+    exclude = str(common_dir(Path(repo.path)) / "info" / "exclude")
+    for path in (_excludes_file(repo), exclude):
         if path:
             try:
                 with open(path, "rb") as f:

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 import pygit2
 from pygit2.ffi import C, ffi
 
-from durability.backends.git_repo import open_worktree, private_index_path
+from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
@@ -198,7 +198,8 @@ class WorktreeIndex:
             excludes = config["core.excludesFile"]
         except KeyError:
             excludes = None
-        paths = [Path(self.repo.path) / "info" / "exclude"]
+        # A linked worktree's git reads the shared info/exclude, not its own git dir's.
+        paths = [common_dir(Path(self.repo.path)) / "info" / "exclude"]
         if isinstance(excludes, str):
             paths.append(Path(os.path.expanduser(excludes)))
         return tuple(_stat_key(p) for p in paths)

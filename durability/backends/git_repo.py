@@ -56,6 +56,17 @@ def _address(pointer: Any) -> int:
     return int(ffi.cast("uintptr_t", pointer))
 
 
+def common_dir(git_dir: Path) -> Path:
+    """The git dir a linked worktree's own one shares with the main worktree
+    (named by its ``commondir`` file): where git keeps the refs, the objects
+    and ``info/exclude``.  ``git_dir`` itself for a main worktree."""
+    try:
+        named = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    return (git_dir / named).resolve() if named else git_dir
+
+
 def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     """Where the toolkit keeps the index of ``worktree``."""
     digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:16]

@@ -56,6 +56,7 @@ from durability.backends import modes as saved_modes
 from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
 from durability.backends.git_index import WorktreeIndex
+from durability.backends.git_repo import common_dir
 from durability.backends.selection import covers, touches
 from durability.errors import RestoreError
 
@@ -297,8 +298,9 @@ def _may_filter(repo: pygit2.Repository, root: Path, plan: Plan) -> bool:
     root, among the files written, in the repository or the user's config.
     Only then is each file written through the filters, which costs a
     stream per file; a tree with none (the usual case) is written as stored."""
+    # A linked worktree's git reads the shared info/attributes.
     if os.path.lexists(root / ".gitattributes") or os.path.exists(
-            os.path.join(repo.path, "info", "attributes")):
+            common_dir(Path(repo.path)) / "info" / "attributes"):
         return True
     if any(new.path == ".gitattributes" or new.path.endswith("/.gitattributes")
            for _, new in plan.writes):

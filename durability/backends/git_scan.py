@@ -36,6 +36,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pygit2
@@ -44,6 +45,7 @@ from pygit2.ffi import C, ffi
 
 from durability.backends.confined import ConfinedTree
 from durability.backends.git_ignore import DEEP, Rules, base_rules
+from durability.backends.git_repo import common_dir
 from durability.backends.moving import MAX_TRIES, pause
 from durability.errors import RestoreError
 
@@ -623,7 +625,9 @@ def _filters_possible(repo: pygit2.Repository) -> bool:
         return True
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     return any(os.path.exists(p) for p in (
-        os.path.join(repo.path, "info", "attributes"), os.path.join(xdg, "git", "attributes"),
+        # A linked worktree's git reads the shared info/attributes.
+        str(common_dir(Path(repo.path)) / "info" / "attributes"),
+        os.path.join(xdg, "git", "attributes"),
         "/etc/gitattributes"))
 
 

@@ -286,7 +286,8 @@ def _check_unignored(backend: Backend, job: _Job, current: str) -> None:
     let the next capture record files that are ignored now."""
     restore_ignore.refuse_unignore(
         restore_ignore.unignored(repository(backend, job.root), job.root, current,
-                                 job.target.commit_id, job.paths), job.target.seq)
+                                 job.target.commit_id, job.paths, backend=backend.name),
+        job.target.seq)
 
 
 def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None:

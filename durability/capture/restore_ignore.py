@@ -16,6 +16,10 @@ out with ``--path``).
 
 Only the ``.gitignore`` files differ between the two rule sets; git's
 ``info/exclude`` and ``core.excludesFile`` are the same before and after.
+The ``info/exclude`` is the one the backend's captures read: for git, the
+repository's shared one (a linked worktree's git dir has none of its own that
+git reads); jj (0.46) reads the one of the git dir it works in, which for a
+jj repo colocated in a linked git worktree is that worktree's own.
 The two rule sets are evaluated by libgit2 in two scratch repositories that
 hold nothing but those ignore files, so nothing in the worktree is read but
 its folder listing, and a restore that changes no ``.gitignore`` costs one
@@ -31,6 +35,7 @@ from pathlib import Path
 
 import pygit2
 
+from durability.backends.git_repo import common_dir
 from durability.backends.selection import covers, touches
 from durability.errors import RestoreError
 from durability.ids import printable
@@ -45,10 +50,10 @@ _BLOB = int(pygit2.enums.ObjectType.BLOB)
 
 
 def unignored(repo: pygit2.Repository, root: Path, current: str, target: str,
-              paths: Sequence[str] | None = None) -> list[str]:
+              paths: Sequence[str] | None = None, *, backend: str) -> list[str]:
     """The files on disk in ``root`` that restoring ``target`` over
     ``current`` (at ``paths`` only, when given) would turn from ignored
-    into captured; sorted, worktree-relative."""
+    into captured by ``backend`` ("git" or "jj"); sorted, worktree-relative."""
     now_tree = repo[current].peel(pygit2.Commit).tree
     then_tree = repo[target].peel(pygit2.Commit).tree
     changed: dict[str, bytes | None] = {}
@@ -66,8 +71,9 @@ def unignored(repo: pygit2.Repository, root: Path, current: str, target: str,
     now_rules = dict(_ignore_files(repo, now_tree))
     then_rules = {**now_rules, **changed}
     with tempfile.TemporaryDirectory(prefix="durability-ignore-") as scratch:
-        now = _rules(repo, root, Path(scratch, "now"), now_rules)
-        then = _rules(repo, root, Path(scratch, "then"),
+        excludes = _exclude_files(backend, repo, root)
+        now = _rules(repo, excludes, Path(scratch, "now"), now_rules)
+        then = _rules(repo, excludes, Path(scratch, "then"),
                       {p: b for p, b in then_rules.items() if b is not None})
         return sorted(p for p in _walk(root, now, then)
                       if p not in now_tree and p not in then_tree)
@@ -102,19 +108,26 @@ def _ignore_files(repo: pygit2.Repository, tree: pygit2.Tree,
             yield f"{prefix}{name}", repo[entry.id].read_raw()
 
 
-def _rules(repo: pygit2.Repository, root: Path, scratch: Path,
+def _exclude_files(backend: str, repo: pygit2.Repository, root: Path) -> list[Path]:
+    """The ``info/exclude`` files whose rules ``backend``'s captures follow."""
+    if backend == "git":  # libgit2, as git: the shared git dir's
+        return [common_dir(Path(repo.path)) / "info" / "exclude"]
+    return sorted({Path(repo.path) / "info" / "exclude", root / ".git" / "info" / "exclude"})
+
+
+def _rules(repo: pygit2.Repository, excludes: Sequence[Path], scratch: Path,
            files: dict[str, bytes]) -> pygit2.Repository:
-    """A scratch repository whose ignore rules are ``files`` and the
-    worktree's own ``info/exclude`` and ``core.excludesFile``."""
+    """A scratch repository whose ignore rules are ``files``, ``excludes``
+    and the worktree's ``core.excludesFile``."""
     rules = pygit2.init_repository(str(scratch))
     for rel, data in files.items():
         dest = scratch.joinpath(*rel.split("/"))
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
     exclude = b""
-    for git in {Path(repo.path), root / ".git"}:
+    for path in excludes:
         try:
-            exclude += (git / "info" / "exclude").read_bytes() + b"\n"
+            exclude += path.read_bytes() + b"\n"
         except OSError:
             continue
     info = Path(rules.path, "info")

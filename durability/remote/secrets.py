@@ -20,7 +20,6 @@ each replication pass, so allowing a path takes effect without a restart.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import pygit2
 
+from durability.config import config_tables
 from durability.errors import InvalidInput
 
 __all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load"]
@@ -74,28 +74,12 @@ def _match(pattern: str, path: str) -> bool:
     return all(fnmatchcase(part, w) for part, w in zip(parts[-len(want):], want, strict=True))
 
 
-def _config_path(env: Mapping[str, str]) -> Path:
-    # The same file as retention.policy.config_path (a room above this one).
-    explicit = env.get("DURABILITY_CONFIG")
-    if explicit:
-        return Path(explicit)
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("durability", appauthor=False)) / "config.toml"
-
-
 def load(env: Mapping[str, str] = os.environ) -> Patterns:
     """The patterns: the defaults, ``[secrets] patterns`` added, ``[secrets]
     allow`` added to the allowed.  A file that cannot be read, or a setting
     that is not a list of strings, is ``invalid-value``: nothing is pushed
     on a guess."""
-    path = _config_path(env)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Patterns()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidInput(f"cannot read the config file {path}: {exc}") from None
+    path, data = config_tables(env)
     table = data.get("secrets", {})
     if not isinstance(table, dict) or set(table) - {"patterns", "allow"}:
         raise InvalidInput(f"{path}: [secrets] takes only `patterns` and `allow`, lists of "

@@ -27,8 +27,12 @@ lock (the service's replicator neither pushes nor moves a manifest meanwhile):
    still in the store (another file with the same content, the user's own
    history, a jj repo with several workspaces).
 
-A path still in the worktree is refused: the next capture would take it in
-again.  The dry run reads only: which checkpoints hold the paths.
+A path still in the worktree is refused, by the dry run too: the next
+capture would take it in again.  Not so a path the git backend's current
+ignore rules ignore (and the user's index does not track): no capture takes
+it in, so it may stay on disk.  jj keeps tracking a file it has snapshotted
+once, ignored or not, so for jj every path must be gone.  The dry run reads
+only: which checkpoints hold the paths.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from durability.backends import prune as backend_prune
 from durability.backends.git_commit import key_ref
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
 from durability.backends.modes import PREFIX as MODES_PREFIX
-from durability.backends.selection import normalize
+from durability.backends.selection import covers, normalize
 from durability.capture.capturer import Capturer
 from durability.config import Settings
 from durability.errors import DurabilityError, InvalidInput, LockTimeout
@@ -135,6 +139,7 @@ def run_forget(settings: Settings, store: Store, worktree: Path, paths: Sequence
     if run_id is not None and not any(c.worktree == wt for c in store.checkpoints(run_id)):
         raise NotFound(f"run {run_id} has no checkpoint of {wt}")
     if dry_run:
+        _refuse_present(kind, worktree, rel)
         strip = backend_prune.Stripper(pygit2.Repository(str(git_dir)), rel)
         report.holding = _holding(strip, _rows(store, wt, run_id), report)
         return report
@@ -160,10 +165,7 @@ def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[s
                    siblings: list[str], env: Mapping[str, str], held: Sequence[int],
                    locked_at_s: float, report: ForgetReport) -> None:
     wt = str(worktree)
-    present = [p for p in rel if os.path.lexists(worktree / p)]
-    if present:
-        raise InvalidInput(f"{', '.join(present)} still in {wt}: delete or move it out "
-                           f"first (the next capture would take it in again)")
+    _refuse_present(kind, worktree, rel)
     repo = pygit2.Repository(str(git_dir))
     remotes = Remotes(settings.database).all(wt)
     report.remotes += _retry_remotes(settings, repo, wt, remotes, env)
@@ -198,6 +200,61 @@ def _forget_locked(settings: Settings, store: Store, worktree: Path, rel: list[s
     report.blobs = len(strip.blobs)
     after = pygit2.Repository(str(git_dir))  # a fresh look at the packs
     report.blobs_left = sorted(b for b in strip.blobs if b in after)
+
+
+# -- what is still in the worktree -------------------------------------------
+
+
+def _refuse_present(kind: str, worktree: Path, rel: Sequence[str]) -> None:
+    """Refuse (``invalid-value``) the paths the next capture would take in
+    again; the dry run and the real run alike."""
+    found = _captured_again(kind, worktree, rel)
+    if found:
+        hint = ", or have git ignore it," if kind == "git" else ""
+        raise InvalidInput(f"{', '.join(found)} still in {worktree}: delete or move it out "
+                           f"first{hint} (the next capture would take it in again)")
+
+
+def _captured_again(kind: str, worktree: Path, rel: Sequence[str]) -> list[str]:
+    """The paths still on disk that the next capture would take in: for jj,
+    every one (jj keeps tracking what it snapshotted, whatever the ignore
+    rules say now); for git, one the user's index tracks (a fresh private
+    index starts from it), or one git does not ignore, or a folder holding
+    a file git does not ignore."""
+    present = [p for p in rel if os.path.lexists(worktree / p)]
+    if not present or kind != "git":
+        return present
+    repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    tracked = _user_tracked(repo)
+    return [p for p in present
+            if any(covers([p], t) for t in tracked) or _not_ignored_below(repo, worktree, p)]
+
+
+def _user_tracked(repo: pygit2.Repository) -> list[str]:
+    try:
+        return [e.path for e in pygit2.Index(str(Path(repo.path, "index")))]
+    except (pygit2.GitError, OSError, ValueError):
+        return []  # no index yet (or one libgit2 cannot read: HEAD's tree then seeds)
+
+
+def _not_ignored_below(repo: pygit2.Repository, root: Path, rel: str) -> bool:
+    """Whether git does not ignore ``rel``, or a file below it."""
+    full = root.joinpath(*rel.split("/"))
+    is_dir = full.is_dir() and not full.is_symlink()
+    try:
+        if repo.path_is_ignored(rel + "/" if is_dir else rel):
+            return False
+    except (UnicodeEncodeError, pygit2.GitError):
+        return True  # a name libgit2 cannot judge: taken as captured
+    if not is_dir:
+        return True
+    try:
+        with os.scandir(full) as it:
+            names = [e.name for e in it]
+    except OSError:
+        return True
+    # A nested repository is captured (its HEAD, as a gitlink).
+    return ".git" in names or any(_not_ignored_below(repo, root, f"{rel}/{n}") for n in names)
 
 
 # -- which checkpoints -------------------------------------------------------

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Any
 
+from durability.config import config_file as config_path
+from durability.config import config_tables
 from durability.errors import InvalidInput
 from engine import Checkpoint
 from engine.attempt_checkpoints import ATTEMPT_SOURCE, START_LABEL
@@ -115,27 +115,11 @@ class Verdict:
         return self.kept_by is None
 
 
-def config_path(env: Mapping[str, str] = os.environ) -> Path:
-    """``$DURABILITY_CONFIG``, else ``config.toml`` in the platform's config folder."""
-    explicit = env.get("DURABILITY_CONFIG")
-    if explicit:
-        return Path(explicit)
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("durability", appauthor=False)) / "config.toml"
-
-
 def load_policy(env: Mapping[str, str] = os.environ) -> Policy:
     """The defaults, overridden by the ``[retention]`` table of the config
     file when there is one.  A file that is not valid TOML, or holds an
     unknown or negative setting, is ``invalid-value``: gc never guesses."""
-    path = config_path(env)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Policy()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidInput(f"cannot read the config file {path}: {exc}") from None
+    path, data = config_tables(env)
     table = data.get("retention", {})
     if not isinstance(table, dict):
         raise InvalidInput(f"{path}: [retention] must be a table")

@@ -227,6 +227,16 @@ def dies_once(ctx):
 """
 
 
+def run_killed(tmp_path: Path, repo: Path) -> None:
+    """KILLED run as ``kw`` in ``repo``: its first attempt dies by SIGKILL,
+    and the run's process with it."""
+    folder = tmp_path / "wf"
+    folder.mkdir()
+    (folder / "wf.py").write_text(KILLED)
+    killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
+    assert killed.returncode == -9, killed.stderr
+
+
 def test_a_watch_the_service_kept_for_a_killed_attempt_ends_before_the_restore(
         tmp_path: Path, repo: Path, settings: Settings) -> None:
     from durability import client
@@ -234,11 +244,7 @@ def test_a_watch_the_service_kept_for_a_killed_attempt_ends_before_the_restore(
 
     service = start_service(tmp_path)
     try:
-        folder = tmp_path / "wf"
-        folder.mkdir()
-        (folder / "wf.py").write_text(KILLED)
-        killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
-        assert killed.returncode == -9, killed.stderr
+        run_killed(tmp_path, repo)
         # The service ends the dead attempt's watch by itself (its owner is
         # gone: tests/durability/service/test_watch_owner.py); whether it
         # has yet or not, the resume's restore comes after its end.

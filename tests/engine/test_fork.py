@@ -34,6 +34,18 @@ make("t4", ["t3"])
 """
 
 
+def run_chain(tmp_path: Path) -> tuple[Path, int]:
+    """CHAIN run to its end as ``orig`` in a fresh git repository; returns
+    the workflow's folder (its ``side.log``) and t3's newest seq."""
+    folder = tmp_path / "wf"
+    workflow = isokit.write(folder, CHAIN)
+    repo = isokit.make_repo(tmp_path / "repo", "git")
+    done = cli("run", str(workflow), "--run-id", "orig", "--worktree", str(repo))
+    assert done.returncode == 0, done.stderr
+    with Runs(state_database()) as runs:
+        return folder, max(c.seq for c in runs.checkpoints("orig", "t3"))
+
+
 # On both backends: the fork restores the parent's worktree to a checkpoint
 # the engine's own attempt captures sit beside.
 @pytest.mark.parametrize("backend", ["jj", "git"])

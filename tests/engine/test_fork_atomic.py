@@ -22,7 +22,7 @@ from engine.fork import find_point, fork_run, forked_from
 from engine.models import AttemptKey, Checkpoint, NewCheckpoint
 from engine.runs import Runs
 from tests.engine import isokit, wfkit
-from tests.engine.test_fork import CHAIN
+from tests.engine.test_fork import run_chain
 from tests.helpers import cli, cli_json, state_database, wait_for
 
 THREE = """
@@ -134,13 +134,7 @@ main()
 
 def test_kill_9_inside_the_fork_leaves_no_run_and_the_fork_again_is_whole(
         tmp_path: Path) -> None:
-    folder = tmp_path / "wf"
-    workflow = isokit.write(folder, CHAIN)
-    repo = isokit.make_repo(tmp_path / "repo", "git")
-    done = cli("run", str(workflow), "--run-id", "orig", "--worktree", str(repo))
-    assert done.returncode == 0, done.stderr
-    with Runs(state_database()) as runs:
-        last = max(c.seq for c in runs.checkpoints("orig", "t3"))
+    folder, last = run_chain(tmp_path)
 
     marker = tmp_path / "paused"
     proc = subprocess.Popen([sys.executable, "-c", PAUSED_FORK, str(marker), "fork", "orig",

@@ -10,19 +10,13 @@ from pathlib import Path
 
 from engine.runs import Runs
 from tests.engine import isokit
-from tests.engine.test_fork import CHAIN
+from tests.engine.test_fork import run_chain
 from tests.helpers import cli, cli_json, state_database
 
 
 def test_forking_a_task_twice_starts_both_forks_from_the_same_checkpoint(
         tmp_path: Path) -> None:
-    folder = tmp_path / "wf"
-    workflow = isokit.write(folder, CHAIN)
-    repo = isokit.make_repo(tmp_path / "repo", "git")
-    done = cli("run", str(workflow), "--run-id", "orig", "--worktree", str(repo))
-    assert done.returncode == 0, done.stderr
-    with Runs(state_database()) as runs:
-        last = max(c.seq for c in runs.checkpoints("orig", "t3"))
+    folder, last = run_chain(tmp_path)
 
     forks = {}
     for new in ("one", "two"):

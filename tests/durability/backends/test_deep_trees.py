@@ -24,7 +24,7 @@ from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.errors import DurabilityError
 from engine import AttemptKey
-from tests.helpers import jj_path, make_git_repo, make_jj_repo
+from tests.helpers import git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-deep", "node", 0, 1)
 
@@ -90,14 +90,6 @@ def place(tmp_path: Path) -> Iterator[Path]:
     subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=120)
 
 
-def _git_add_all_tree(worktree: Path, index_file: Path) -> str:
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    return subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120).stdout.strip()
-
-
 @pytest.mark.parametrize("depth", [100, 2000])
 def test_git_deep_tree_is_captured_and_restored(place: Path, tmp_path: Path,
                                                 depth: int) -> None:
@@ -115,7 +107,7 @@ def test_git_deep_tree_is_captured_and_restored(place: Path, tmp_path: Path,
     backend = GitBackend()
     first = backend.snapshot(root, [_stamp()])
     repo = pygit2.Repository(str(root))
-    assert str(_tree(repo, first.commit_id)) == _git_add_all_tree(root, tmp_path / "ref-index")
+    assert str(_tree(repo, first.commit_id)) == git_add_all_tree(root, tmp_path / "ref-index")
     deep = "d/" * depth
     assert _blob_at(repo, first.commit_id, deep + "f") == b"one\n"
     assert _blob_at(repo, first.commit_id, deep + "skip.o") is None

@@ -25,19 +25,9 @@ from durability.capture.inprocess import lazy_store
 from durability.config import Settings
 from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
 from engine import AttemptKey
-from tests.helpers import git, make_git_repo, make_jj_repo
+from tests.helpers import cli, cli_json, git, git_add_all_tree, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-g", "node", 0, 1)
-
-
-def git_tree(worktree: Path, index_file: Path) -> str:
-    """What ``git add -A && git write-tree`` gives with a private index."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120)
-    return done.stdout.strip()
 
 
 def stamp(key: AttemptKey = KEY, seq: int | None = None, **kw: object) -> Stamp:
@@ -105,7 +95,7 @@ def test_first_checkpoint_sits_on_head_and_later_ones_chain(grepo: Path) -> None
     assert trailers["Run"] == ["run-g"] and trailers["Node"] == ["node"]
     assert (trailers["Iteration"], trailers["Attempt"], trailers["Seq"]) == (["0"], ["1"], ["1"])
     assert (trailers["Source"], trailers["Tool-Use-Id"]) == (["hook"], ["toolu_1"])
-    assert tree_of(grepo, second.commit_id) == git_tree(grepo, grepo.parent / "ref-index")
+    assert tree_of(grepo, second.commit_id) == git_add_all_tree(grepo, grepo.parent / "ref-index")
 
 
 def test_unchanged_tree_returns_the_previous_checkpoint(grepo: Path) -> None:
@@ -182,7 +172,7 @@ def test_tree_matches_git_add_all(grepo: Path, tmp_path: Path) -> None:
     nested = make_git_repo(grepo / "vendor" / "nested")
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref-index")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref-index")
     assert "x.log" not in tree and "keep.log" in tree and "secret.txt" not in tree
     assert "a.swp" not in tree and "build" not in tree
     assert tree["run.sh"].filemode == pygit2.enums.FileMode.BLOB_EXECUTABLE
@@ -201,7 +191,7 @@ def test_tracked_files_stay_tracked_when_ignored(grepo: Path, tmp_path: Path) ->
     seeded = tmp_path / "seeded-index"
     shutil.copy(grepo / ".git" / "index", seeded)
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
 # -- watcher-informed captures ---------------------------------------------------
@@ -215,7 +205,7 @@ def test_changed_paths_are_used_only_after_a_full_scan(grepo: Path, tmp_path: Pa
     (grepo / "README.md").write_text("edited\n")
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"README.md"})
     assert state.last_scan == "paths"
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def test_changed_paths_miss_what_they_do_not_name(grepo: Path) -> None:
@@ -244,7 +234,7 @@ def test_changed_folders_restage_what_is_under_them(grepo: Path, tmp_path: Path,
     named = _make_change(grepo, change)
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=named)
     assert worktree_index(grepo).last_scan == "paths"
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def _make_change(repo: Path, change: str) -> set[str]:
@@ -289,7 +279,96 @@ def test_rule_changes_force_a_full_scan(grepo: Path, tmp_path: Path) -> None:
     assert state.last_scan == "full"
     assert "hidden.txt" in pygit2.Repository(str(grepo))[snap.commit_id].peel(
         pygit2.Commit).tree
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
+
+
+def test_a_shared_exclude_change_forces_a_full_scan_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    """A linked worktree's ignore rules come from the shared info/exclude
+    (its own git dir has none git reads): a change there is a rule change."""
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    exclude = grepo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("hidden.txt\n")
+    (wt / "hidden.txt").write_text("h\n")
+    backend = GitBackend()
+    try:
+        state = worktree_index(wt)
+        backend.snapshot(wt, [stamp(seq=1)])
+        backend.snapshot(wt, [stamp(seq=2)], changed_paths=set())
+        assert state.last_scan == "paths"
+        exclude.write_text("")
+        snap = backend.snapshot(wt, [stamp(seq=3)], changed_paths=set())
+        assert state.last_scan == "full"
+        assert "hidden.txt" in pygit2.Repository(str(wt))[snap.commit_id].peel(
+            pygit2.Commit).tree
+    finally:
+        forget(wt)
+
+
+def test_a_deep_file_the_shared_exclude_ignores_stays_out_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    """Past ``git_ignore.DEEP`` folders the scan applies git's rules itself:
+    in a linked worktree its ``info/exclude`` is the shared one too."""
+    from durability.backends.git_ignore import DEEP
+
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    exclude = grepo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("secret.txt\n")
+    folder = "/".join(["d"] * (DEEP + 2))
+    (wt / folder).mkdir(parents=True)
+    (wt / folder / "secret.txt").write_text("SECRET=x\n")
+    (wt / folder / "kept.txt").write_text("k\n")
+    (wt / "secret.txt").write_text("shallow\n")
+    try:
+        snap = GitBackend().snapshot(wt, [stamp(seq=1)])
+        tree = pygit2.Repository(str(wt))[snap.commit_id].peel(pygit2.Commit).tree
+        assert f"{folder}/kept.txt" in tree
+        assert "secret.txt" not in tree and f"{folder}/secret.txt" not in tree
+    finally:
+        forget(wt)
+
+
+def _linked_with_attributes(grepo: Path, tmp_path: Path) -> Path:
+    """A linked worktree whose only attributes are the shared
+    ``info/attributes`` (the one git reads): ``*.txt`` is text, CRLF on disk."""
+    wt = (tmp_path / "linked").resolve()
+    git(grepo, "worktree", "add", "-q", str(wt), "-b", "linked")
+    (grepo / ".git" / "info").mkdir(exist_ok=True)
+    (grepo / ".git" / "info" / "attributes").write_text("*.txt text eol=crlf\n")
+    return wt
+
+
+def test_a_capture_applies_the_shared_info_attributes_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    wt = _linked_with_attributes(grepo, tmp_path)
+    (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
+    try:
+        snap = GitBackend().snapshot(wt, [stamp(seq=1)])
+        repo = pygit2.Repository(str(wt))
+        tree = repo[snap.commit_id].peel(pygit2.Commit).tree
+        assert bytes(repo[tree["f.txt"].id].read_raw()) == b"a\nb\n"  # as git add stores it
+        assert tree_of(wt, snap.commit_id) == git_add_all_tree(wt, tmp_path / "ref")
+    finally:
+        forget(wt)
+
+
+def test_a_restore_writes_through_the_shared_info_attributes_in_a_linked_worktree(
+        grepo: Path, tmp_path: Path) -> None:
+    wt = _linked_with_attributes(grepo, tmp_path)
+    (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
+    try:
+        first = cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        (wt / "f.txt").write_bytes(b"changed\r\n")
+        cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        done = cli("restore", "r-attr", "--node", "n", "--seq", str(first["seq"]))
+        assert done.returncode == 0, done.stderr
+        assert (wt / "f.txt").read_bytes() == b"a\r\nb\r\n"  # as git checkout writes it
+    finally:
+        forget(wt)
 
 
 # -- the user's repository is left alone -----------------------------------------------
@@ -324,7 +403,7 @@ def test_linked_worktree(grepo: Path, tmp_path: Path) -> None:
     assert (linked_gitdir / "index").read_bytes() == linked_index
     # Pinned in the shared refs: visible (and gc-safe) from the main worktree.
     assert git(grepo, "cat-file", "-t", snap.commit_id).stdout.strip() == "commit"
-    assert tree_of(linked, snap.commit_id) == git_tree(linked, tmp_path / "ref")
+    assert tree_of(linked, snap.commit_id) == git_add_all_tree(linked, tmp_path / "ref")
     forget(linked)
 
 
@@ -345,7 +424,7 @@ def test_submodule_gitlink_is_recorded_as_it_is(grepo: Path, tmp_path: Path) -> 
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
     assert str(tree["sub"].id) == first != second
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
     # Inside the submodule, the submodule is a worktree of its own.
     assert resolve_worktree(sub) == sub.resolve() and backend_name(sub.resolve()) == "git"
     inner = GitBackend().snapshot(sub.resolve(), [stamp(seq=1)])
@@ -403,7 +482,7 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     assert worktree_index(grepo).last_scan == "paths"
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert str(tree["sub"].id) == first
-    assert str(tree.id) == git_tree(grepo, tmp_path / "ref")
+    assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
 def test_concurrent_captures_of_one_worktree_are_serialised(
@@ -468,7 +547,7 @@ def test_concurrent_captures_of_one_worktree_are_serialised(
         assert names == {"README.md"} | {f"t{a}-{b}.txt" for a in range(threads_n)
                                          for b in range(j + 1)}
     final = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    assert tree_of(grepo, final.commit_id) == git_tree(grepo, tmp_path / "ref")
+    assert tree_of(grepo, final.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
     assert len([r for r in repo.references if r.startswith(PIN_PREFIX)]) == threads_n + 1
 
 

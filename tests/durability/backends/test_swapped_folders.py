@@ -25,7 +25,7 @@ from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.errors import DurabilityError
 from engine import AttemptKey
 from tests.durability.racer import racing
-from tests.helpers import git, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-swap", "node", 0, 1)
 SECRET = b"outside the worktree: never in a checkpoint\n"
@@ -92,16 +92,6 @@ def grepo(tmp_path: Path) -> Iterator[Path]:
     forget(path)
 
 
-def _git_add_all_tree(worktree: Path, index_file: Path) -> str:
-    import subprocess
-
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    return subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120).stdout.strip()
-
-
 @pytest.mark.parametrize("to", ["sibling", "outside"])
 def test_git_capture_never_reads_through_a_swapped_folder(grepo: Path, outside: Path,
                                                          tmp_path: Path, to: str) -> None:
@@ -129,7 +119,7 @@ def test_git_capture_never_reads_through_a_swapped_folder(grepo: Path, outside: 
     assert any(s.reason == MOVING for s in during.skipped)
     after = backend.snapshot(grepo, [_stamp()])
     assert str(repo[after.commit_id].peel(pygit2.Commit).tree_id) == \
-        _git_add_all_tree(grepo, tmp_path / "ref-index")
+        git_add_all_tree(grepo, tmp_path / "ref-index")
     assert SECRET not in _files(repo, after.commit_id).values()
     assert _files(repo, after.commit_id)["w5/f04.away/inner"] == b"f04/inner v2\n"
 

@@ -9,7 +9,6 @@ backend listed and stat'ed it.
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from durability.backends.jj import JjBackend, find_jj
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE, MAX_TRIES
 from engine import AttemptKey
 from tests.durability.racer import racing
-from tests.helpers import git, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-w", "node", 0, 1)
 BIG = b"x" * 300_000
@@ -40,14 +39,6 @@ def _blob(worktree: Path, commit_id: str, path: str) -> bytes | None:
         return bytes(repo[tree[path].id].read_raw())
     except KeyError:
         return None
-
-
-def _git_add_all_tree(worktree: Path, index_file: Path) -> str:
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    return subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120).stdout.strip()
 
 
 @pytest.fixture
@@ -117,7 +108,7 @@ def test_git_new_file_that_keeps_changing_is_left_for_the_next_capture(grepo: Pa
     assert _blob(grepo, snap.commit_id, "new.bin") is None
     final = GitBackend().snapshot(grepo, [_stamp()])
     assert (str(pygit2.Repository(str(grepo))[final.commit_id].peel(pygit2.Commit).tree_id)
-            == _git_add_all_tree(grepo, grepo.parent / "ref-index"))
+            == git_add_all_tree(grepo, grepo.parent / "ref-index"))
 
 
 def test_git_retries_of_one_capture_are_bounded(grepo: Path) -> None:
@@ -168,7 +159,7 @@ def test_git_file_replaced_while_read(grepo: Path, becomes: str) -> None:
     assert _blob(grepo, snap.commit_id, "f.txt") in (None, b"elsewhere")
     final = GitBackend().snapshot(grepo, [_stamp()])
     assert (str(pygit2.Repository(str(grepo))[final.commit_id].peel(pygit2.Commit).tree_id)
-            == _git_add_all_tree(grepo, grepo.parent / "ref-index"))
+            == git_add_all_tree(grepo, grepo.parent / "ref-index"))
 
 
 def _jj_backend() -> JjBackend:

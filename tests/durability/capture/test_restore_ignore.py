@@ -34,6 +34,7 @@ from tests.helpers import (
 
 RUN = "run-ign"
 CODE = "restore-would-unignore"
+ENV = "SECRET=x\n"
 
 
 def _snap(wt: Path) -> int:
@@ -65,12 +66,27 @@ def _ignore_later(wt: Path, rule: str) -> None:
         f.write(f"{rule}\n")
 
 
+def _env_ignored_after_seq_1(wt: Path) -> None:
+    """The issue's repro: seq 1 with no rule for .env; then .env ignored
+    and written, and seq 2 (which rightly leaves it out)."""
+    assert _snap(wt) == 1
+    _ignore_later(wt, ".env")
+    (wt / ".env").write_text(ENV)
+    assert _snap(wt) == 2
+
+
+def _new_repo(kind: str, path: Path) -> Path:
+    """A plain git repository, or a colocated jj one, with README.md."""
+    if kind == "git":
+        return make_git_repo(path).resolve()
+    wt = make_jj_repo(path).resolve()
+    (wt / "README.md").write_text("hello\n")
+    return wt
+
+
 def test_a_secret_ignored_after_the_checkpoint_is_never_unignored(work: Path) -> None:
     """The issue's repro: seq 1 has no .gitignore rule, seq 2 ignores .env."""
-    assert _snap(work) == 1
-    _ignore_later(work, ".env")
-    (work / ".env").write_text("SECRET=x\n")
-    assert _snap(work) == 2
+    _env_ignored_after_seq_1(work)
     before = tree_manifest(work)
     _refused(_restore(1, "--dry-run"), ".env")
     _refused(_restore(1), ".env")
@@ -84,15 +100,12 @@ def test_a_secret_ignored_after_the_checkpoint_is_never_unignored(work: Path) ->
     done = _restore(1, "--path", "README.md")
     assert done.returncode == 0, done.stderr
     assert ".env" not in _recorded_paths(work)
-    assert (work / ".env").read_text() == "SECRET=x\n"
+    assert (work / ".env").read_text() == ENV
 
 
 def test_with_the_files_moved_away_the_restore_and_its_undo_are_exact(work: Path) -> None:
     """The way on the refusal names: move the files away, restore, undo."""
-    assert _snap(work) == 1
-    _ignore_later(work, ".env")
-    (work / ".env").write_text("SECRET=x\n")
-    assert _snap(work) == 2
+    _env_ignored_after_seq_1(work)
     before = tree_manifest(work)
     (work / ".env").rename(work.parent / "env.saved")
     done = cli_json("restore", RUN, "--node", "n", "--seq", "1", "--json")
@@ -142,18 +155,11 @@ def test_twenty_thousand_ignored_files_are_never_swept_in(work: Path) -> None:
 def test_the_secret_never_reaches_a_remote(kind: str, tmp_path: Path) -> None:
     """With a remote: the refused restore, then captures, then replication;
     no commit the remote holds has .env."""
-    if kind == "git":
-        wt = make_git_repo(tmp_path / "repo").resolve()
-    else:
-        wt = make_jj_repo(tmp_path / "repo").resolve()
-        (wt / "README.md").write_text("hello\n")
+    wt = _new_repo(kind, tmp_path / "repo")
     remote = bare_remote(tmp_path / "backup.git")
     add_remote(wt, "backup", remote.as_uri())
     try:
-        assert _snap(wt) == 1
-        _ignore_later(wt, ".env")
-        (wt / ".env").write_text("SECRET=x\n")
-        assert _snap(wt) == 2
+        _env_ignored_after_seq_1(wt)
         _refused(_restore(1), ".env")
         (wt / "README.md").write_text("later\n")
         _snap(wt)
@@ -178,11 +184,7 @@ def test_the_secret_never_reaches_a_remote(kind: str, tmp_path: Path) -> None:
 def test_a_verify_failure_names_the_paths(backend: str, tmp_path: Path) -> None:
     """The check after a restore names where the tree differs (it named
     only two tree ids)."""
-    if backend == "git":
-        wt = make_git_repo(tmp_path / "wt").resolve()
-    else:
-        wt = make_jj_repo(tmp_path / "wt").resolve()
-        (wt / "README.md").write_text("hello\n")
+    wt = _new_repo(backend, tmp_path / "wt")
     try:
         assert _snap(wt) == 1
         settings = Settings.from_env()
@@ -196,5 +198,62 @@ def test_a_verify_failure_names_the_paths(backend: str, tmp_path: Path) -> None:
             restore_mod._verify(backend_, wt, target, want)
         assert raised.value.code == "restore-verify-failed"
         assert "README.md" in raised.value.message and "extra.txt" in raised.value.message
+    finally:
+        forget(wt)
+
+
+
+def _linked(kind: str, tmp_path: Path, *, shared: str = "", own: str = "") -> Path:
+    """A linked git worktree (``git worktree add``; for jj, a colocated jj
+    repo made inside one) with ``shared`` in the repository's shared
+    ``info/exclude`` (the one git reads) and ``own`` in the linked
+    worktree's own git dir's (the one jj 0.46 reads there)."""
+    main = make_git_repo(tmp_path / "main").resolve()
+    wt = (tmp_path / "linked").resolve()
+    git(main, "worktree", "add", "-q", str(wt), "-b", "linked")
+    for git_dir, rules in ((main / ".git", shared), (main / ".git" / "worktrees" / "linked", own)):
+        (git_dir / "info").mkdir(exist_ok=True)
+        (git_dir / "info" / "exclude").write_text(f"{rules}\n")
+    if kind == "jj":
+        make_jj_repo(wt)
+    return wt
+
+
+def _excluded(kind: str, name: str) -> dict[str, str]:
+    """The exclude file ``kind``'s captures read in a linked worktree."""
+    return {"shared": name} if kind == "git" else {"own": name}
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_file_the_exclude_keeps_ignored_is_not_a_refusal(kind: str, tmp_path: Path) -> None:
+    """In a linked worktree, .env is ignored by info/exclude before and after:
+    a restore to a checkpoint whose .gitignore lacks the rule leaves it so."""
+    wt = _linked(kind, tmp_path, **_excluded(kind, ".env"))
+    try:
+        _env_ignored_after_seq_1(wt)
+        done = _restore(1, "--dry-run")
+        assert done.returncode == 0, done.stderr
+        done = _restore(1)
+        assert done.returncode == 0, done.stderr
+        assert not (wt / ".gitignore").exists()
+        assert (wt / ".env").read_text() == ENV
+        _snap(wt)
+        assert ".env" not in _recorded_paths(wt)
+    finally:
+        forget(wt)
+
+
+def test_jj_in_a_linked_worktree_follows_its_own_exclude(tmp_path: Path) -> None:
+    """jj does not read the shared info/exclude there: a file only it names
+    is captured, so a restore that drops the .gitignore rule for .env would
+    let jj take .env in, and is refused."""
+    wt = _linked("jj", tmp_path, shared=".env\nshared-only.txt")
+    try:
+        (wt / "shared-only.txt").write_text("x\n")
+        _env_ignored_after_seq_1(wt)
+        assert "shared-only.txt" in _recorded_paths(wt)
+        _refused(_restore(1, "--dry-run"), ".env")
+        _refused(_restore(1), ".env")
+        assert ".env" not in _recorded_paths(wt)
     finally:
         forget(wt)

@@ -41,6 +41,14 @@ def _repo(kind: str, path: Path) -> Path:
     return (make_jj_repo(path) if kind == "jj" else make_git_repo(path)).resolve()
 
 
+def _with_remote(kind: str, tmp_path: Path) -> tuple[Path, Path]:
+    """A repository with a bare remote ``backup``: (repository, remote)."""
+    repo = _repo(kind, tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    return repo, remote
+
+
 def _snap(repo: Path, label: str | None = None, key: AttemptKey = KEY) -> str:
     done = snapshot_now(Settings.from_env(), key=key, path=repo, label=label,
                         request_id=str(uuid.uuid4()))
@@ -81,9 +89,7 @@ def _gaps(run_id: str = KEY.run_id) -> list[dict[str, str]]:
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_a_checkpoint_holding_a_dotenv_is_withheld_with_a_gap_naming_it(
         kind: str, tmp_path: Path) -> None:
-    repo = _repo(kind, tmp_path / "repo")
-    remote = bare_remote(tmp_path / "backup.git")
-    add_remote(repo, "backup", remote.as_uri())
+    repo, remote = _with_remote(kind, tmp_path)
     (repo / "app.py").write_text("print('hi')\n")
     (repo / ".env").write_text(f"API_KEY={SECRET}\n")
     (repo / ".env.example").write_text("API_KEY=\n")  # a template: not a secret
@@ -104,9 +110,7 @@ def test_a_later_checkpoint_whose_history_holds_the_secret_is_withheld_too(
     """A git attempt's pin carries its whole chain: seq 2 without the file
     would push seq 1's tree with it.  Another attempt, grown from HEAD,
     goes; the secret's blob is nowhere on the remote."""
-    repo = _repo("git", tmp_path / "repo")
-    remote = bare_remote(tmp_path / "backup.git")
-    add_remote(repo, "backup", remote.as_uri())
+    repo, remote = _with_remote("git", tmp_path)
     (repo / "id_rsa").write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SECRET}\n")
     _snap(repo)
     (repo / "id_rsa").unlink()
@@ -126,9 +130,7 @@ def test_a_later_checkpoint_whose_history_holds_the_secret_is_withheld_too(
 
 def test_allowing_a_path_in_the_config_lets_its_checkpoint_go(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = _repo("git", tmp_path / "repo")
-    remote = bare_remote(tmp_path / "backup.git")
-    add_remote(repo, "backup", remote.as_uri())
+    repo, remote = _with_remote("git", tmp_path)
     (repo / "deploy").mkdir()
     (repo / "deploy" / "server.pem").write_text("a public certificate\n")
     (repo / "notes.secret").write_text("extra pattern\n")
@@ -151,9 +153,7 @@ def test_allowing_a_path_in_the_config_lets_its_checkpoint_go(
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_labels_reach_the_remote_without_tokens_and_stay_whole_here(
         kind: str, tmp_path: Path) -> None:
-    repo = _repo(kind, tmp_path / "repo")
-    remote = bare_remote(tmp_path / "backup.git")
-    add_remote(repo, "backup", remote.as_uri())
+    repo, remote = _with_remote(kind, tmp_path)
     label = (f'curl -H "Authorization: Bearer {BEARER}" https://api.example.com/v1?'
              f"private_token={SECRET} && gh --token {TOKEN} && PASSWORD={SECRET}x "
              f"aws AKIAABCDEFGHIJKLMNOP xoxb-123456789012-abcdef")
@@ -276,9 +276,7 @@ def test_a_later_jj_checkpoint_without_the_file_goes_and_carries_none_of_it(
     """jj: each checkpoint is its own pin, and a snapshot rewrites the
     working-copy commit rather than building on the last one: once the file
     is gone, the next checkpoint is pushed, and the secret's blob is not."""
-    repo = _repo("jj", tmp_path / "repo")
-    remote = bare_remote(tmp_path / "backup.git")
-    add_remote(repo, "backup", remote.as_uri())
+    repo, remote = _with_remote("jj", tmp_path)
     (repo / ".npmrc").write_text(f"//registry/:_authToken={SECRET}\n")
     _snap(repo)
     (repo / ".npmrc").unlink()

@@ -31,6 +31,27 @@ def _exists(git_dir: Path, oid: str) -> bool:
                           capture_output=True, timeout=60).returncode == 0
 
 
+def _add_remote(tmp_path: Path, settings: Settings, wt: Path) -> Path:
+    """A bare repository, added as ``wt``'s remote ``backup``."""
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    return bare
+
+
+def _recorded(settings: Settings, wt: Path, captures: int = 1, *,
+              delete: bool = True) -> Recorder:
+    """A recorder of ``wt`` that captured ``keys.txt`` (SECRET) ``captures``
+    times; ``keys.txt`` is then deleted from disk, unless not ``delete``."""
+    rec = Recorder(settings, wt)
+    (wt / "keys.txt").write_bytes(SECRET)
+    for _ in range(captures):
+        rec.capture()
+    if delete:
+        (wt / "keys.txt").unlink()
+    return rec
+
+
 def _push(settings: Settings, rec: Recorder) -> None:
     assert Replicator(settings, lambda: rec.store, os.environ).run_once() > 0
 
@@ -42,9 +63,7 @@ def _build(kind: str, tmp_path: Path, settings: Settings) -> tuple[Recorder, Pat
     pushed; ``keys.txt`` is then deleted from disk.  Returns the recorder, the
     bare remote and the undo point's seq."""
     wt = make_repo(kind, tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
+    bare = _add_remote(tmp_path, settings, wt)
     rec = Recorder(settings, wt)
     rec.capture()  # seq 1: no keys.txt yet
     (wt / "keys.txt").write_bytes(SECRET)
@@ -161,15 +180,84 @@ def test_forget_of_one_run_leaves_other_runs(kind: str, tmp_path: Path,
 def test_a_path_still_in_the_worktree_is_refused(tmp_path: Path,
                                                  settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)
     with pytest.raises(InvalidInput, match=r"keys\.txt still in"):
         run_forget(settings, rec.store, wt, ["keys.txt"])
     assert "keys.txt" in store_git(wt)[rec.store.checkpoints(KEY.run_id)[0].commit_id].peel(
         pygit2.Commit).tree
     with pytest.raises(InvalidInput):
         run_forget(settings, rec.store, wt, ["../outside"])
+    rec.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_the_dry_run_refuses_a_path_still_in_the_worktree_as_the_run_does(
+        kind: str, tmp_path: Path, settings: Settings) -> None:
+    wt = make_repo(kind, tmp_path / "wt")
+    rec = _recorded(settings, wt, delete=False)
+    with pytest.raises(InvalidInput, match=r"keys\.txt still in") as dry:
+        run_forget(settings, rec.store, wt, ["keys.txt"], dry_run=True)
+    with pytest.raises(InvalidInput) as real:
+        run_forget(settings, rec.store, wt, ["keys.txt"])
+    assert str(dry.value) == str(real.value)
+    rec.close()
+    # The installed command: the same line and exit status, with or without --dry-run.
+    dry_done = cli("forget", "keys.txt", "--dry-run", cwd=wt)
+    done = cli("forget", "keys.txt", cwd=wt)
+    assert dry_done.returncode == done.returncode == 2, (dry_done.stderr, done.stderr)
+    assert dry_done.stderr == done.stderr
+    assert done.stderr.startswith("durability: invalid-value: keys.txt still in")
+    assert dry_done.stdout == "" and (wt / "keys.txt").read_bytes() == SECRET
+
+
+def test_a_path_git_now_ignores_may_stay_on_disk(tmp_path: Path,
+                                                 settings: Settings) -> None:
+    wt = make_repo("git", tmp_path / "wt")
+    rec = Recorder(settings, wt)
+    (wt / "keys.txt").write_bytes(SECRET)
+    (wt / "certs").mkdir()
+    (wt / "certs" / "a.pem").write_text("a\n")
+    (wt / "certs" / "notes.txt").write_text("n\n")
+    rec.capture()
+    # Ignored from now on: no capture takes keys.txt in again, so it may stay.
+    (wt / ".gitignore").write_text("keys.txt\n*.pem\n")
+    dry = run_forget(settings, rec.store, wt, ["keys.txt"], dry_run=True)
+    assert [c.seq for c in dry.holding] == [1]
+    # A folder is refused while a file below it is not ignored.
+    for paths in (["certs"], ["keys.txt", "certs"]):
+        for dry_run in (True, False):
+            with pytest.raises(InvalidInput, match=r"^certs still in .*have git ignore it"):
+                run_forget(settings, rec.store, wt, paths, dry_run=dry_run)
+    report = run_forget(settings, rec.store, wt, ["keys.txt", "certs/a.pem"])
+    assert [c.seq for c in report.holding] == [1] and report.blobs_left == []
+    assert (wt / "keys.txt").read_bytes() == SECRET
+    later = rec.capture()
+    tree = store_git(wt)[later.commit_id].peel(pygit2.Commit).tree
+    assert "keys.txt" not in tree and "certs/a.pem" not in tree and "certs/notes.txt" in tree
+    assert all("keys.txt" not in store_git(wt)[c.commit_id].peel(pygit2.Commit).tree
+               for c in rec.store.checkpoints(KEY.run_id))
+    # One the user's own index tracks is refused, ignored or not: a fresh
+    # private index starts from the user's index.
+    (wt / "tracked.cfg").write_text("t\n")
+    git(wt, "add", "tracked.cfg")
+    rec.capture()
+    (wt / ".gitignore").write_text("keys.txt\n*.pem\ntracked.cfg\n")
+    with pytest.raises(InvalidInput, match=r"^tracked\.cfg still in"):
+        run_forget(settings, rec.store, wt, ["tracked.cfg"], dry_run=True)
+    rec.close()
+
+
+def test_jj_keeps_tracking_an_ignored_path_so_it_must_be_gone(tmp_path: Path,
+                                                              settings: Settings) -> None:
+    wt = make_repo("jj", tmp_path / "wt")
+    rec = _recorded(settings, wt, delete=False)
+    (wt / ".gitignore").write_text("keys.txt\n")
+    # What the refusal guards against: jj's next snapshot still holds it.
+    later = rec.capture()
+    assert "keys.txt" in store_git(wt)[later.commit_id].peel(pygit2.Commit).tree
+    for dry_run in (True, False):
+        with pytest.raises(InvalidInput, match=r"^keys\.txt still in"):
+            run_forget(settings, rec.store, wt, ["keys.txt"], dry_run=dry_run)
     rec.close()
 
 
@@ -182,6 +270,7 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     (wt / "sub" / "key.txt").write_text("k\n")
     rec.capture()
     (wt / "keys.txt").unlink()
+    (wt / "sub" / "key.txt").unlink()
     rec.close()
     done = cli("forget", "keys.txt", "--dry-run", "--json", cwd=wt)
     assert done.returncode == 0, done.stderr
@@ -208,13 +297,8 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
 def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
                                                               settings: Settings) -> None:
     wt = make_repo("git", tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    rec.capture()
-    rec.capture()
+    bare = _add_remote(tmp_path, settings, wt)
+    rec = _recorded(settings, wt, 2, delete=False)
     _push(settings, rec)
     (wt / "keys.txt").unlink()
     blob = str(pygit2.hash(SECRET))
@@ -247,10 +331,7 @@ def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
     from durability.errors import LockTimeout
 
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    rec.capture()
-    (wt / "keys.txt").unlink()
+    rec = _recorded(settings, wt)
     before = rec.store.checkpoints(KEY.run_id)
     with rec.capturer.lock(wt, 10), pytest.raises(LockTimeout):
         run_forget(settings, rec.store, wt, ["keys.txt"], lock_timeout_s=0.2)
@@ -265,11 +346,7 @@ def test_a_forget_killed_before_the_rows_moved_is_finished_by_the_next(
     from durability.retention import forget as forget_module
 
     wt = make_repo(kind, tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
-    (wt / "keys.txt").unlink()
+    rec = _recorded(settings, wt, 3)
     before = rec.store.checkpoints(KEY.run_id)
 
     class Killed(Exception):
@@ -309,13 +386,8 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
     from tests.durability.remote.remotekit import own_store
 
     wt = make_repo(kind, tmp_path / "wt")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    Remotes(settings.database).add(str(wt), "backup", bare.as_uri())
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
+    bare = _add_remote(tmp_path, settings, wt)
+    rec = _recorded(settings, wt, 3, delete=False)
     _push(settings, rec)
     (wt / "keys.txt").unlink()
     assert run_forget(settings, rec.store, wt, ["keys.txt"]).remotes[0]["error"] is None
@@ -347,9 +419,7 @@ def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
     must not find the forgotten path's entry there and track it again once
     it is back on disk and ignored."""
     wt = make_repo("git", tmp_path / "wt")
-    rec = Recorder(settings, wt)  # this process stands for the service
-    (wt / "keys.txt").write_bytes(SECRET)
-    rec.capture()
+    rec = _recorded(settings, wt, delete=False)  # this process stands for the service
     os.rename(wt / "keys.txt", tmp_path / "env.saved")
     done = cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
@@ -369,11 +439,7 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
     from durability.backends import prune as backend_prune
 
     wt = make_repo(kind, tmp_path / "wt")
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    for _ in range(3):
-        rec.capture()
-    (wt / "keys.txt").unlink()
+    rec = _recorded(settings, wt, 3)
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(rec.capture(b"during forget\n")))
     rewrite = (backend_prune.forget_chain if kind == "git" else backend_prune.forget_commits)
@@ -405,10 +471,7 @@ def test_an_unreachable_remote_stops_forget_before_anything_changes(
 
     wt = make_repo("git", tmp_path / "wt")
     Remotes(settings.database).add(str(wt), "backup", (tmp_path / "gone.git").as_uri())
-    rec = Recorder(settings, wt)
-    (wt / "keys.txt").write_bytes(SECRET)
-    rec.capture()
-    (wt / "keys.txt").unlink()
+    rec = _recorded(settings, wt)
     before = rec.store.checkpoints(KEY.run_id)
     with pytest.raises(RemoteFailed):
         run_forget(settings, rec.store, wt, ["keys.txt"])

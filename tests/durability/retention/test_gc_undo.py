@@ -25,15 +25,18 @@ from tests.helpers import cli
 PRECIOUS = b"v2-precious\n"
 
 
-def _restored_onto_a_hook_row(settings: Settings, wt: Path) -> Recorder:
-    """seq 1 v1, seq 2 v2-precious, a restore of seq 1 whose undo is seq 2
-    (its pre-restore capture deduplicated onto it), then seq 3 v3."""
-    rec = Recorder(settings, wt)
+def _restored_onto_a_hook_row(settings: Settings, wt: Path, *, start_ms: int = T0,
+                              then_ms: int = 0) -> Recorder:
+    """seq 1 v1, seq 2 v2-precious (from ``start_ms``), a restore of seq 1
+    whose undo is seq 2 (its pre-restore capture deduplicated onto it), then,
+    ``then_ms`` later, seq 3 v3."""
+    rec = Recorder(settings, wt, start_ms=start_ms)
     rec.capture(b"v1\n")
     rec.capture(PRECIOUS)
     done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=1)
     assert done.pre_restore_seq == 2
     assert rec.store.checkpoint(KEY, 2).source == "hook"  # no pre-restore row was made
+    rec.clock.advance(then_ms)
     rec.capture(b"v3\n")
     return rec
 
@@ -93,13 +96,8 @@ def test_a_later_restore_naming_an_old_row_starts_its_window_again(
     """A row 40 days old that a restore names today is kept 30 days more."""
     wt = make_repo("git", tmp_path / "wt").resolve()
     try:
-        rec = Recorder(settings, wt, start_ms=T0 - 40 * DAY)
-        rec.capture(b"v1\n")
-        rec.capture(PRECIOUS)
-        done = restore(settings, run_id=KEY.run_id, node_id=KEY.node_id, seq=1)
-        assert done.pre_restore_seq == 2
-        rec.clock.advance(40 * DAY)
-        rec.capture(b"v3\n")
+        rec = _restored_onto_a_hook_row(settings, wt, start_ms=T0 - 40 * DAY,
+                                        then_ms=40 * DAY)
         policy = Policy(prune_grace_s=0)
         report = run_gc(settings, rec.store, policy, now_ms=T0 + 20 * DAY).to_dict()
         assert report["checkpoints"]["kept_by"].get("pre-restore") == 1, report

@@ -17,7 +17,7 @@ from durability.service.owners import Owners
 from engine import AttemptKey
 from engine.fence import Owner
 from engine.runs import Runs
-from tests.engine.test_attempt_checkpoints import KILLED
+from tests.engine.test_attempt_checkpoints import run_killed
 from tests.helpers import cli, hook_payload, make_git_repo, start_service, wait_for
 
 
@@ -31,11 +31,7 @@ def test_a_killed_runs_watch_records_nothing_of_another_sessions_edits(
     repo = make_git_repo(tmp_path / "repo")
     service = start_service(tmp_path)
     try:
-        folder = tmp_path / "wf"
-        folder.mkdir()
-        (folder / "wf.py").write_text(KILLED)
-        killed = cli("run", str(folder / "wf.py"), "--run-id", "kw", "--worktree", str(repo))
-        assert killed.returncode == -9, killed.stderr
+        run_killed(tmp_path, repo)
         at_death = _dead_rows(settings)
         assert at_death  # its start checkpoint
         # Another session edits the worktree at once, 20 times, its hooks
