@@ -289,3 +289,38 @@ def test_a_later_jj_checkpoint_without_the_file_goes_and_carries_none_of_it(
     assert f"refs/durability/jj/{later}" in remote_refs(remote)
     assert not _has_object(remote, _blob(f"//registry/:_authToken={SECRET}\n"))
     assert ".npmrc (pattern .npmrc)" in _gaps()[0]["detail"]
+
+
+def test_a_capture_between_the_scan_and_the_push_does_not_go_out_unscanned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git: the attempt's pin moves on every capture, and the replicator
+    does not take the worktree's lock.  A capture writing `.env` right after
+    the scan read the pin must not ride along with the push: what is pushed
+    is the commit scanned, and the `.env` checkpoint is checked on its own."""
+    from durability.remote import secrets
+
+    repo = _repo("git", tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    (repo / "work.txt").write_text("clean\n")
+    clean = _snap(repo)
+    real = secrets.Scanner.scan
+    late: list[str] = []
+
+    def scan_then_capture(self: secrets.Scanner, *args: object, **kw: object) -> object:
+        verdict = real(self, *args, **kw)  # type: ignore[arg-type]
+        if not late:
+            (repo / ".env").write_text(f"API_KEY={SECRET}\n")
+            late.append(_snap(repo))
+        return verdict
+
+    monkeypatch.setattr(secrets.Scanner, "scan", scan_then_capture)
+    assert _push() == 1
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    assert not _has_object(remote, late[0])
+    assert set(remote_refs(remote).values()) >= {clean}
+    monkeypatch.setattr(secrets.Scanner, "scan", real)
+    assert _push() == 0  # the next pass scans the `.env` checkpoint: withheld
+    assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    assert [g["reason"] for g in _gaps()] == ["secret-withheld"]
