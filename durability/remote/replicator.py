@@ -312,11 +312,18 @@ class Replicator:
         own = c.commit_id
         named = "; ".join(
             f"{printable(f.path)} (pattern {printable(f.pattern)}"
-            + ("" if f.commit == own else f", in its history: commit {f.commit[:12]}") + ")"
+            + (f", in your git history: commit {f.commit[:12]} on {printable(f.own_ref)}"
+               if f.own_ref else
+               "" if f.commit == own else f", in its history: commit {f.commit[:12]}") + ")"
             for f in found)
+        if all(f.own_ref for f in found):
+            remedy = ("your own commits hold it, which `durability forget` does not rewrite: "
+                      "allow the path under [secrets] allow in the config file")
+        else:
+            remedy = ("`durability forget` the path, or allow it under [secrets] allow in "
+                      "the config file")
         detail = (f"seq {c.seq} ({c.commit_id[:12]}) not pushed to remote {p.remote.name}: "
-                  f"it would carry {named}; `durability forget` the path, or allow it "
-                  "under [secrets] allow in the config file (docs/REMOTE.md)")
+                  f"it would carry {named}; {remedy} (docs/REMOTE.md)")
         log.warning("withheld %s seq %s from %s: %s", c.run_id, c.seq, p.remote.name, named)
         write_gap(self.settings, spool.gap_record(
             run_id=c.run_id, request_id=f"{WITHHELD_REASON}-{p.remote.name}-{c.request_id}",

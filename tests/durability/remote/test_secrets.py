@@ -324,3 +324,87 @@ def test_a_capture_between_the_scan_and_the_push_does_not_go_out_unscanned(
     assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
     assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
     assert [g["reason"] for g in _gaps()] == ["secret-withheld"]
+
+
+PEM = f"-----BEGIN PRIVATE KEY-----\n{SECRET}-test-cert\n"
+
+
+def _user_history_with_a_pem(repo: Path, commits: int) -> None:
+    """The user's own commits: a test certificate, then ``commits`` more."""
+    (repo / "tests" / "certs").mkdir(parents=True)
+    (repo / "tests" / "certs" / "server.pem").write_text(PEM)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "test certificate")
+    for i in range(commits):
+        (repo / "history.txt").write_text(f"{i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {i}")
+
+
+def test_a_key_the_user_published_in_their_own_history_does_not_block_checkpoints(
+        tmp_path: Path) -> None:
+    """A clone whose upstream history holds tests/certs/server.pem: the
+    commits the user's remote-tracking refs hold are theirs, published by
+    them, and are not scanned; an agent-written `.env` still is withheld."""
+    upstream = make_git_repo(tmp_path / "upstream")
+    _user_history_with_a_pem(upstream, 3)
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(repo)], check=True)
+    repo = repo.resolve()
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    (repo / "work.txt").write_text("agent work\n")
+    first = _snap(repo)
+    assert _push() == 1
+    assert first in remote_refs(remote).values()
+    (repo / ".env").write_text(f"API_KEY={SECRET}\n")
+    _snap(repo)
+    assert _push() == 0
+    assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    (detail,) = [g["detail"] for g in _gaps()]
+    assert ".env (pattern .env)" in detail and "server.pem" not in detail
+
+
+def test_a_key_in_the_users_unpublished_history_names_the_remedy_and_is_walked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate committed on the user's own branch, on no remote of
+    theirs: withheld (nothing leaves unasked), and the gap says it is in
+    their git history and to allow it (`forget` does not rewrite their
+    commits).  Later checkpoints stay withheld without walking that history
+    again: each pass looks at the new commits only.  Allowed, they go."""
+    from durability.remote import secrets
+
+    repo = _repo("git", tmp_path / "repo")
+    _user_history_with_a_pem(repo, 30)
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    real = secrets._added
+    looked: list[str] = []
+
+    def counting(repo_: object, commit: object, patterns: object) -> object:
+        looked.append(str(commit.id))  # type: ignore[attr-defined]
+        return real(repo_, commit, patterns)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(secrets, "_added", counting)
+    with Store(Settings.from_env().database) as store:
+        replicator = Replicator(Settings.from_env(), lambda: store, os.environ)
+        (repo / "work.txt").write_text("0\n")
+        _snap(repo)
+        assert replicator.run_once() == 0
+        assert len(looked) >= 32  # the first pass walks the user's history once
+        (detail,) = [g["detail"] for g in _gaps()]
+        assert "tests/certs/server.pem (pattern *.pem, in your git history: commit" in detail
+        assert "on refs/heads/main" in detail and "allow the path under [secrets] allow" in detail
+        assert "`durability forget` the path" not in detail
+        for i in range(1, 4):
+            looked.clear()
+            (repo / "work.txt").write_text(f"{i}\n")
+            _snap(repo)
+            assert replicator.run_once() == 0
+            assert len(looked) == 1, len(looked)  # the new checkpoint only
+        config = tmp_path / "config.toml"
+        config.write_text('[secrets]\nallow = ["tests/certs/server.pem"]\n')
+        monkeypatch.setenv("DURABILITY_CONFIG", str(config))
+        assert replicator.run_once() == 4
+    assert quick_states() == [{"backup": "pushed"}] * 4
