@@ -30,7 +30,7 @@ from tests.durability.remote.remotekit import (
     quick_states,
     remote_refs,
 )
-from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo
+from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo, state_write
 
 SECRET = "SECRET_VALUE_4f1d9c"
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -72,6 +72,15 @@ def _everything_on(remote: Path) -> str:
     return subprocess.run(["git", "-C", str(remote), "cat-file", "--batch"],
                           input=("\n".join(oids) + "\n").encode(), capture_output=True,
                           check=True).stdout.decode("utf-8", "replace")
+
+
+def _stored_by_an_older_toolkit(repo: Path, name: str, url: str) -> None:
+    """A remote whose URL holds a credential, as an older toolkit stored it
+    (today's ``Remotes.add`` refuses it)."""
+    Remotes(Settings.from_env().database).add(str(repo), name, "https://127.0.0.1:9/x.git")
+    with state_write() as conn:
+        conn.execute("UPDATE remotes SET url=? WHERE worktree=? AND name=?",
+                     (url, str(repo), name))
 
 
 def _gaps(run_id: str = KEY.run_id) -> list[dict[str, str]]:
@@ -204,7 +213,7 @@ def test_a_stored_credential_url_is_never_shown_logged_or_filed(
     repo = _repo("git", tmp_path / "repo")
     settings = replace(Settings.from_env(), replication_bound_ms=0)
     url = f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}"
-    Remotes(settings.database).add(str(repo), "old", url)
+    _stored_by_an_older_toolkit(repo, "old", url)
     (repo / "work.txt").write_text("one\n")
     _snap(repo)
     with caplog.at_level(logging.INFO, logger="durability"):
@@ -213,7 +222,7 @@ def test_a_stored_credential_url_is_never_shown_logged_or_filed(
     shown = [caplog.text, cli("remote", "list", "--worktree", str(repo)).stdout,
              cli("remote", "list", "--all", "--json").stdout,
              cli("remote", "remove", "old", "--worktree", str(repo), "--json").stdout]
-    Remotes(settings.database).add(str(repo), "old", url)  # back, for the MCP answer
+    _stored_by_an_older_toolkit(repo, "old", url)  # back, for the MCP answer
     seen: dict[str, object] = {}
 
     async def body(mcp: Mcp) -> None:
@@ -255,8 +264,8 @@ def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
     from tests.helpers import start_service, wait_for
 
     repo = _repo("git", tmp_path / "repo")
-    Remotes(Settings.from_env().database).add(
-        str(repo), "old", f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}")
+    _stored_by_an_older_toolkit(
+        repo, "old", f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}")
     (repo / "work.txt").write_text("one\n")
     _snap(repo)
     svc = start_service(tmp_path, env={**os.environ, "DURABILITY_REPLICATION_BOUND_MS": "1"})
@@ -408,3 +417,41 @@ def test_a_key_in_the_users_unpublished_history_names_the_remedy_and_is_walked_o
         monkeypatch.setenv("DURABILITY_CONFIG", str(config))
         assert replicator.run_once() == 4
     assert quick_states() == [{"backup": "pushed"}] * 4
+
+
+@pytest.mark.parametrize("url", [
+    f"https://{TOKEN}@github.com/me/x.git",
+    f"https://me%3A{SECRET}@host.example/x.git",
+    f"https://host.example/x.git?private_token={SECRET}",
+    f"ssh://me:{SECRET}@host.example/x.git",
+    f"me:{SECRET}@host.example:x.git",
+    f"file:///srv/x.git#{SECRET}",
+])
+def test_the_store_refuses_a_credential_url_whoever_calls(url: str, tmp_path: Path) -> None:
+    """`Remotes.add` itself, not only the CLI: no caller stores one."""
+    from engine.errors import EngineError
+
+    remotes = Remotes(Settings.from_env().database)
+    with pytest.raises(EngineError) as caught:
+        remotes.add(str(tmp_path), "backup", url)
+    assert caught.value.code == "remote-credential"
+    assert SECRET not in str(caught.value) and TOKEN not in str(caught.value)
+    assert remotes.all(str(tmp_path)) == []
+    for plain in ("ssh://git@host.example/x.git", "git@host.example:me/x.git",
+                  "https://host.example/x.git", (tmp_path / "b.git").as_uri()):
+        remotes.add(str(tmp_path), f"r{len(remotes.all(str(tmp_path)))}", plain)
+    assert len(remotes.all(str(tmp_path))) == 4
+
+
+def test_doctor_fails_on_a_stored_credential_url_and_names_the_remedy(tmp_path: Path) -> None:
+    repo = _repo("git", tmp_path / "repo")
+    _stored_by_an_older_toolkit(repo, "old", f"https://{TOKEN}@host.example/x.git")
+    add_remote(repo, "clean", (tmp_path / "b.git").as_uri())
+    done = cli("doctor", "--json", cwd=repo)
+    assert done.returncode != 0
+    (check,) = [c for c in json.loads(done.stdout) if c["name"] == "remotes"]
+    assert check["status"] == "fail", check
+    assert "old" in check["detail"] and "credential" in check["detail"]
+    assert "clean" not in check["detail"]
+    assert "durability remote remove old" in check["next_step"]
+    assert TOKEN not in done.stdout and TOKEN not in done.stderr
