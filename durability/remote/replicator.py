@@ -293,10 +293,11 @@ class Replicator:
             known = self._listed[mref] = {e.checkpoint.commit_id
                                           for e in manifest.read(repo, mref)}
         ok, held = [], []
+        published = secrets.published_tips(repo)
         for p in items:
             tip = tips[pins[id(p)]]
             assert tip is not None
-            found = self._scanner.scan(repo, tip, patterns, known)
+            found = self._scanner.scan(repo, tip, patterns, known, published)
             if not found:
                 ok.append(p)
                 continue

@@ -30,7 +30,8 @@ import pygit2
 
 from durability.errors import InvalidInput
 
-__all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load"]
+__all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load",
+           "published_tips"]
 
 #: Files that hold secrets, by the usual names.
 DEFAULT_PATTERNS = (
@@ -121,9 +122,10 @@ class Finding:
     #: The commit that brought it in.
     commit: str
     #: The user's own ref (a branch or tag of the repository) whose history
-    #: holds that commit, or "": the file is in the user's git history,
-    #: which `durability forget` does not rewrite.
-    own_ref: str = ""
+    #: holds that commit (the file is in the user's git history, which
+    #: `durability forget` does not rewrite), "" when none does, None
+    #: before it was looked up.
+    own_ref: str | None = None
 
 
 #: The refs whose history the user already published to a remote of their
@@ -147,12 +149,14 @@ class Scanner:
         self._clean: dict[tuple[str, Patterns, frozenset[str]], set[str]] = {}
 
     def scan(self, repo: pygit2.Repository, tip: str, patterns: Patterns,
-             known: Collection[str] = ()) -> tuple[Finding, ...]:
+             known: Collection[str] = (), published: frozenset[str] | None = None
+             ) -> tuple[Finding, ...]:
         """The secret paths the history of commit ``tip`` brings, down to the
         commits in ``known`` (already pushed or checked), those the user's
-        remote-tracking refs hold (the user published them), and their
-        ancestors."""
-        published = _targets(repo, (PUBLISHED,))
+        remote-tracking refs hold (the user published them: ``published``,
+        their commits, read here when None), and their ancestors."""
+        if published is None:
+            published = published_tips(repo)
         key = (repo.path, patterns, published)
         verdicts = self._verdicts.setdefault(key, {})
         if tip in verdicts:
@@ -168,7 +172,8 @@ class Scanner:
                 continue
             seen.add(oid)
             if oid in verdicts:  # an earlier tip: its whole history's verdict
-                found += [f for f in verdicts[oid] if f not in found]
+                had = {(f.path, f.commit) for f in found}
+                found += [f for f in verdicts[oid] if (f.path, f.commit) not in had]
                 continue
             if len(seen) > 1 and stops is None:  # beyond the tip: the user's history?
                 stops = _merge_bases(repo, tip, published)
@@ -190,6 +195,12 @@ class Scanner:
         if not verdict:
             clean |= seen
         return verdict
+
+
+def published_tips(repo: pygit2.Repository) -> frozenset[str]:
+    """The commits of the user's remote-tracking refs (read once per pass:
+    listing the refs costs their number, our pins included)."""
+    return _targets(repo, (PUBLISHED,))
 
 
 def _targets(repo: pygit2.Repository, prefixes: tuple[str, ...]) -> frozenset[str]:
@@ -219,14 +230,18 @@ def _merge_bases(repo: pygit2.Repository, tip: str, published: frozenset[str]) -
 
 
 def _owned(repo: pygit2.Repository, found: list[Finding]) -> list[Finding]:
-    """``found``, each naming the user's branch or tag that holds its commit."""
-    if not found:
+    """``found``, each naming the user's branch or tag that holds its commit
+    (those looked up already, from an earlier tip's verdict, as they are)."""
+    if all(f.own_ref is not None for f in found):
         return found
     own = [(name, str(repo.references[name].peel(pygit2.Commit).id))
            for name in repo.references if name.startswith(OWN)
            and _is_commit(repo, name)]
     done = []
     for f in found:
+        if f.own_ref is not None:
+            done.append(f)
+            continue
         ref = next((name for name, target in sorted(own)
                     if target == f.commit or repo.descendant_of(target, f.commit)), "")
         done.append(Finding(f.path, f.pattern, f.commit, ref))
