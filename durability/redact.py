@@ -51,8 +51,9 @@ _VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s&;,'\"]+)"
 _COUNT_NAME = re.compile(r"(?i)(?!.*(?:passw|pwd|secret|key|credential|auth)).*token")
 # A separator followed by white space and then this is a key with no value
 # (``grep -rn api_key: config/``): a path or an option, not a secret.
-_NOT_A_VALUE = re.compile(r"-|\.{0,2}/|~/|[^\s]*/(?:[\s\"']|$)|[\w.-]+(?:/[\w.-]+)*"
-                          r"\.[A-Za-z0-9]{1,5}(?:[\s\"']|$)")
+_NOT_A_VALUE = re.compile(r"-|\.{0,2}/|~/|[^\s]*/$|[\w.-]+(?:/[\w.-]+)+\.[A-Za-z0-9]{1,5}$|"
+                          r"[\w-]+\.(?:py|js|ts|go|rs|rb|java|json|ya?ml|toml|ini|cfg|conf|"
+                          r"txt|md|sh|env|tf)$")
 # A quoted JSON key and its value: {"password":"x"}, also with its quotes
 # escaped inside a shell string (\"token\":\"x\").
 _JSON = re.compile(r"(?i)(\\?[\"'])(" + _NAME + r")(\\?[\"']\s*:\s*)"

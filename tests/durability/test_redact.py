@@ -39,6 +39,8 @@ REDACTED = [
     ("PASSWORD=1234 ./run", "PASSWORD=<redacted> ./run"),
     ("curl -H 'X-Api-Key: hunter8' x", "curl -H 'X-Api-Key: <redacted>' x"),
     ("GITHUB_TOKEN=abc make", "GITHUB_TOKEN=<redacted> make"),
+    ("password: hunter.9 x", "password: <redacted> x"),
+    ("aws_secret_access_key: hunterK7MDENG/bPxRfiCY", "aws_secret_access_key: <redacted>"),
 ]
 
 #: Labels that hold no secret, kept whole.
@@ -50,6 +52,8 @@ KEPT = [
     "grep -rn api_key: config/",
     "grep -rn 'password:' src/",
     "grep -n token= ./settings.py",
+    "grep -rn api_key: src/config/settings.yml",
+    "grep -n password: settings.py",
     "mysql -p db",
     "mysql -u root -p",
     "ls -p src/",
