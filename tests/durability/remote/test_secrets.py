@@ -350,15 +350,21 @@ def _user_history_with_a_pem(repo: Path, commits: int) -> None:
         git(repo, "commit", "-q", "-m", f"commit {i}")
 
 
+@pytest.mark.parametrize("kind", ["git", "jj"])
 def test_a_key_the_user_published_in_their_own_history_does_not_block_checkpoints(
-        tmp_path: Path) -> None:
+        kind: str, tmp_path: Path) -> None:
     """A clone whose upstream history holds tests/certs/server.pem: the
     commits the user's remote-tracking refs hold are theirs, published by
     them, and are not scanned; an agent-written `.env` still is withheld."""
+    from tests.helpers import jj_path
+
     upstream = make_git_repo(tmp_path / "upstream")
     _user_history_with_a_pem(upstream, 3)
     repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", str(upstream), str(repo)], check=True)
+    subprocess.run(["git", "clone", "-q", str(upstream), str(repo)], check=True, timeout=120)
+    if kind == "jj":  # jj on the clone (its remote-tracking refs kept)
+        subprocess.run([jj_path(), "git", "init", "--colocate", str(repo)], check=True,
+                       capture_output=True, timeout=120)
     repo = repo.resolve()
     remote = bare_remote(tmp_path / "backup.git")
     add_remote(repo, "backup", remote.as_uri())
