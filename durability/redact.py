@@ -36,6 +36,8 @@ _TOKENS = [
     r"(?:AKIA|ASIA)[0-9A-Z]{16}",                           # AWS access key id
     r"AIza[0-9A-Za-z_-]{30,}",                              # Google API key
     r"npm_[A-Za-z0-9]{30,}",                                # npm
+    r"hf_[A-Za-z0-9]{30,}",                                 # Hugging Face
+    r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",            # Stripe secret, restricted
     r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # a JWT
 ]
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_TOKENS) + ")")
@@ -44,14 +46,42 @@ _NAME = (r"[A-Za-z0-9_-]*(?:passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|"
          r"access[_-]?key|private[_-]?key|credential|authorization|auth[_-]?key)"
          r"[A-Za-z0-9_-]*")
 _VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s&;,'\"]+)"
+# A name that only says "token" (max_tokens, token_limit): a count, when its
+# value is a number.
+_COUNT_NAME = re.compile(r"(?i)(?!.*(?:passw|pwd|secret|key|credential|auth)).*token")
+# A separator followed by white space and then this is a key with no value
+# (``grep -rn api_key: config/``): a path or an option, not a secret.
+_NOT_A_VALUE = re.compile(r"-|\.{0,2}/|~/|[^\s]*/$|[\w.-]+(?:/[\w.-]+)+\.[A-Za-z0-9]{1,5}$|"
+                          r"[\w-]+\.(?:py|js|ts|go|rs|rb|java|json|ya?ml|toml|ini|cfg|conf|"
+                          r"txt|md|sh|env|tf)$")
+# A quoted JSON key and its value: {"password":"x"}, also with its quotes
+# escaped inside a shell string (\"token\":\"x\").
+_JSON = re.compile(r"(?i)(\\?[\"'])(" + _NAME + r")(\\?[\"']\s*:\s*)"
+                   r"(\\?\"(?:[^\"\\]|\\(?!\"))*\\?\"|'[^']*'|[^\s,}\]]+)")
+# mysql -pVALUE (the value attached to -p), in a mysql-like command.
+_MYSQL_P = re.compile(r"(?<![\w-])((?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|"
+                      r"mariadb|mariadb-dump)\b[^|;&\n]*?\s-p)(?=[^\s])[^\s]+")
+# docker login -p VALUE (podman, helm registry login...): -p after `login`.
+_LOGIN_P = re.compile(r"(\b(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|"
+                      r"helm\s+registry)\s+login\b[^|;&\n'\"]*?\s-p\s+)(?!-)[^\s'\"]+")
+# aws configure set NAME VALUE, npm config set NAME VALUE.
+_CONFIG_SET = re.compile(r"(?i)(\bconfig(?:ure)?\s+set\s+[^\s=]*?" + _NAME + r"\s+)"
+                         r"(?!-)[^\s]+")
+# Tokens in a URL's path: Slack and Discord webhooks, Telegram bots.
+_PATH_TOKENS = [
+    (re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"),
+     rf"\1{MARK}"),
+    (re.compile(r"(/api/webhooks/\d+/)[A-Za-z0-9_-]+"), rf"\1{MARK}"),
+    (re.compile(r"(/bot)\d{5,}:[A-Za-z0-9_-]{20,}"), rf"\1{MARK}"),
+]
 # An Authorization header's scheme and credential.
 _SCHEME = re.compile(r"(?i)(\bbearer|authorization:\s*(?:basic|token|digest))(\s+)"
                      r"[A-Za-z0-9._~+/=-]{6,}")
 # --token VALUE, --password=VALUE, -H is handled by _SCHEME.
-_FLAG = re.compile(r"(?i)(?<![A-Za-z0-9_])(--?" + _NAME + r")(\s+|=)(?!-)" + _VALUE)
+_FLAG = re.compile(r"(?i)(?<![A-Za-z0-9_])(--?(" + _NAME + r"))(\s+|=)(?!-)(" + _VALUE + ")")
 # name=value, name: value (an environment assignment, a header, a query).
 _ASSIGN = re.compile(r"(?i)(?<![A-Za-z0-9_-])(" + _NAME + r")(\s*[=:]\s*)"
-                     r"(?!(?:bearer|basic|token|digest)\s)" + _VALUE)
+                     r"(?!(?:bearer|basic|token|digest)\s)(" + _VALUE + ")")
 # user:password@host:path (scp-like ssh)
 _SCP = re.compile(r"(?<![\w/@])[A-Za-z0-9._%+-]+:[^\s@/]+@(?=[A-Za-z0-9.-]+:)")
 # curl -u user:password
@@ -81,9 +111,39 @@ def redact(text: str) -> str:
     text = _SCP.sub(f"{MARK}@", text)
     text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
     text = _USER_OPT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}:{MARK}", text)
-    text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
-    text = _ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    for pattern, mark in _PATH_TOKENS:
+        text = pattern.sub(mark, text)
+    text = _JSON.sub(_json, text)
+    text = _MYSQL_P.sub(rf"\1{MARK}", text)
+    text = _LOGIN_P.sub(rf"\1{MARK}", text)
+    text = _CONFIG_SET.sub(rf"\1{MARK}", text)
+    text = _FLAG.sub(lambda m: _keep(m, m.group(2), m.group(3), m.group(4)), text)
+    text = _ASSIGN.sub(lambda m: _keep(m, m.group(1), m.group(2), m.group(3)), text)
     return _TOKEN.sub(MARK, text)
+
+
+def _keep(match: re.Match[str], name: str, separator: str, value: str) -> str:
+    """``name`` and ``separator``, then the value redacted unless it is no
+    secret: a number after a name that only says "token" (a count), or what
+    follows white space after a key that has no value of its own (a path or
+    an option: ``grep -rn api_key: config/``)."""
+    if value == MARK or (value.isdigit() and _COUNT_NAME.match(name)):
+        return match.group(0)
+    if separator.strip() and separator[-1].isspace() and _NOT_A_VALUE.match(value):
+        return match.group(0)
+    return match.group(0)[:len(match.group(0)) - len(value)] + MARK
+
+
+def _json(match: re.Match[str]) -> str:
+    value = match.group(4)
+    if value.isdigit() and _COUNT_NAME.match(match.group(2)):
+        return match.group(0)
+    if value.startswith(('\\"', '"', "'")):
+        quote = '\\"' if value.startswith('\\"') else value[0]
+        value = f"{quote}{MARK}{quote}"
+    else:
+        value = MARK
+    return match.group(1) + match.group(2) + match.group(3) + value
 
 
 def credential_in_url(url: str) -> str | None:

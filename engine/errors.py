@@ -11,6 +11,7 @@ Hierarchy::
     ├── RecordRefused           "record-refused": a checkpoint whose request is
     │                           already on record as a gap
     ├── InvalidValue            "invalid-value": a value that fails validation
+    │   └── CredentialInURL     "remote-credential": a remote URL holding a credential
     ├── CopyMismatch            "copy-mismatch": a store copied into another does
     │                           not hold the same rows (``durability migrate``)
     ├── WorkflowInvalid         "WORKFLOW_INVALID": a workflow file that cannot be
@@ -94,6 +95,12 @@ class RecordRefused(EngineError):
 
 class InvalidValue(EngineError):
     code = "invalid-value"
+
+
+class CredentialInURL(InvalidValue):
+    """A remote URL holding a credential: never stored (docs/REMOTE.md)."""
+
+    code = "remote-credential"
 
 
 class CopyMismatch(EngineError):

@@ -18,16 +18,18 @@ SQLite-only functions) for the PostgreSQL store.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from threading import RLock
 from typing import Any
+from urllib.parse import unquote
 
 from engine.backend import Location, is_url, migrate, open_database
 from engine.db import DB_ERRORS, Connection, write_transaction
-from engine.errors import InvalidValue, NotFound, StoreUnavailable
+from engine.errors import CredentialInURL, InvalidValue, NotFound, StoreUnavailable
 from engine.host import host_id
 from engine.models import Checkpoint
 from engine.outbox import missing, queue_checkpoint, queue_missing, queue_remote
@@ -145,7 +147,14 @@ class Remotes:
 
     def add(self, worktree: str, name: str, url: str) -> Remote:
         """Name a remote for ``worktree`` (its earlier checkpoints join the
-        outbox); a name already used is ``InvalidValue``."""
+        outbox); a name already used is ``InvalidValue``, a URL holding a
+        credential ``CredentialInURL`` (whoever calls: never stored)."""
+        held = credential_in_url(url)
+        if held is not None:
+            raise CredentialInURL(
+                f"the remote URL holds {held}, which would be stored and shown: give the URL "
+                "without it and let git's credential helper (git help credential) or ssh "
+                "keys supply it")
         remote = Remote(worktree, name, url, now_ms())
         with self._open() as conn, write_transaction(conn):
             if conn.execute("SELECT 1 FROM remotes WHERE host=? AND worktree=? AND name=?",
@@ -346,3 +355,34 @@ def _pending(r: tuple[Any, ...]) -> Pending:
 
 def _remote(r: tuple[Any, ...]) -> Remote:
     return Remote(str(r[0]), str(r[1]), str(r[2]), int(r[3]))
+
+
+#: A plain ssh user name (``git@``): not a credential.
+_SSH_USER = re.compile(r"[A-Za-z0-9._-]{1,32}")
+_SSH_SCHEMES = ("ssh://", "git+ssh://", "ssh+git://")
+
+
+def credential_in_url(url: str) -> str | None:
+    """What credential a remote URL holds (a phrase), or None: the floor
+    every stored URL passes (``durability.redact.credential_in_url`` also
+    knows the token shapes).  Any user information in a URL other than
+    ssh; in ssh a user that is not a plain name; a password in
+    ``user:password@host:path``; a query string or fragment."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        authority = rest.split("/", 1)[0]
+        ssh = f"{scheme.lower()}://" in _SSH_SCHEMES
+    else:  # [user@]host:path, or a path
+        head = url.split("/", 1)[0]
+        if "@" in head and ":" in head.split("@", 1)[0]:
+            return "a password"
+        authority, ssh = head.partition(":")[0], True
+    user, at, _host = authority.rpartition("@")
+    if at:
+        if not ssh:
+            return "a user name or password"
+        if not _SSH_USER.fullmatch(unquote(user)):
+            return "a password or token"
+    if "?" in url or "#" in url:
+        return "a query string"
+    return None

@@ -388,9 +388,11 @@ class Store:
             return added
 
     def gaps(self, run_id: str) -> list[Gap]:
+        """This machine's gaps of a run (as ``checkpoints``: another host
+        sharing the store may use the same run id and worktree path)."""
         rows = self._read(
-            f"SELECT {_GAP_COLS} FROM gaps WHERE run_id=? ORDER BY ts_ms, request_id", (run_id,)
-        )
+            f"SELECT {_GAP_COLS} FROM gaps WHERE run_id=? AND host=? ORDER BY ts_ms, request_id",
+            (run_id, self.host))
         return [Gap(*row) for row in rows]
 
     # -- a worktree moved ---------------------------------------------------

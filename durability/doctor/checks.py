@@ -240,7 +240,16 @@ def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check |
         pending = [p for p in remotes.pending() if p.checkpoint.worktree == root]
     except (DurabilityError, EngineError):
         return None  # no worktree, or no store: the checks above say so
+    from durability.redact import credential_in_url
+
     names = ", ".join(r.name for r in named)
+    leaky = [r.name for r in named if credential_in_url(r.url) is not None]
+    if leaky:
+        return Check("remotes", FAIL, f"{', '.join(leaky)}: the stored URL holds a credential "
+                     "(an older version stored it; it is never shown, but it is kept here)",
+                     f"`durability remote remove {leaky[0]}`, then `durability remote add "
+                     f"{leaky[0]} URL` with the URL without it (git's credential helper "
+                     "supplies the secret)")
     if shutil.which("git", path=env.get("PATH")) is None:
         return Check("remotes", FAIL, f"{names}: git is not on PATH, nothing can be pushed",
                      "install git")

@@ -12,7 +12,6 @@ stable code); ``server.py`` turns it into the tool's error answer.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import uuid
 from collections import Counter
@@ -510,11 +509,27 @@ def _events_in(root: str, events: list[Event], checkpoints: list[Checkpoint]) ->
         at = place.get((e.node_id, e.iteration, e.attempt, e.seq))
         if e.kind == "checkpoint" and at != root:
             continue
-        text = json.dumps(e.detail) if e.detail else ""
-        if any(f in text for f in foreign):
+        named = (e.detail or {}).get("worktree")
+        if isinstance(named, str) and not _inside(named, root):
+            continue  # an event of another worktree (watch-ended)
+        if any(f in text for text in _strings(e.detail) for f in foreign):
             continue
         kept.append(e)
     return kept
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string of an event's detail, keys included, as it is (not as
+    JSON escapes it: a path with non-ASCII characters is matched too)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
 
 
 def _engine_run(r: Runs, run_id: str) -> bool:

@@ -249,44 +249,55 @@ class Replicator:
             self._remotes.mark(there, PUSHED)
             items = [p for p in items if p not in there]
         pins = {id(p): pin_ref(repo, p.checkpoint) for p in items}
-        lost = [p for p in items if pins[id(p)] not in repo.references]
-        items = [p for p in items if pins[id(p)] in repo.references]
+        # Each pin read once: a git attempt's pin moves on every capture, and
+        # the replicator does not hold the worktree's lock.  What is scanned
+        # below is this commit, and the push sends exactly it (``sha:ref``),
+        # never wherever the ref points when git runs.
+        tips = {ref: _target(repo, ref) for ref in set(pins.values())}
+        lost = [p for p in items if tips[pins[id(p)]] is None]
+        items = [p for p in items if tips[pins[id(p)]] is not None]
         mref = manifest.local_ref(worktree, remote.name, self._replica())
-        items, held = self._withhold(repo, mref, items, pins, patterns)
+        items, held = self._withhold(repo, mref, items, pins, tips, patterns)
         if not items:
             return there, lost, held
         entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
-        refs = {e.ref for e in entries}
-        refs |= {MODES_PREFIX + p.checkpoint.commit_id for p in items
-                 if MODES_PREFIX + p.checkpoint.commit_id in repo.references}
+        sent = {e.ref: tips[e.ref] for e in entries}
+        for p in items:
+            mode = MODES_PREFIX + p.checkpoint.commit_id
+            target = _target(repo, mode)
+            if target is not None:
+                sent[mode] = target
         manifest.add(repo, mref, entries)
         self._listed.setdefault(mref, set()).update(p.checkpoint.commit_id for p in items)
-        specs = [f"{r}:{r}" for r in sorted(refs)] + [f"{mref}:{mref}"]
+        sent[mref] = str(repo.references[mref].target)  # ours, written under our lock
+        specs = [f"{sha}:{ref}" for ref, sha in sorted(sent.items())]
         transport.push(repo.path, remote.url, specs, env=self._env)
-        self._verify(repo, remote.url, [*sorted(refs), mref])
+        self._verify(repo, remote.url, sent)
         self.pushes += 1
         self.pushed += len(items)
         return there + items, lost, held
 
     def _withhold(self, repo: pygit2.Repository, mref: str, items: list[Pending],
-                  pins: dict[int, str], patterns: secrets.Patterns
-                  ) -> tuple[list[Pending], list[Pending]]:
+                  pins: dict[int, str], tips: Mapping[str, str | None],
+                  patterns: secrets.Patterns) -> tuple[list[Pending], list[Pending]]:
         """Split ``items`` into those whose push carries no secret-shaped file
         and those it would (each filed once as a ``secret-withheld`` gap,
         recorded ``failed`` and kept in the outbox: pushed once the file is
         forgotten or allowed).
 
-        What a push carries is the commit its pin names (for git, the
-        attempt's newest: its chain holds the earlier ones) and the history
-        under it that was not listed as pushed before."""
+        What a push carries is the commit its pin named when read (``tips``;
+        for git, the attempt's newest: its chain holds the earlier ones) and
+        the history under it that was not listed as pushed before."""
         known = self._listed.get(mref)
         if known is None:  # read once per service: a manifest may list 100,000
             known = self._listed[mref] = {e.checkpoint.commit_id
                                           for e in manifest.read(repo, mref)}
         ok, held = [], []
+        published = secrets.published_tips(repo)
         for p in items:
-            tip = str(repo.references[pins[id(p)]].target)
-            found = self._scanner.scan(repo, tip, patterns, known)
+            tip = tips[pins[id(p)]]
+            assert tip is not None
+            found = self._scanner.scan(repo, tip, patterns, known, published)
             if not found:
                 ok.append(p)
                 continue
@@ -302,11 +313,18 @@ class Replicator:
         own = c.commit_id
         named = "; ".join(
             f"{printable(f.path)} (pattern {printable(f.pattern)}"
-            + ("" if f.commit == own else f", in its history: commit {f.commit[:12]}") + ")"
+            + (f", in your git history: commit {f.commit[:12]} on {printable(f.own_ref)}"
+               if f.own_ref else
+               "" if f.commit == own else f", in its history: commit {f.commit[:12]}") + ")"
             for f in found)
+        if all(f.own_ref for f in found):
+            remedy = ("your own commits hold it, which `durability forget` does not rewrite: "
+                      "allow the path under [secrets] allow in the config file")
+        else:
+            remedy = ("`durability forget` the path, or allow it under [secrets] allow in "
+                      "the config file")
         detail = (f"seq {c.seq} ({c.commit_id[:12]}) not pushed to remote {p.remote.name}: "
-                  f"it would carry {named}; `durability forget` the path, or allow it "
-                  "under [secrets] allow in the config file (docs/REMOTE.md)")
+                  f"it would carry {named}; {remedy} (docs/REMOTE.md)")
         log.warning("withheld %s seq %s from %s: %s", c.run_id, c.seq, p.remote.name, named)
         write_gap(self.settings, spool.gap_record(
             run_id=c.run_id, request_id=f"{WITHHELD_REASON}-{p.remote.name}-{c.request_id}",
@@ -318,14 +336,15 @@ class Replicator:
         except EngineError as exc:
             log.warning("cannot record a withheld checkpoint: %s", exc)
 
-    def _verify(self, repo: pygit2.Repository, url: str, refs: list[str]) -> None:
+    def _verify(self, repo: pygit2.Repository, url: str, sent: Mapping[str, str]) -> None:
         """Believe a push only once the remote shows every ref it carried at
         the commit pushed (``git ls-remote``): a remote whose hook deletes or
         moves what it accepted said yes, and holds nothing.  Marked pushed,
         such checkpoints would be dropped here by gc (jj) while they exist
         nowhere else; not verified, they stay due and become gaps."""
+        refs = sorted(sent)
         held = transport.ls_remote(repo.path, url, refs, env=self._env)
-        wrong = [r for r in refs if held.get(r) != str(repo.references[r].target)]
+        wrong = [r for r in refs if held.get(r) != sent[r]]
         if wrong:
             raise RemoteFailed(
                 f"the remote accepted the push but does not hold {len(wrong)} of its "
@@ -376,6 +395,12 @@ class Replicator:
                 self._remotes.mark(late, FAILED, error[:500])
             except EngineError as exc:
                 log.warning("cannot record failed replication: %s", exc)
+
+
+def _target(repo: pygit2.Repository, ref: str) -> str | None:
+    """The commit ``ref`` names now, or None (it is gone)."""
+    found = repo.references.get(ref)
+    return None if found is None else str(found.target)
 
 
 def _lower_priority() -> None:

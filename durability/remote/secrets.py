@@ -30,7 +30,8 @@ import pygit2
 from durability.config import config_tables
 from durability.errors import InvalidInput
 
-__all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load"]
+__all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load",
+           "published_tips"]
 
 #: Files that hold secrets, by the usual names.
 DEFAULT_PATTERNS = (
@@ -104,47 +105,139 @@ class Finding:
     pattern: str
     #: The commit that brought it in.
     commit: str
+    #: The user's own ref (a branch or tag of the repository) whose history
+    #: holds that commit (the file is in the user's git history, which
+    #: `durability forget` does not rewrite), "" when none does, None
+    #: before it was looked up.
+    own_ref: str | None = None
+
+
+#: The refs whose history the user already published to a remote of their
+#: own (git's remote-tracking refs): never scanned.
+PUBLISHED = "refs/remotes/"
+#: The user's own refs: a finding in their history is named as such.
+OWN = ("refs/heads/", "refs/tags/")
 
 
 class Scanner:
     """The check, with what it learned: a tip's verdict never changes (its
-    history is fixed), so each tip is walked once per set of patterns, and a
-    commit whose whole history was found clean is never walked again (the
-    walk of the next checkpoint stops there: its cost is the new commits)."""
+    history is fixed), so each tip is walked once per set of patterns and of
+    published refs, and the walk of the next checkpoint stops at a commit
+    already walked, whole history clean or not (its cost is the new commits,
+    also while a secret is held back)."""
 
     def __init__(self) -> None:
-        self._verdicts: dict[tuple[str, str, Patterns], tuple[Finding, ...]] = {}
-        self._clean: dict[tuple[str, Patterns], set[str]] = {}
+        #: (repo, patterns, published) -> {commit: verdict of its whole history}
+        self._verdicts: dict[tuple[str, Patterns, frozenset[str]],
+                             dict[str, tuple[Finding, ...]]] = {}
+        self._clean: dict[tuple[str, Patterns, frozenset[str]], set[str]] = {}
 
     def scan(self, repo: pygit2.Repository, tip: str, patterns: Patterns,
-             known: Collection[str] = ()) -> tuple[Finding, ...]:
+             known: Collection[str] = (), published: frozenset[str] | None = None
+             ) -> tuple[Finding, ...]:
         """The secret paths the history of commit ``tip`` brings, down to the
-        commits in ``known`` (already pushed or checked) and their ancestors."""
-        key = (repo.path, tip, patterns)
-        if key in self._verdicts:
-            return self._verdicts[key]
-        clean = self._clean.setdefault((repo.path, patterns), set())
+        commits in ``known`` (already pushed or checked), those the user's
+        remote-tracking refs hold (the user published them: ``published``,
+        their commits, read here when None), and their ancestors."""
+        if published is None:
+            published = published_tips(repo)
+        key = (repo.path, patterns, published)
+        verdicts = self._verdicts.setdefault(key, {})
+        if tip in verdicts:
+            return verdicts[tip]
+        clean = self._clean.setdefault(key, set())
         found: list[Finding] = []
         seen: set[str] = set()
+        stops: set[str] | None = None
         todo = [tip]
         while todo and len(found) < MAX_NAMED:
             oid = todo.pop()
             if oid in seen or oid in clean or oid in known:
                 continue
             seen.add(oid)
+            if oid in verdicts:  # an earlier tip: its whole history's verdict
+                had = {(f.path, f.commit) for f in found}
+                found += [f for f in verdicts[oid] if (f.path, f.commit) not in had]
+                continue
+            if len(seen) > 1 and stops is None:  # beyond the tip: the user's history?
+                stops = _merge_bases(repo, tip, published)
+            if stops and oid in stops:
+                continue
             try:
                 commit = repo[oid].peel(pygit2.Commit)
             except (KeyError, ValueError, pygit2.GitError):
                 continue  # not here (a shallow clone's edge): nothing of it is pushed
             found += _added(repo, commit, patterns)
             todo += [str(p) for p in commit.parent_ids]
-        verdict = tuple(found)
-        if len(self._verdicts) >= _MAX_KEPT:
+        verdict = tuple(_owned(repo, found[:MAX_NAMED]))
+        if sum(map(len, self._verdicts.values())) >= _MAX_KEPT:
             self._verdicts.clear()  # a long-lived service: walked again, never wrong
-        self._verdicts[key] = verdict
+            self._clean.clear()
+            verdicts = self._verdicts.setdefault(key, {})
+            clean = self._clean.setdefault(key, set())
+        verdicts[tip] = verdict
         if not verdict:
             clean |= seen
         return verdict
+
+
+def published_tips(repo: pygit2.Repository) -> frozenset[str]:
+    """The commits of the user's remote-tracking refs (read once per pass:
+    listing the refs costs their number, our pins included)."""
+    return _targets(repo, (PUBLISHED,))
+
+
+def _targets(repo: pygit2.Repository, prefixes: tuple[str, ...]) -> frozenset[str]:
+    found = set()
+    for name in repo.references:
+        if name.startswith(prefixes):
+            try:
+                found.add(str(repo.references[name].peel(pygit2.Commit).id))
+            except (KeyError, ValueError, pygit2.GitError):
+                continue  # symbolic to nothing, or not a commit
+    return frozenset(found)
+
+
+def _merge_bases(repo: pygit2.Repository, tip: str, published: frozenset[str]) -> set[str]:
+    """Commits below which everything is in the published history: the
+    merge base of ``tip`` with each published ref (one of them, where git
+    knows several: the walk then looks at more, never at less)."""
+    bases = set()
+    for ref in published:
+        try:
+            base = repo.merge_base(tip, ref)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+        if base is not None:
+            bases.add(str(base))
+    return bases
+
+
+def _owned(repo: pygit2.Repository, found: list[Finding]) -> list[Finding]:
+    """``found``, each naming the user's branch or tag that holds its commit
+    (those looked up already, from an earlier tip's verdict, as they are)."""
+    if all(f.own_ref is not None for f in found):
+        return found
+    own = [(name, str(repo.references[name].peel(pygit2.Commit).id))
+           for name in repo.references if name.startswith(OWN)
+           and _is_commit(repo, name)]
+    done = []
+    for f in found:
+        if f.own_ref is not None:
+            done.append(f)
+            continue
+        ref = next((name for name, target in sorted(own)
+                    if target == f.commit or repo.descendant_of(target, f.commit)), "")
+        done.append(Finding(f.path, f.pattern, f.commit, ref))
+    return done
+
+
+def _is_commit(repo: pygit2.Repository, name: str) -> bool:
+    try:
+        repo.references[name].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    return True
 
 
 def _added(repo: pygit2.Repository, commit: pygit2.Commit, patterns: Patterns) -> list[Finding]:

@@ -141,3 +141,53 @@ def test_a_session_that_touched_two_worktrees_shows_only_the_served_one(
         assert got["logs"]["total"] == len(got["logs"]["events"])
     # The CLI, a person's view, still shows the whole session.
     assert len(cli_json("snapshots", "sab")) == 5
+
+
+def test_no_event_or_gap_of_another_worktree_or_machine_reaches_the_agent(
+        tmp_path: Path) -> None:
+    """Session sx touched ours and a worktree whose path is not ASCII; an
+    event (watch-ended) names that path, and another machine sharing the
+    store filed a gap in its own worktree at our very path under the same
+    session id.  Through ours' server: `logs`, `gaps` and `sessions` hold
+    none of them (compared as text, not as JSON's escapes)."""
+    import json
+    import uuid
+
+    from durability.capture.snapshot import snapshot_now
+    from durability.config import Settings
+    from engine import AttemptKey, Store, now_ms
+    from engine.models import Gap
+    from engine.runs import Runs
+
+    ours = make_git_repo(tmp_path / "ours").resolve()
+    theirs = make_git_repo(tmp_path / "thé-ïrs-项目").resolve()
+    settings = Settings.from_env()
+    key = AttemptKey("sx", "session", 0, 1)
+    for where in (ours, theirs, ours):
+        (where / "f.txt").write_text(f"{where.name} {uuid.uuid4()}\n")
+        assert snapshot_now(settings, key=key, path=where, label="Edit f.txt",
+                            request_id=str(uuid.uuid4())).commit_id is not None
+    with Runs(settings.database) as runs:
+        runs.note("sx", "watch-ended", node_id="session",
+                  detail={"iteration": 0, "attempt": 1, "worktree": str(theirs),
+                          "reason": "the worktree is gone"})
+    with Store(settings.database, host="another-machine") as elsewhere:
+        assert elsewhere.add_gaps([Gap(now_ms(), "sx", "gap-elsewhere", "timeout", "session",
+                                       0, 1, str(ours), "hook", None,
+                                       "timed out on another machine")]) == 1
+    got: dict[str, object] = {}
+
+    async def body(mcp: Mcp) -> None:
+        got["logs"] = await mcp.call("logs", run_id="sx")
+        got["gaps"] = await mcp.call("gaps", run_id="sx")
+        got["sessions"] = await mcp.call("sessions")
+
+    serve(ours, body)
+    text = json.dumps(got, ensure_ascii=False)
+    assert theirs.name not in text
+    assert "gap-elsewhere" not in text
+    assert "another machine" not in text
+    assert got["gaps"]["gaps"] == []  # type: ignore[index]
+    (listed,) = got["sessions"]["sessions"]  # type: ignore[index]
+    assert (listed["run_id"], listed["checkpoints"], listed["gaps"]) == ("sx", 2, 0)
+    assert [e["kind"] for e in got["logs"]["events"]].count("checkpoint") == 2  # type: ignore[index]

@@ -30,7 +30,7 @@ from tests.durability.remote.remotekit import (
     quick_states,
     remote_refs,
 )
-from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo
+from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo, state_write
 
 SECRET = "SECRET_VALUE_4f1d9c"
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -80,6 +80,15 @@ def _everything_on(remote: Path) -> str:
     return subprocess.run(["git", "-C", str(remote), "cat-file", "--batch"],
                           input=("\n".join(oids) + "\n").encode(), capture_output=True,
                           check=True).stdout.decode("utf-8", "replace")
+
+
+def _stored_by_an_older_toolkit(repo: Path, name: str, url: str) -> None:
+    """A remote whose URL holds a credential, as an older toolkit stored it
+    (today's ``Remotes.add`` refuses it)."""
+    Remotes(Settings.from_env().database).add(str(repo), name, "https://127.0.0.1:9/x.git")
+    with state_write() as conn:
+        conn.execute("UPDATE remotes SET url=? WHERE worktree=? AND name=?",
+                     (url, str(repo), name))
 
 
 def _gaps(run_id: str = KEY.run_id) -> list[dict[str, str]]:
@@ -204,7 +213,7 @@ def test_a_stored_credential_url_is_never_shown_logged_or_filed(
     repo = _repo("git", tmp_path / "repo")
     settings = replace(Settings.from_env(), replication_bound_ms=0)
     url = f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}"
-    Remotes(settings.database).add(str(repo), "old", url)
+    _stored_by_an_older_toolkit(repo, "old", url)
     (repo / "work.txt").write_text("one\n")
     _snap(repo)
     with caplog.at_level(logging.INFO, logger="durability"):
@@ -213,7 +222,7 @@ def test_a_stored_credential_url_is_never_shown_logged_or_filed(
     shown = [caplog.text, cli("remote", "list", "--worktree", str(repo)).stdout,
              cli("remote", "list", "--all", "--json").stdout,
              cli("remote", "remove", "old", "--worktree", str(repo), "--json").stdout]
-    Remotes(settings.database).add(str(repo), "old", url)  # back, for the MCP answer
+    _stored_by_an_older_toolkit(repo, "old", url)  # back, for the MCP answer
     seen: dict[str, object] = {}
 
     async def body(mcp: Mcp) -> None:
@@ -255,8 +264,8 @@ def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
     from tests.helpers import start_service, wait_for
 
     repo = _repo("git", tmp_path / "repo")
-    Remotes(Settings.from_env().database).add(
-        str(repo), "old", f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}")
+    _stored_by_an_older_toolkit(
+        repo, "old", f"https://{TOKEN}@127.0.0.1:9/x.git?private_token={SECRET}")
     (repo / "work.txt").write_text("one\n")
     _snap(repo)
     svc = start_service(tmp_path, env={**os.environ, "DURABILITY_REPLICATION_BOUND_MS": "1"})
@@ -287,3 +296,166 @@ def test_a_later_jj_checkpoint_without_the_file_goes_and_carries_none_of_it(
     assert f"refs/durability/jj/{later}" in remote_refs(remote)
     assert not _has_object(remote, _blob(f"//registry/:_authToken={SECRET}\n"))
     assert ".npmrc (pattern .npmrc)" in _gaps()[0]["detail"]
+
+
+def test_a_capture_between_the_scan_and_the_push_does_not_go_out_unscanned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git: the attempt's pin moves on every capture, and the replicator
+    does not take the worktree's lock.  A capture writing `.env` right after
+    the scan read the pin must not ride along with the push: what is pushed
+    is the commit scanned, and the `.env` checkpoint is checked on its own."""
+    from durability.remote import secrets
+
+    repo = _repo("git", tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    (repo / "work.txt").write_text("clean\n")
+    clean = _snap(repo)
+    real = secrets.Scanner.scan
+    late: list[str] = []
+
+    def scan_then_capture(self: secrets.Scanner, *args: object, **kw: object) -> object:
+        verdict = real(self, *args, **kw)  # type: ignore[arg-type]
+        if not late:
+            (repo / ".env").write_text(f"API_KEY={SECRET}\n")
+            late.append(_snap(repo))
+        return verdict
+
+    monkeypatch.setattr(secrets.Scanner, "scan", scan_then_capture)
+    assert _push() == 1
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    assert not _has_object(remote, late[0])
+    assert set(remote_refs(remote).values()) >= {clean}
+    monkeypatch.setattr(secrets.Scanner, "scan", real)
+    assert _push() == 0  # the next pass scans the `.env` checkpoint: withheld
+    assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    assert [g["reason"] for g in _gaps()] == ["secret-withheld"]
+
+
+PEM = f"-----BEGIN PRIVATE KEY-----\n{SECRET}-test-cert\n"
+
+
+def _user_history_with_a_pem(repo: Path, commits: int) -> None:
+    """The user's own commits: a test certificate, then ``commits`` more."""
+    (repo / "tests" / "certs").mkdir(parents=True)
+    (repo / "tests" / "certs" / "server.pem").write_text(PEM)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "test certificate")
+    for i in range(commits):
+        (repo / "history.txt").write_text(f"{i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {i}")
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_key_the_user_published_in_their_own_history_does_not_block_checkpoints(
+        kind: str, tmp_path: Path) -> None:
+    """A clone whose upstream history holds tests/certs/server.pem: the
+    commits the user's remote-tracking refs hold are theirs, published by
+    them, and are not scanned; an agent-written `.env` still is withheld."""
+    from tests.helpers import jj_path
+
+    upstream = make_git_repo(tmp_path / "upstream")
+    _user_history_with_a_pem(upstream, 3)
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(repo)], check=True, timeout=120)
+    if kind == "jj":  # jj on the clone (its remote-tracking refs kept)
+        subprocess.run([jj_path(), "git", "init", "--colocate", str(repo)], check=True,
+                       capture_output=True, timeout=120)
+    repo = repo.resolve()
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    (repo / "work.txt").write_text("agent work\n")
+    first = _snap(repo)
+    assert _push() == 1
+    assert first in remote_refs(remote).values()
+    (repo / ".env").write_text(f"API_KEY={SECRET}\n")
+    _snap(repo)
+    assert _push() == 0
+    assert quick_states() == [{"backup": "pushed"}, {"backup": "failed"}]
+    assert not _has_object(remote, _blob(f"API_KEY={SECRET}\n"))
+    (detail,) = [g["detail"] for g in _gaps()]
+    assert ".env (pattern .env)" in detail and "server.pem" not in detail
+
+
+def test_a_key_in_the_users_unpublished_history_names_the_remedy_and_is_walked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate committed on the user's own branch, on no remote of
+    theirs: withheld (nothing leaves unasked), and the gap says it is in
+    their git history and to allow it (`forget` does not rewrite their
+    commits).  Later checkpoints stay withheld without walking that history
+    again: each pass looks at the new commits only.  Allowed, they go."""
+    from durability.remote import secrets
+
+    repo = _repo("git", tmp_path / "repo")
+    _user_history_with_a_pem(repo, 30)
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    real = secrets._added
+    looked: list[str] = []
+
+    def counting(repo_: object, commit: object, patterns: object) -> object:
+        looked.append(str(commit.id))  # type: ignore[attr-defined]
+        return real(repo_, commit, patterns)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(secrets, "_added", counting)
+    with Store(Settings.from_env().database) as store:
+        replicator = Replicator(Settings.from_env(), lambda: store, os.environ)
+        (repo / "work.txt").write_text("0\n")
+        _snap(repo)
+        assert replicator.run_once() == 0
+        assert len(looked) >= 32  # the first pass walks the user's history once
+        (detail,) = [g["detail"] for g in _gaps()]
+        assert "tests/certs/server.pem (pattern *.pem, in your git history: commit" in detail
+        assert "on refs/heads/main" in detail and "allow the path under [secrets] allow" in detail
+        assert "`durability forget` the path" not in detail
+        for i in range(1, 4):
+            looked.clear()
+            (repo / "work.txt").write_text(f"{i}\n")
+            _snap(repo)
+            assert replicator.run_once() == 0
+            assert len(looked) == 1, len(looked)  # the new checkpoint only
+        config = tmp_path / "config.toml"
+        config.write_text('[secrets]\nallow = ["tests/certs/server.pem"]\n')
+        monkeypatch.setenv("DURABILITY_CONFIG", str(config))
+        assert replicator.run_once() == 4
+    assert quick_states() == [{"backup": "pushed"}] * 4
+
+
+@pytest.mark.parametrize("url", [
+    f"https://{TOKEN}@github.com/me/x.git",
+    f"https://me%3A{SECRET}@host.example/x.git",
+    f"https://host.example/x.git?private_token={SECRET}",
+    f"ssh://me:{SECRET}@host.example/x.git",
+    f"me:{SECRET}@host.example:x.git",
+    f"file:///srv/x.git#{SECRET}",
+])
+def test_the_store_refuses_a_credential_url_whoever_calls(url: str, tmp_path: Path) -> None:
+    """`Remotes.add` itself, not only the CLI: no caller stores one."""
+    from engine.errors import EngineError
+
+    remotes = Remotes(Settings.from_env().database)
+    with pytest.raises(EngineError) as caught:
+        remotes.add(str(tmp_path), "backup", url)
+    assert caught.value.code == "remote-credential"
+    assert SECRET not in str(caught.value) and TOKEN not in str(caught.value)
+    assert remotes.all(str(tmp_path)) == []
+    for plain in ("ssh://git@host.example/x.git", "git@host.example:me/x.git",
+                  "https://host.example/x.git", (tmp_path / "b.git").as_uri()):
+        remotes.add(str(tmp_path), f"r{len(remotes.all(str(tmp_path)))}", plain)
+    assert len(remotes.all(str(tmp_path))) == 4
+
+
+def test_doctor_fails_on_a_stored_credential_url_and_names_the_remedy(tmp_path: Path) -> None:
+    repo = _repo("git", tmp_path / "repo")
+    _stored_by_an_older_toolkit(repo, "old", f"https://{TOKEN}@host.example/x.git")
+    add_remote(repo, "clean", (tmp_path / "b.git").as_uri())
+    done = cli("doctor", "--json", cwd=repo)
+    assert done.returncode != 0
+    (check,) = [c for c in json.loads(done.stdout) if c["name"] == "remotes"]
+    assert check["status"] == "fail", check
+    assert "old" in check["detail"] and "credential" in check["detail"]
+    assert "clean" not in check["detail"]
+    assert "durability remote remove old" in check["next_step"]
+    assert TOKEN not in done.stdout and TOKEN not in done.stderr
