@@ -216,11 +216,14 @@ def test_hook_through_the_service_on_plain_git(grepo: Path, tmp_path: Path) -> N
 
 
 def test_restore_conflict_is_one_line_and_exit_7(grepo: Path) -> None:
+    # The ignore rule is in seq 1 already (it names folders only, so the file
+    # ``out`` is tracked): the restore changes no ignore status, and what it
+    # meets is the conflict alone, not a restore-would-unignore refusal.
+    (grepo / ".gitignore").write_text("out/\n")
     (grepo / "out").write_text("tracked\n")
     cli_json("snapshot", str(grepo), "--run", "run-c", "--node", "n")
     (grepo / "out").unlink()
     (grepo / "out").mkdir()
-    (grepo / ".gitignore").write_text("out/\n")
     (grepo / "out" / "junk").write_text("ignored\n")
     done = cli("restore", "run-c", "--node", "n", "--seq", "1")
     assert done.returncode == 7
