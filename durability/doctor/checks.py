@@ -164,7 +164,7 @@ def _socket(settings: Settings, env: Mapping[str, str]) -> Check:
     except ServiceUnreachable:
         from durability.service.record import recorded_pid
 
-        pid = recorded_pid(path)
+        pid = recorded_pid(path, settings.state_dir)
         if pid is not None:
             return Check("service", WARN, f"pid {pid} runs for {path}, but its socket is gone "
                          "or taken (hooks capture in-process)", "`durability stop`, then "

@@ -261,3 +261,57 @@ def test_a_service_whose_socket_another_one_took_leaves(settings: Settings) -> N
         other.close()
         service.stop()
         thread.join(30)
+
+
+def _folder_taken_by_a_file(folder: Path) -> None:
+    """The socket's folder removed and its name taken by a file: it cannot
+    be made again (as a runtime folder removed at logout, or root's)."""
+    shutil.rmtree(folder)
+    folder.write_text("where the socket's folder was")
+
+
+def test_status_stop_and_doctor_find_a_service_whose_socket_folder_cannot_be_made(
+        tmp_path: Path) -> None:
+    svc = start_service(tmp_path)
+    sock = svc.socket_path
+    try:
+        wait_for(lambda: "INFO serving on" in svc.log(), timeout=30)
+        _folder_taken_by_a_file(sock.parent)  # its lock file and pid record go with it
+        wait_for(lambda: "cannot be bound again" in svc.log(), timeout=30)
+
+        status = cli("status", "--json")
+        assert status.returncode == 4, status
+        shown = json.loads(status.stdout)
+        assert shown["running"] and shown["pid"] == svc.proc.pid and shown["socket_missing"]
+        check = next(c for c in run_checks(Settings.from_env(), os.environ, tmp_path)
+                     if c.name == "service")
+        assert check.status == "warn" and f"pid {svc.proc.pid}" in check.detail, check
+
+        stopped = cli_json("stop", "--timeout", "30")
+        assert stopped["was_running"] and stopped["pid"] == svc.proc.pid
+        assert svc.proc.wait(30) == 0
+        assert cli("status").returncode == 3  # its record went with it
+        assert not list(Path(os.environ["DURABILITY_HOME"]).glob("service-*.pid"))
+    finally:
+        svc.stop()
+        if sock.parent.is_file():
+            sock.parent.unlink()
+
+
+def test_a_service_that_cannot_bind_its_socket_again_leaves_after_a_bound(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from durability.service import server
+
+    monkeypatch.setattr(server, "REBIND_LIMIT", 4, raising=False)  # 240 polls (1 min) by default
+    service, thread = _serving(settings)
+    folder = settings.socket_path.parent
+    try:
+        _folder_taken_by_a_file(folder)
+        thread.join(30)
+        assert not thread.is_alive(), "still serving a socket it cannot bind"
+        assert "could not be bound again in 1s" in service.left_because
+    finally:
+        service.stop()
+        thread.join(30)
+        if folder.is_file():
+            folder.unlink()
