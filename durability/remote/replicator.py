@@ -99,6 +99,8 @@ class Replicator:
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
+        #: A pass (its gathering, its pushes) is under way.
+        self._passing = False
 
     def _replica(self) -> str:
         if self._replica_id is None:
@@ -128,11 +130,19 @@ class Replicator:
         """New checkpoints are recorded: push them soon (never waits)."""
         self._wake.set()
 
+    def busy(self) -> bool:
+        """Whether checkpoints were recorded that no pass has looked at yet,
+        or a pass is under way: an idle service must not leave meanwhile
+        (its stop would kill the push).  What a failing remote keeps in the
+        outbox does not count: the next service retries it."""
+        return self._wake.is_set() or self._passing
+
     def _loop(self) -> None:
         _lower_priority()
         self._repair()
         while not self._stop.is_set():
             if self._wake.wait(self._idle_s()):
+                self._passing = True  # before _gather clears the wake
                 self._gather()
             self._wake.clear()
             if self._stop.is_set():
@@ -141,6 +151,8 @@ class Replicator:
                 self.run_once()
             except Exception:  # the thread must outlive a bug; the outbox keeps the work
                 log.exception("replication pass failed")
+            finally:
+                self._passing = False
 
     def _repair(self) -> None:
         """Once per service: queue what an older toolkit recorded without

@@ -309,11 +309,13 @@ class Service:
         self._check_socket()
 
     def _idle_for(self) -> float:
-        """Seconds since the last request; 0 while anything is going on."""
+        """Seconds since the last request; 0 while anything is going on (a
+        connection, a queued capture, a watch, replication to be done)."""
         with self._conn_lock:
             busy = bool(self._conn_threads)
         if busy or (self.coalescer is not None and self.coalescer.queued()) \
-                or (self.watcher is not None and self.watcher.list()):
+                or (self.watcher is not None and self.watcher.list()) \
+                or (self.replicator is not None and self.replicator.busy()):
             self._last_request = self._clock()
             return 0.0
         return float(self._clock() - self._last_request)

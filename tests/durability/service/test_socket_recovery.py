@@ -315,3 +315,37 @@ def test_a_service_that_cannot_bind_its_socket_again_leaves_after_a_bound(
         thread.join(30)
         if folder.is_file():
             folder.unlink()
+
+
+def test_an_autostarted_service_does_not_leave_while_replication_is_under_way(
+        tmp_path: Path) -> None:
+    from tests.durability.remote.remotekit import add_remote, bare_remote, capture, quick_states
+    from tests.helpers import write_script
+
+    settings = Settings.from_env({**os.environ, "DURABILITY_SERVICE_IDLE_MS": "60000"})
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    go = tmp_path / "go"
+    # The remote takes its time: the push waits until the test lets it go.
+    write_script(remote / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ntouch {tmp_path}/pushing\n"
+                 f"while [ ! -e {go} ]; do sleep 0.05; done\ncat >/dev/null\n")
+    add_remote(repo, "backup", str(remote))
+    clock = _Clock()
+    service, thread = _serving(settings, autostarted=True, clock=clock)
+    try:
+        capture(repo, "one")
+        wait_for(lambda: (tmp_path / "pushing").exists(), timeout=60)
+        clock.now += 3600  # long past the idle time, with a push under way
+        service.housekeep()
+        assert not service.left_because and thread.is_alive()
+        go.touch()
+        wait_for(lambda: [s.get("backup") for s in quick_states()] == ["pushed"], timeout=60)
+        wait_for(lambda: not service.replicator.busy(), timeout=30)  # type: ignore[union-attr]
+        clock.now += 60.1  # idle counts from the end of the pass
+        service.housekeep()
+        assert "idle for 60s" in service.left_because
+    finally:
+        go.touch()
+        service.stop()
+        thread.join(30)
