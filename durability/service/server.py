@@ -79,7 +79,8 @@ REBIND_LIMIT = 240
 
 class Service:
     """``autostarted``: started by a hook (``hook.autostart``), so it leaves
-    after ``settings.service_idle_ms`` with no request and no watch.
+    after ``settings.service_idle_ms`` with no request, no watch and no
+    replication to do.
     ``clock``: the monotonic clock that idle time is measured on (a seam)."""
 
     def __init__(self, settings: Settings, *, env: dict[str, str] | None = None,
