@@ -1,7 +1,9 @@
 """A capture killed while libgit2 writes the private index leaves
-``<index>.lock`` behind.  Captures of one worktree hold the worktree lock,
-so such a file found under it is a dead writer's: the next capture removes
-it (with a warning) instead of failing "the index is locked" for good."""
+``<index>.lock`` behind.  Every write of the index holds an flock beside it
+(``index_lock``), which the kernel drops with a dead writer, so such a file
+found under it is a dead writer's: the next capture removes it (with a
+warning) instead of failing "the index is locked" for good; a live writer's,
+even of another state folder, is never removed."""
 
 from __future__ import annotations
 
