@@ -99,8 +99,8 @@ class Replicator:
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
-        #: A pass (its gathering, its pushes) is under way.
-        self._passing = False
+        #: Checkpoints of the outbox are being pushed to a remote now.
+        self._pushing = False
 
     def _replica(self) -> str:
         if self._replica_id is None:
@@ -131,18 +131,17 @@ class Replicator:
         self._wake.set()
 
     def busy(self) -> bool:
-        """Whether checkpoints were recorded that no pass has looked at yet,
-        or a pass is under way: an idle service must not leave meanwhile
-        (its stop would kill the push).  What a failing remote keeps in the
-        outbox does not count: the next service retries it."""
-        return self._wake.is_set() or self._passing
+        """Whether checkpoints are being pushed now: an idle service must not
+        leave meanwhile (its stop would kill the push).  What a failing
+        remote keeps in the outbox for a later try does not count: the next
+        service retries it."""
+        return self._pushing
 
     def _loop(self) -> None:
         _lower_priority()
         self._repair()
         while not self._stop.is_set():
             if self._wake.wait(self._idle_s()):
-                self._passing = True  # before _gather clears the wake
                 self._gather()
             self._wake.clear()
             if self._stop.is_set():
@@ -151,8 +150,6 @@ class Replicator:
                 self.run_once()
             except Exception:  # the thread must outlive a bug; the outbox keeps the work
                 log.exception("replication pass failed")
-            finally:
-                self._passing = False
 
     def _repair(self) -> None:
         """Once per service: queue what an older toolkit recorded without
@@ -225,6 +222,7 @@ class Replicator:
         unpinned: list[Pending] = []
         withheld: list[Pending] = []
         if time.monotonic() >= at:
+            self._pushing = True
             try:
                 patterns = secrets.load(self._env)
                 for start in range(0, len(items), MAX_BATCH):
@@ -241,6 +239,8 @@ class Replicator:
                 self._errors[key] = str(exc)
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
+            finally:
+                self._pushing = False
         # Only what is still not there: the batches before a refused one are.
         handled = {id(p) for p in sent + unpinned + withheld}
         self._file_overdue([p for p in items if id(p) not in handled],

@@ -80,7 +80,7 @@ REBIND_LIMIT = 240
 class Service:
     """``autostarted``: started by a hook (``hook.autostart``), so it leaves
     after ``settings.service_idle_ms`` with no request, no watch and no
-    replication to do.
+    push under way.
     ``clock``: the monotonic clock that idle time is measured on (a seam)."""
 
     def __init__(self, settings: Settings, *, env: dict[str, str] | None = None,
@@ -311,7 +311,7 @@ class Service:
 
     def _idle_for(self) -> float:
         """Seconds since the last request; 0 while anything is going on (a
-        connection, a queued capture, a watch, replication to be done)."""
+        connection, a queued capture, a watch, a push under way)."""
         with self._conn_lock:
             busy = bool(self._conn_threads)
         if busy or (self.coalescer is not None and self.coalescer.queued()) \
