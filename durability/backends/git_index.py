@@ -27,7 +27,7 @@ from pygit2.ffi import C, ffi
 
 from durability.backends.git_repo import open_worktree, private_index_path
 from durability.backends.git_scan import Scan
-from durability.backends.index_lock import clear_if_unheld, writing
+from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
 
@@ -83,11 +83,6 @@ class WorktreeIndex:
         """
         with writing(self._index_path):
             self.index.write()
-
-    def clear_stale_lock(self) -> bool:
-        """Remove a dead writer's private index lock, if one is there and no
-        live writer holds the writer flock: True if so (see ``write``)."""
-        return clear_if_unheld(self._index_path)
 
     # -- scanning ------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from durability.errors import GitFailed
 
-__all__ = ["WAIT_S", "clear_if_unheld", "held", "writer_lock_path", "writing"]
+__all__ = ["WAIT_S", "held", "writer_lock_path", "writing"]
 
 log = logging.getLogger("durability.backends")
 
@@ -89,16 +89,6 @@ def held(index: Path) -> bool:
     finally:
         os.close(fd)
     return False
-
-
-def clear_if_unheld(index: Path) -> bool:
-    """Remove a dead writer's ``<index>.lock``, if there is one and no live
-    writer holds the flock: True if removed.  Never waits."""
-    try:
-        with writing(index, wait_s=0) as cleared:
-            return cleared
-    except GitFailed:
-        return False
 
 
 def _clear(lock: Path) -> bool:
