@@ -27,9 +27,9 @@ from pygit2.ffi import C, ffi
 
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
+from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
-from durability.errors import GitFailed
 
 __all__ = ["WorktreeIndex", "index_lock_path"]
 
@@ -49,14 +49,9 @@ class WorktreeIndex:
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.lock = threading.Lock()
-        try:
-            self.repo, self.index = open_worktree(worktree)
-        except GitFailed:
-            # A first write of the private index killed midway leaves its
-            # lock and no index: cleared as in ``clear_stale_lock``.
-            if not _clear_lock(index_lock_path(pygit2.Repository(str(worktree)), worktree)):
-                raise
-            self.repo, self.index = open_worktree(worktree)
+        # A first write of the private index killed midway leaves its lock
+        # and no index: ``open_worktree`` clears it as ``write`` does.
+        self.repo, self.index = open_worktree(worktree)
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -73,26 +68,27 @@ class WorktreeIndex:
         #: and the next stage reads them again (no gap: see ``moving``).
         self.moving: set[str] = set()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
-        self._index_lock = index_lock_path(self.repo, worktree)
+        self._index_path = private_index_path(self.repo, worktree)
 
-    def clear_stale_lock(self) -> bool:
-        """Remove the private index's lock file, if one is there: True if so.
+    def write(self) -> None:
+        """Write the private index to its file, holding its writer flock
+        (``index_lock``), with a killed writer's lock file cleared first.
 
-        libgit2 writes the index through ``<index>.lock`` and renames it; a
+        libgit2 writes an index through ``<index>.lock`` and renames it; a
         process killed between the two leaves the lock behind, and every
-        later write fails "the index is locked".  Only the toolkit writes
-        the private index, and only under the worktree lock every capture and
-        restore holds (``Capturer.lock``): a lock file found while holding it
-        is a dead writer's, never a live one's.
+        later write would fail "the index is locked".  The writer flock is
+        the repository's, not the state folder's (toolkits of two state
+        folders may write one index), and the kernel releases it when its
+        holder dies: a lock file found under it is a dead writer's.
         """
-        return _clear_lock(self._index_lock)
+        with writing(self._index_path):
+            self.index.write()
 
     # -- scanning ------------------------------------------------------------
 
     def stage(self, changed_paths: Collection[str] | None = None) -> pygit2.Oid:
         """Bring the private index up to date with the worktree; its tree id.
-        The caller holds the worktree lock (see ``clear_stale_lock``)."""
-        self.clear_stale_lock()
+        The caller holds the worktree lock."""
         rules = self._rule_stamp()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
         informed = (changed_paths is not None and self.scanned and rules == self._rules
@@ -104,7 +100,7 @@ class WorktreeIndex:
             self.last_scan = "paths"
         else:
             settled = self._stage_all()
-            self.index.write()
+            self.write()
             self._submodules = self.repo.listall_submodules()
             self.scanned = settled
             self.last_scan = "full"
@@ -209,16 +205,6 @@ def index_lock_path(repo: pygit2.Repository, worktree: Path) -> Path:
     """The lock file libgit2 takes while it writes ``worktree``'s private index."""
     index = private_index_path(repo, worktree)
     return index.with_name(index.name + ".lock")
-
-
-def _clear_lock(lock: Path) -> bool:
-    try:
-        os.unlink(lock)
-    except FileNotFoundError:
-        return False
-    log.warning("removed the stale private index lock %s (left by a capture that was "
-                "killed while writing it)", lock)
-    return True
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

@@ -26,6 +26,7 @@ import pygit2
 from pygit2 import _pygit2
 from pygit2.ffi import ffi
 
+from durability.backends.index_lock import writing
 from durability.errors import GitFailed, NotARepo
 
 __all__ = ["open_worktree", "private_index_path"]
@@ -99,7 +100,8 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
             # Written before any staging: libgit2 judges an entry "racily
             # clean" against the time the index file was last read or
             # written, and an index never read or written has no such time.
-            index.write()
+            with writing(path):  # clears a killed first write's lock
+                index.write()
     except (pygit2.GitError, OSError) as exc:
         raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
     return repo, index

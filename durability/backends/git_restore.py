@@ -237,7 +237,7 @@ def _record_written(state: WorktreeIndex, plan: Plan,
     if written:
         # Written now, the index is newer than the files: libgit2 trusts an
         # entry only when its file is older than the index file.
-        state.index.write()
+        state.write()
 
 
 def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:

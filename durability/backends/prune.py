@@ -37,6 +37,7 @@ from durability import proc
 from durability.backends.git import FORGOTTEN_MARK
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
 from durability.backends.git_commit import key_ref, parse_trailers
+from durability.backends.index_lock import writing
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
 from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.errors import GitFailed, JjFailed
@@ -617,12 +618,13 @@ def drop_from_indexes(git_dir: Path, paths: Sequence[str]) -> int:
     removed = 0
     for path in (p for p in found if not p.name.endswith(".lock")):
         try:
-            index = pygit2.Index(str(path))
-            gone = [e.path for e in index if covers(paths, e.path)]
-            for name in gone:
-                index.remove(name)
-            if gone:
-                index.write()
+            with writing(path):  # read and written whole under its writer lock
+                index = pygit2.Index(str(path))
+                gone = [e.path for e in index if covers(paths, e.path)]
+                for name in gone:
+                    index.remove(name)
+                if gone:
+                    index.write()
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise GitFailed(f"cannot drop forgotten paths from {path}: {exc}") from exc
         removed += len(gone)

@@ -112,18 +112,22 @@ def _git(root: str) -> Check:
     stale = _stale_index_locks(root)
     if stale:
         return Check("backend", WARN, f"git at {root}: a private index lock is left at "
-                     f"{stale[0]} (a capture killed while writing it, unless one runs now)",
+                     f"{stale[0]} (left by a capture killed while writing it)",
                      "nothing to do: the next capture removes it")
     return Check("backend", OK, f"git at {root} (pygit2 {version}; jj not needed)")
 
 
 def _stale_index_locks(root: str) -> list[str]:
-    """The lock files of the toolkit's private indexes in ``root``'s git folder."""
+    """The lock files of the toolkit's private indexes in ``root``'s git
+    folder that no live writer holds (``index_lock``)."""
     import pygit2
+
+    from durability.backends.index_lock import held
 
     try:
         git_dir = Path(pygit2.Repository(root).path) / "durability"
-        return sorted(str(p) for p in git_dir.glob("index-*.lock"))
+        return sorted(str(p) for p in git_dir.glob("index-*.lock")
+                      if not held(p.with_name(p.name.removesuffix(".lock"))))
     except (pygit2.GitError, OSError):
         return []
 
@@ -182,7 +186,7 @@ def _socket(settings: Settings, env: Mapping[str, str]) -> Check:
     except ServiceUnreachable:
         from durability.service.record import recorded_pid
 
-        pid = recorded_pid(path)
+        pid = recorded_pid(path, settings.state_dir)
         if pid is not None:
             return Check("service", WARN, f"pid {pid} runs for {path}, but its socket is gone "
                          "or taken (hooks capture in-process)", "`durability stop`, then "

@@ -99,6 +99,8 @@ class Replicator:
         #: git pushes that succeeded, and checkpoints they carried.
         self.pushes = 0
         self.pushed = 0
+        #: Checkpoints of the outbox are being pushed to a remote now.
+        self._pushing = False
 
     def _replica(self) -> str:
         if self._replica_id is None:
@@ -127,6 +129,13 @@ class Replicator:
     def poke(self) -> None:
         """New checkpoints are recorded: push them soon (never waits)."""
         self._wake.set()
+
+    def busy(self) -> bool:
+        """Whether checkpoints are being pushed now: an idle service must not
+        leave meanwhile (its stop would kill the push).  What a failing
+        remote keeps in the outbox for a later try does not count: the next
+        service retries it."""
+        return self._pushing
 
     def _loop(self) -> None:
         _lower_priority()
@@ -213,6 +222,7 @@ class Replicator:
         unpinned: list[Pending] = []
         withheld: list[Pending] = []
         if time.monotonic() >= at:
+            self._pushing = True
             try:
                 patterns = secrets.load(self._env)
                 for start in range(0, len(items), MAX_BATCH):
@@ -229,6 +239,8 @@ class Replicator:
                 self._errors[key] = str(exc)
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
+            finally:
+                self._pushing = False
         # Only what is still not there: the batches before a refused one are.
         handled = {id(p) for p in sent + unpinned + withheld}
         self._file_overdue([p for p in items if id(p) not in handled],

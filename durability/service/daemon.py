@@ -87,7 +87,7 @@ def start_detached(settings: Settings) -> Started:
     running = _ping(settings)
     if running is not None:
         return Started(_pid(running, 0), str(settings.socket_path), already_running=True)
-    recorded = recorded_pid(settings.socket_path)
+    recorded = recorded_pid(settings.socket_path, settings.state_dir)
     if recorded is not None:  # its socket is gone: it binds it again on its own
         return Started(recorded, str(settings.socket_path), already_running=True)
     return _spawn(settings)
@@ -104,7 +104,7 @@ def status(settings: Settings) -> dict[str, object] | None:
     pid = client.listener_pid(settings.socket_path)
     if pid:
         return {"pid": pid, "answering": False}
-    pid = recorded_pid(settings.socket_path)
+    pid = recorded_pid(settings.socket_path, settings.state_dir)
     return {"pid": pid, "answering": False, "socket_missing": True} if pid else None
 
 
@@ -122,9 +122,11 @@ def stop(settings: Settings, *, timeout_s: float = STOP_TIMEOUT_S,
     path = str(settings.socket_path)
     answer = _ping(settings)
     # A service that cannot answer (stopped, flooded) is found by the kernel;
-    # one whose socket is gone, by its lock's pid record.
+    # one whose socket is gone, by its pid record (its lock's, or the state
+    # folder's when the socket's folder went too).
     pid = (_pid(answer, 0) if answer is not None
-           else client.listener_pid(path) or recorded_pid(settings.socket_path) or 0)
+           else client.listener_pid(path)
+           or recorded_pid(settings.socket_path, settings.state_dir) or 0)
     if pid <= 0:
         return Stopped(path, was_running=False)
     started = time.monotonic()

@@ -8,9 +8,11 @@ any session, would become a checkpoint of the dead attempt.  So the service
 checks, before each capture of such a watch and every ``CHECK_S``, the rule
 the engine already uses to let a run be claimed again
 (``engine.resume.check_claimable``): the run's owner is gone when it was on
-this machine and its process is not alive, or when its heartbeat is older
-than the stale threshold.  An attempt that is no longer running (finished,
-failed, abandoned by a resume) or a run nobody holds has no owner either.
+this machine and its process is not alive, or, on another machine, when its
+heartbeat is older than the stale threshold (on this machine a live process
+is trusted over an old heartbeat: a suspended laptop's owner still works).
+An attempt that is no longer running (finished, failed, abandoned by a
+resume) or a run nobody holds has no owner either.
 A watch of a run the engine does not know (``durability watch --run``) is
 the user's and is never ended here.
 """
@@ -73,7 +75,11 @@ class Owners:
             return f"the attempt is {attempt.state}"
         if run.owner is None:
             return f"nobody works on the run (it is {run.state})"
-        if run.owner_host == host_id() and run.owner_pid and not pid_alive(run.owner_pid):
+        if run.owner_host == host_id() and run.owner_pid:
+            # On this machine the process answers: a heartbeat goes stale
+            # while its owner lives through a suspend or a long busy wait.
+            if pid_alive(run.owner_pid):
+                return None
             return f"its owner {run.owner} (pid {run.owner_pid}) is gone"
         beat = run.heartbeat_at_ms
         if beat is not None and self._clock() - beat >= self.stale_after_ms:

@@ -7,21 +7,72 @@ the kernel's start time of that pid into the same file.  A reader believes
 the record only while that pid runs with that start time (a pid reused by
 another program has another one), so a record left by a service killed with
 SIGKILL names nobody.  The file is never truncated by anyone but its holder.
+
+The same record is kept in the state folder too, ``service-<hash of the
+socket path>.pid``: the socket's folder may go with everything in it and be
+impossible to make again (a runtime folder removed at logout, or taken by a
+file), and the service must still be found by ``status``, ``stop`` and
+``doctor``.  It is written whole (a rename) and removed by its service when
+it stops; a reader applies the same test to it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from pathlib import Path
 
 from durability.errors import ServiceRunning
 
-__all__ = ["ServiceLock", "lock_path", "recorded_pid"]
+__all__ = ["ServiceLock", "forget_state_record", "lock_path", "recorded_pid",
+           "state_record_path", "write_state_record"]
 
 
 def lock_path(socket_path: Path) -> Path:
     return socket_path.with_name(socket_path.name + ".lock")
+
+
+def state_record_path(state_dir: Path, socket_path: Path) -> Path:
+    """The pid record, in the state folder, of the service on ``socket_path``."""
+    digest = hashlib.sha256(os.fsencode(socket_path)).hexdigest()[:16]
+    return state_dir / f"service-{digest}.pid"
+
+
+def _record_line() -> str:
+    pid = os.getpid()
+    return f"{pid} {_start_time(pid) or '-'}\n"
+
+
+def write_state_record(state_dir: Path, socket_path: Path) -> None:
+    """Record this process as the service on ``socket_path`` in the state
+    folder (best effort: without it the socket and its lock still find it)."""
+    path = state_record_path(state_dir, socket_path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            os.write(fd, _record_line().encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def forget_state_record(state_dir: Path, socket_path: Path) -> None:
+    """Remove this process's record from the state folder (another
+    service's, written since, stays)."""
+    path = state_record_path(state_dir, socket_path)
+    try:
+        if _read_record(path) == _record_line().split():
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _start_time(pid: int) -> str | None:
@@ -55,10 +106,9 @@ class ServiceLock:
             os.close(fd)
             raise
         self._fd = fd
-        pid = os.getpid()
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{pid} {_start_time(pid) or '-'}\n".encode(), 0)
+            os.pwrite(fd, _record_line().encode(), 0)
         except OSError:
             pass  # no record: the socket and the kernel still find it
 
@@ -87,22 +137,34 @@ class ServiceLock:
         os.close(fd)  # the flock goes with the last descriptor
 
 
-def recorded_pid(socket_path: Path) -> int | None:
+def recorded_pid(socket_path: Path, state_dir: Path | None = None) -> int | None:
     """The pid of this user's live service recorded for ``socket_path``, if
-    any (see the module's docstring for when a record is believed)."""
+    any, in its lock file or else in ``state_dir`` (see the module's
+    docstring for when a record is believed)."""
+    pid = _believed(_read_record(lock_path(socket_path)))
+    if pid is None and state_dir is not None:
+        pid = _believed(_read_record(state_record_path(state_dir, socket_path)))
+    return pid
+
+
+def _read_record(path: Path) -> list[str] | None:
+    """The words of the record at ``path``, if the file is this user's."""
     try:
-        fd = os.open(lock_path(socket_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if os.fstat(fd).st_uid != os.getuid():
             return None
-        text = os.read(fd, 100).decode("ascii", "replace").split()
+        return os.read(fd, 100).decode("ascii", "replace").split()
     except OSError:
         return None
     finally:
         os.close(fd)
-    if len(text) != 2 or not text[0].isdigit():
+
+
+def _believed(text: list[str] | None) -> int | None:
+    if text is None or len(text) != 2 or not text[0].isdigit():
         return None
     pid = int(text[0])
     if pid <= 1:

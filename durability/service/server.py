@@ -43,7 +43,7 @@ from durability.remote.replicator import Replicator
 from durability.service import gc_schedule, protocol, watch_ops
 from durability.service.informed import InformedCaptures
 from durability.service.owners import Owners, WatchOwners
-from durability.service.record import ServiceLock
+from durability.service.record import ServiceLock, forget_state_record, write_state_record
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
 from engine import AttemptKey, EngineError, Store
@@ -70,11 +70,17 @@ INGEST_INTERVAL_S = 30.0
 # The accept loop wakes this often to notice stop(), and to check that its
 # socket and state folder are still there (one lstat and one stat each time).
 _ACCEPT_POLL_S = 0.25
+# A socket that cannot be bound again this many polls in a row (one minute:
+# its folder cannot be made again, or its path is taken by something not
+# ours to remove) makes the service leave: serving nobody, it would only
+# hold its watches and memory; the next hook starts one where it can.
+REBIND_LIMIT = 240
 
 
 class Service:
     """``autostarted``: started by a hook (``hook.autostart``), so it leaves
-    after ``settings.service_idle_ms`` with no request and no watch.
+    after ``settings.service_idle_ms`` with no request, no watch and no
+    push under way.
     ``clock``: the monotonic clock that idle time is measured on (a seam)."""
 
     def __init__(self, settings: Settings, *, env: dict[str, str] | None = None,
@@ -87,6 +93,7 @@ class Service:
         #: Why the service stopped by itself ("" while it runs, or when asked).
         self.left_because = ""
         self._squatted = ""
+        self._rebind_failures = 0
         self._stop = threading.Event()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._threads: list[threading.Thread] = []
@@ -132,6 +139,9 @@ class Service:
         self._lock.acquire()
         try:
             self._claim_socket(path)
+            # Found by status, stop and doctor even once the socket's folder
+            # is gone for good (``record``).
+            write_state_record(self.settings.state_dir, path)
             self.store = Store(self.settings.database)
             self._store_ino = self._state_file_ino()
             self.capturer = Capturer(settings=self.settings, store=self._get_store, env=self.env)
@@ -225,6 +235,8 @@ class Service:
         if self.store is not None:
             self.store.close()
         if self._lock is not None:
+            if self._lock.is_locked:
+                forget_state_record(self.settings.state_dir, self.settings.socket_path)
             self._lock.release()
 
     def _spawn(self, target: Any, name: str) -> None:
@@ -298,11 +310,13 @@ class Service:
         self._check_socket()
 
     def _idle_for(self) -> float:
-        """Seconds since the last request; 0 while anything is going on."""
+        """Seconds since the last request; 0 while anything is going on (a
+        connection, a queued capture, a watch, a push under way)."""
         with self._conn_lock:
             busy = bool(self._conn_threads)
         if busy or (self.coalescer is not None and self.coalescer.queued()) \
-                or (self.watcher is not None and self.watcher.list()):
+                or (self.watcher is not None and self.watcher.list()) \
+                or (self.replicator is not None and self.replicator.busy()):
             self._last_request = self._clock()
             return 0.0
         return float(self._clock() - self._last_request)
@@ -318,8 +332,8 @@ class Service:
             st = os.lstat(path)
             if st.st_ino == self._inode and stat.S_ISSOCK(st.st_mode):
                 return
-        except FileNotFoundError:
-            pass
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # gone, or its folder is (a file took the folder's name)
         except OSError:
             return  # cannot tell (a folder made unreadable): try again later
         try:
@@ -336,12 +350,18 @@ class Service:
         except ServiceRunning as exc:
             return self._leave(f"another service took over {path} ({exc})")
         except (DurabilityError, OSError) as exc:
+            self._rebind_failures += 1
+            if self._rebind_failures >= REBIND_LIMIT:
+                return self._leave(f"its socket {path} could not be bound again in "
+                                   f"{REBIND_LIMIT * _ACCEPT_POLL_S:g}s: {exc}")
             if str(exc) != self._squatted:  # said once, tried again every poll
                 self._squatted = str(exc)
-                log.warning("socket %s was removed or replaced and cannot be bound again: %s",
-                            path, exc)
+                log.warning("socket %s was removed or replaced and cannot be bound again "
+                            "(leaving after %gs of this): %s", path,
+                            REBIND_LIMIT * _ACCEPT_POLL_S, exc)
             return
         self._squatted = ""
+        self._rebind_failures = 0
         if old is not None:
             old.close()
         log.warning("socket %s was removed or replaced; bound it again", path)

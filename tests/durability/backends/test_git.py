@@ -377,8 +377,10 @@ def test_a_restore_writes_through_the_shared_info_attributes_in_a_linked_worktre
 def test_private_index_lives_in_the_git_folder(grepo: Path) -> None:
     before = (grepo / ".git" / "index").read_bytes()
     GitBackend().snapshot(grepo, [stamp(seq=1)])
-    private = list((grepo / ".git" / "durability").iterdir())
-    assert len(private) == 1 and private[0].name.startswith("index-")
+    private = sorted(p.name for p in (grepo / ".git" / "durability").iterdir())
+    # the index, and the file whose flock its writers hold (``index_lock``)
+    assert len(private) == 2 and private[0].startswith("index-"), private
+    assert private[1] == "writer-" + private[0].removeprefix("index-") + ".lock"
     assert (grepo / ".git" / "index").read_bytes() == before
     assert git(grepo, "status", "--porcelain").stdout == ""
     assert not (grepo / ".git" / "logs" / "refs" / "durability").exists()
@@ -456,7 +458,7 @@ def test_seeded_entries_get_their_stat_data_on_the_first_scan(grepo: Path) -> No
         (grepo / f"t{i}.txt").write_text(f"tracked {i}\n")
     git(grepo, "add", ".")
     GitBackend().snapshot(grepo, [stamp(seq=1)])
-    [private] = (grepo / ".git" / "durability").iterdir()
+    [private] = (grepo / ".git" / "durability").glob("index-*")
     env = {**os.environ, "GIT_INDEX_FILE": str(private)}
     listing = subprocess.run(["git", "-C", str(grepo), "ls-files", "--debug"], env=env,
                              capture_output=True, text=True, check=True).stdout

@@ -1,7 +1,9 @@
 """A capture killed while libgit2 writes the private index leaves
-``<index>.lock`` behind.  Captures of one worktree hold the worktree lock,
-so such a file found under it is a dead writer's: the next capture removes
-it (with a warning) instead of failing "the index is locked" for good."""
+``<index>.lock`` behind.  Every write of the index holds an flock beside it
+(``index_lock``), which the kernel drops with a dead writer, so such a file
+found under it is a dead writer's: the next capture removes it (with a
+warning) instead of failing "the index is locked" for good; a live writer's,
+even of another state folder, is never removed."""
 
 from __future__ import annotations
 
@@ -124,6 +126,81 @@ def test_a_stale_index_lock_is_removed_with_a_warning(
     assert not lock.exists()
     backend = next(c for c in run_checks(_settings(), os.environ, worktree) if c.name == "backend")
     assert backend.status == "ok", backend
+
+
+# A live writer of the private index in another process, of another state
+# folder (the worktree lock is per state folder, the index per repository):
+# it pauses holding ``<index>.lock`` until told to go on, then writes.
+_LIVE_WRITER = r"""
+import os, sys, time
+from pathlib import Path
+import pygit2
+from durability.backends.git import GitBackend
+from durability.backends.git_repo import private_index_path
+
+worktree, ready, go = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+real_write = pygit2.Index.write
+
+def pausing_write(self, *args):
+    lock = str(private_index_path(pygit2.Repository(str(worktree)), worktree)) + ".lock"
+    fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, b"DIRC\0\0\0\2")  # half written
+    ready.write_text(str(os.getpid()))
+    while not go.exists():
+        time.sleep(0.01)
+    os.close(fd)
+    os.unlink(lock)  # as libgit2 renames it over the index
+    real_write(self, *args)
+
+pygit2.Index.write = pausing_write
+(worktree / "theirs.txt").write_text("written by the other toolkit")
+GitBackend().snapshot(worktree)
+"""
+
+
+def test_a_live_writers_index_lock_is_never_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from durability.backends import index_lock
+    from durability.errors import GitFailed
+
+    worktree = make_git_repo(tmp_path / "proj")
+    GitBackend().snapshot(worktree)  # the private index exists
+    lock = _lock_path(pygit2.Repository(str(worktree)), worktree)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    env = {**os.environ, "DURABILITY_HOME": str(tmp_path / "other-home")}
+    child = subprocess.Popen([sys.executable, "-c", _LIVE_WRITER, str(worktree), str(ready),
+                              str(go)], env=env)
+    try:
+        wait_for(lambda: ready.exists() or child.poll() is not None, timeout=60)
+        assert child.poll() is None, "the other writer exited before it took the index lock"
+        (worktree / "ours.txt").write_text("ours\n")
+        monkeypatch.setattr(index_lock, "WAIT_S", 0.3)
+        with pytest.raises(GitFailed, match="being written by another process"):
+            GitBackend().snapshot(worktree)
+        assert lock.read_bytes() == b"DIRC\0\0\0\2"  # the live writer's lock stays
+        backend = next(c for c in run_checks(_settings(), os.environ, worktree)
+                       if c.name == "backend")
+        assert backend.status == "ok", backend  # a lock held by a live writer is no warning
+
+        # a write that finds the other one finishing waits for it
+        monkeypatch.setattr(index_lock, "WAIT_S", 60.0)
+        done: list[str] = []
+        waiting = threading.Thread(
+            target=lambda: done.append(GitBackend().snapshot(worktree).commit_id))
+        waiting.start()
+        go.touch()
+        waiting.join(90)
+        assert child.wait(60) == 0
+    finally:
+        go.touch()
+        child.kill()
+        child.wait(30)
+    assert done and not lock.exists()
+    manifest = commit_manifest(worktree, done[0])
+    assert "ours.txt" in manifest and "theirs.txt" in manifest
+    assert pygit2.Index(str(private_index_path(pygit2.Repository(str(worktree)), worktree)))
 
 
 def _lock_path(repo: pygit2.Repository, worktree: Path) -> Path:

@@ -261,3 +261,91 @@ def test_a_service_whose_socket_another_one_took_leaves(settings: Settings) -> N
         other.close()
         service.stop()
         thread.join(30)
+
+
+def _folder_taken_by_a_file(folder: Path) -> None:
+    """The socket's folder removed and its name taken by a file: it cannot
+    be made again (as a runtime folder removed at logout, or root's)."""
+    shutil.rmtree(folder)
+    folder.write_text("where the socket's folder was")
+
+
+def test_status_stop_and_doctor_find_a_service_whose_socket_folder_cannot_be_made(
+        tmp_path: Path) -> None:
+    svc = start_service(tmp_path)
+    sock = svc.socket_path
+    try:
+        wait_for(lambda: "INFO serving on" in svc.log(), timeout=30)
+        _folder_taken_by_a_file(sock.parent)  # its lock file and pid record go with it
+        wait_for(lambda: "cannot be bound again" in svc.log(), timeout=30)
+
+        status = cli("status", "--json")
+        assert status.returncode == 4, status
+        shown = json.loads(status.stdout)
+        assert shown["running"] and shown["pid"] == svc.proc.pid and shown["socket_missing"]
+        check = next(c for c in run_checks(Settings.from_env(), os.environ, tmp_path)
+                     if c.name == "service")
+        assert check.status == "warn" and f"pid {svc.proc.pid}" in check.detail, check
+
+        stopped = cli_json("stop", "--timeout", "30")
+        assert stopped["was_running"] and stopped["pid"] == svc.proc.pid
+        assert svc.proc.wait(30) == 0
+        assert cli("status").returncode == 3  # its record went with it
+        assert not list(Path(os.environ["DURABILITY_HOME"]).glob("service-*.pid"))
+    finally:
+        svc.stop()
+        if sock.parent.is_file():
+            sock.parent.unlink()
+
+
+def test_a_service_that_cannot_bind_its_socket_again_leaves_after_a_bound(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from durability.service import server
+
+    monkeypatch.setattr(server, "REBIND_LIMIT", 4, raising=False)  # 240 polls (1 min) by default
+    service, thread = _serving(settings)
+    folder = settings.socket_path.parent
+    try:
+        _folder_taken_by_a_file(folder)
+        thread.join(30)
+        assert not thread.is_alive(), "still serving a socket it cannot bind"
+        assert "could not be bound again in 1s" in service.left_because
+    finally:
+        service.stop()
+        thread.join(30)
+        if folder.is_file():
+            folder.unlink()
+
+
+def test_an_autostarted_service_does_not_leave_while_replication_is_under_way(
+        tmp_path: Path) -> None:
+    from tests.durability.remote.remotekit import add_remote, bare_remote, capture, quick_states
+    from tests.helpers import write_script
+
+    settings = Settings.from_env({**os.environ, "DURABILITY_SERVICE_IDLE_MS": "60000"})
+    repo = make_git_repo(tmp_path / "repo")
+    remote = bare_remote(tmp_path / "backup.git")
+    go = tmp_path / "go"
+    # The remote takes its time: the push waits until the test lets it go.
+    write_script(remote / "hooks" / "pre-receive",
+                 f"#!/bin/sh\ntouch {tmp_path}/pushing\n"
+                 f"while [ ! -e {go} ]; do sleep 0.05; done\ncat >/dev/null\n")
+    add_remote(repo, "backup", str(remote))
+    clock = _Clock()
+    service, thread = _serving(settings, autostarted=True, clock=clock)
+    try:
+        capture(repo, "one")
+        wait_for(lambda: (tmp_path / "pushing").exists(), timeout=60)
+        clock.now += 3600  # long past the idle time, with a push under way
+        service.housekeep()
+        assert not service.left_because and thread.is_alive()
+        go.touch()
+        wait_for(lambda: [s.get("backup") for s in quick_states()] == ["pushed"], timeout=60)
+        wait_for(lambda: not service.replicator.busy(), timeout=30)  # type: ignore[union-attr]
+        clock.now += 60.1  # idle counts from the end of the pass
+        service.housekeep()
+        assert "idle for 60s" in service.left_because
+    finally:
+        go.touch()
+        service.stop()
+        thread.join(30)

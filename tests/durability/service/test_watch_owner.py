@@ -116,3 +116,23 @@ def _a_dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(30)
     return child.pid
+
+
+def test_an_owner_on_this_machine_whose_process_lives_is_not_gone_on_a_stale_heartbeat(
+        settings: Settings) -> None:
+    # A laptop suspend or a long busy wait leaves the heartbeat old while the
+    # owner still runs: on this machine its live process is the better answer.
+    clock = [1_000_000]
+    alive = _run(settings, Owner.this_process(), clock)
+    owners = Owners(settings.database, clock=lambda: clock[0], stale_after_ms=60_000)
+    try:
+        clock[0] += 3_600_000
+        assert owners.gone(alive) is None
+        from tests.helpers import state_write
+
+        # the same stale heartbeat from an owner on another machine is gone
+        with state_write() as conn:
+            conn.execute("UPDATE runs SET owner_host='another-host' WHERE run_id='r1'")
+        assert "stopped beating 3600s ago" in (owners.gone(alive) or "")
+    finally:
+        owners.close()
