@@ -22,8 +22,10 @@ itself, as the confined writer writes it (``confined.ConfinedTree``):
 - a file is taken only when its stat data did not change across the read.
 
 The rules are ``git add -A``'s: what git ignores (libgit2's ignore rules) is
-left out unless tracked, an untracked folder holding ``.git`` is recorded as
-a gitlink to its HEAD, a gitlink is updated to its repository's HEAD, clean
+left out unless tracked, no ``.git`` is staged at any depth, an untracked
+folder holding a valid repository is recorded as a gitlink to its HEAD (a
+folder with tracked files, or whose ``.git`` is no repository, is walked as
+a folder), a gitlink is updated to its repository's HEAD, clean
 filters (eol, ``filter=``) are applied as libgit2 applies them, and an entry
 whose stat data matches the file (and is older than the index, git's
 "racily clean" rule) is trusted without reading the file.
@@ -39,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import FileMode, RepositoryOpenFlag
 from pygit2.ffi import C, ffi
 
 from durability.backends.confined import ConfinedTree
@@ -210,6 +212,8 @@ class Scan:
         self._listed: dict[str, tuple[int, int]] = {}
         self._tree: ConfinedTree | None = None
         self._rules: dict[str, Rules] | None = None
+        #: Folders holding ``.git``: the repository there, or None if none is.
+        self._repos: dict[str, pygit2.Repository | None] = {}
         #: Whether any attributes could filter a file (else none is loaded:
         #: libgit2's lookup costs one path walk per folder of the path).
         self._filters = False
@@ -243,6 +247,8 @@ class Scan:
         if not scope:
             self._walk("", ignored=False)
             return
+        if ".git" in scope.split("/"):
+            return  # never staged, at any depth
         if self._inside_repo(scope):
             return  # the gitlink of that repository stands for it
         try:
@@ -269,8 +275,8 @@ class Scan:
                 continue
             below: list[tuple[str, bool]] = []
             for name, st in listing:
-                if not folder and name == ".git":
-                    continue
+                if name == ".git":
+                    continue  # git never stages a .git, at any depth
                 path = f"{folder}/{name}" if folder else name
                 mode = st.st_mode
                 if stat.S_ISDIR(mode):
@@ -289,7 +295,8 @@ class Scan:
         gitlink when it is another repository."""
         entry = self.entries.get(path)
         tracked = self._tracked_under(path)
-        if (entry is not None and entry.mode == _COMMIT) or self._holds_git(path):
+        if (entry is not None and entry.mode == _COMMIT) or (
+                not tracked and self._nested(path) is not None):
             self._gitlink(path, entry, inherited)
             return None
         if inherited:
@@ -306,8 +313,11 @@ class Scan:
         self.seen.add(path)
         if entry is None and (inherited or self._ignored(path + "/")):
             return
+        repo = self._nested(path)
         try:
-            head = pygit2.Repository(str(self.root / path)).head.peel(pygit2.Commit).id
+            if repo is None:
+                raise KeyError(path)  # no repository there now: left as it was
+            head = repo.head.peel(pygit2.Commit).id
         except (pygit2.GitError, KeyError, ValueError):
             if entry is None:
                 self.seen.discard(path)
@@ -503,14 +513,37 @@ class Scan:
             return False
         return True
 
+    def _nested(self, path: str) -> pygit2.Repository | None:
+        """The repository whose work tree is the folder ``path``, or None
+        when no valid one is there: a ``.git`` that is not a repository (a
+        removed worktree's gitfile, a broken folder) makes it a plain folder
+        to git, and libgit2 must not search above it (it would find ours)."""
+        if path in self._repos:
+            return self._repos[path]
+        repo = None
+        if self._holds_git(path):
+            where = self.root / path
+            try:
+                found = pygit2.Repository(str(where), RepositoryOpenFlag.NO_SEARCH)
+                workdir = found.workdir
+                if workdir and os.path.realpath(workdir) == os.path.realpath(where):
+                    repo = found
+            except (pygit2.GitError, KeyError, ValueError, OSError):
+                pass
+        self._repos[path] = repo
+        return repo
+
     def _inside_repo(self, path: str) -> bool:
-        """Whether a folder above ``path`` is another repository (a gitlink,
-        or a folder holding ``.git``)."""
+        """Whether a folder above ``path`` is another repository: a gitlink,
+        or an untracked folder holding a repository (git walks a folder it
+        tracks files in as a folder, whatever ``.git`` it holds)."""
         parts = path.split("/")
         for n in range(1, len(parts)):
             folder = "/".join(parts[:n])
             entry = self.entries.get(folder)
-            if (entry is not None and entry.mode == _COMMIT) or self._holds_git(folder):
+            if entry is not None and entry.mode == _COMMIT:
+                return True
+            if not self._tracked_under(folder) and self._nested(folder) is not None:
                 return True
         return False
 
@@ -521,13 +554,16 @@ class Scan:
 
     def _ignored(self, path: str) -> bool:
         """Whether git ignores ``path`` (a folder's ends with ``/``): libgit2
-        says for shallow paths, ``git_ignore`` for deep ones."""
+        says for shallow paths, ``git_ignore`` for deep ones and for names
+        libgit2's binding cannot take (not UTF-8: it takes text only)."""
         is_dir = path.endswith("/")
         path = path.rstrip("/")
         if path.count("/") < DEEP:
             try:
                 return bool(self.repo.path_is_ignored(path + "/" if is_dir else path))
-            except (pygit2.GitError, UnicodeError):
+            except UnicodeError:
+                pass
+            except pygit2.GitError:
                 return False
         return self._rules_for(path.rpartition("/")[0]).ignored(path, is_dir)
 
