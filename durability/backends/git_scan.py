@@ -214,6 +214,8 @@ class Scan:
         self._rules: dict[str, Rules] | None = None
         #: Folders holding ``.git``: the repository there, or None if none is.
         self._repos: dict[str, pygit2.Repository | None] = {}
+        #: Folders above watcher-named paths: whether git ignores each.
+        self._folder_ignored: dict[str, bool] = {}
         #: Whether any attributes could filter a file (else none is loaded:
         #: libgit2's lookup costs one path walk per folder of the path).
         self._filters = False
@@ -258,12 +260,13 @@ class Scan:
             return
         if st is None:
             return  # gone: its entries are removed
+        above = self._above_ignored(scope)
         if stat.S_ISDIR(st.st_mode):
-            ignored = self._folder(scope, inherited=None)
+            ignored = self._folder(scope, inherited=True if above else None)
             if ignored is not None:
                 self._walk(scope, ignored=ignored)
         elif ((stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode))
-              and (scope in self.entries or not self._ignored(scope))):
+              and (scope in self.entries or not (above or self._ignored(scope)))):
             self._file(scope, st)
 
     def _walk(self, start: str, *, ignored: bool) -> None:
@@ -567,6 +570,23 @@ class Scan:
                 return False
         return self._rules_for(path.rpartition("/")[0]).ignored(path, is_dir)
 
+    def _above_ignored(self, path: str) -> bool:
+        """Whether a folder above ``path`` is ignored, for a path a watcher
+        named (a walk never enters an ignored folder).  libgit2 looks at the
+        folders above a path itself; the scan's own rules, used for deep
+        paths and names libgit2 cannot take, judge the path alone, so each
+        folder above is asked once per scan."""
+        if path.count("/") < DEEP and _utf8(path):
+            return False
+        folders = path.split("/")[:-1]
+        for n in range(1, len(folders) + 1):
+            folder = "/".join(folders[:n])
+            if folder not in self._folder_ignored:
+                self._folder_ignored[folder] = self._ignored(folder + "/")
+            if self._folder_ignored[folder]:
+                return True
+        return False
+
     def _rules_for(self, folder: str) -> Rules:
         """The ignore rules below ``folder``, built from the nearest folder
         above it already known (a loop, not recursion)."""
@@ -635,6 +655,14 @@ def _below(path: str, folders: set[str]) -> bool:
         if path in folders:
             return True
     return "" in folders
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _read_all(fd: int) -> bytes:

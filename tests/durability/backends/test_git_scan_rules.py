@@ -174,3 +174,39 @@ def test_ignore_rules_hold_for_names_that_are_not_utf8(
     assert b"bad\xffname.log" not in held
     assert not any(p.startswith(b"build\xfe") for p in held)
     assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+
+
+# -- an ignored folder above a path a watcher names ---------------------------------
+
+
+@pytest.mark.parametrize("named", ["file", "subfolder"])
+@pytest.mark.parametrize("where", ["deep", "not-utf8"])
+def test_a_watcher_named_path_below_an_ignored_folder_stays_out(
+        grepo: Path, tmp_path: Path, named: str, where: str) -> None:
+    """git ignores what is below an ignored folder: a path a watcher names
+    there stays out, however deep, whatever its name's bytes."""
+    (grepo / ".gitignore").write_text("build/\n")
+    git(grepo, "add", ".gitignore")
+    git(grepo, "commit", "-q", "-m", "rules")
+    top = os.fsencode(grepo)
+    base = b"/".join(b"d%d" % i for i in range(26)) if where == "deep" else b"n\xff"
+    os.makedirs(top + b"/" + base)
+    with open(top + b"/" + base + b"/kept.txt", "wb") as f:
+        f.write(b"kept\n")
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(1)])
+    seeded = tmp_path / "seeded-index"
+    shutil.copy(grepo / ".git" / "index", seeded)
+    build = base + b"/build"
+    os.makedirs(build.join([top + b"/", b"/sub"]))
+    with open(top + b"/" + build + b"/out.o", "wb") as f:
+        f.write(b"ignored\n")
+    with open(top + b"/" + build + b"/sub/deeper.o", "wb") as f:
+        f.write(b"ignored\n")
+    name = build + (b"/out.o" if named == "file" else b"/sub")
+    snap = backend.snapshot(grepo, [stamp(2)], changed_paths={os.fsdecode(name)})
+    assert worktree_index(grepo).last_scan == "paths"
+    held = paths_of(grepo, snap.commit_id)
+    assert base + b"/kept.txt" in held
+    assert not any(p.startswith(build) for p in held), sorted(held)
+    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
