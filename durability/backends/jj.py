@@ -346,22 +346,39 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
     symlink (or a file): jj lists and reads the tree by path strings, so a
     folder swapped for a link during its snapshot sends its reads through
     the link (another folder's files, or a folder outside the worktree).
-    The folders of every path the working-copy commit adds or changes are
-    walked from the worktree root without following links (``confined``);
-    one that is not a folder is a ``path-swapped`` error, and nothing is
-    pinned or recorded.  The next capture takes the tree as it is then."""
+    The folders of every path the snapshot added or changed are walked from
+    the worktree root without following links (``confined``); one that is
+    not a folder is a ``path-swapped`` error, and nothing is pinned or
+    recorded.  The next capture takes the tree as it is then.
+
+    What the snapshot changed is the difference from the last snapshot this
+    check passed (its commit is kept in ``.jj/durability``), not from the
+    working-copy commit's parent: that parent may be the root, or a long
+    session old, and then every folder of the tree was opened on every
+    capture.  Without a readable last one (the first capture, another
+    store), the parent is the baseline."""
     import pygit2
 
     from durability.backends.confined import ConfinedTree
     from durability.errors import RestoreError
 
+    last = _last_checked(worktree)
+    if last == commit_id:
+        return  # nothing new since a snapshot this check passed
     try:
         repo = pygit2.Repository(str(git))
         commit = repo[commit_id].peel(pygit2.Commit)
-        try:
-            base = commit.parents[0].tree
-        except (IndexError, KeyError, pygit2.GitError):
-            base = repo[repo.TreeBuilder().write()].peel(pygit2.Tree)
+        base = None
+        if last is not None:
+            try:
+                base = repo[last].peel(pygit2.Commit).tree
+            except (KeyError, ValueError, pygit2.GitError):
+                base = None
+        if base is None:
+            try:
+                base = commit.parents[0].tree
+            except (IndexError, KeyError, pygit2.GitError):
+                base = repo[repo.TreeBuilder().write()].peel(pygit2.Tree)
         deltas = base.diff_to_tree(commit.tree).deltas
     except (KeyError, ValueError, pygit2.GitError) as exc:
         raise JjFailed(f"cannot read commit {commit_id} from {git}: {exc}") from exc
@@ -369,6 +386,7 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
                if d.status != pygit2.enums.DeltaStatus.DELETED}
     folders.discard("")
     if not folders:
+        _remember_checked(worktree, commit_id)
         return
     with ConfinedTree(worktree) as tree:
         for folder in sorted(folders):
@@ -381,6 +399,36 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
                     "nothing recorded, the next capture takes the tree as it is") from None
             except OSError:
                 continue  # gone or unreadable since: a writer, not a link
+    _remember_checked(worktree, commit_id)
+
+
+#: Where ``check_swapped`` keeps the last commit it passed, per workspace.
+_CHECKED = ("durability", "swap-checked")
+
+
+def _last_checked(worktree: Path) -> str | None:
+    try:
+        with open(worktree.joinpath(".jj", *_CHECKED), "rb") as f:
+            text = f.read(100).decode("ascii").strip()
+    except (OSError, UnicodeError):
+        return None
+    return text if _HEX.fullmatch(text) else None
+
+
+def _remember_checked(worktree: Path, commit_id: str) -> None:
+    """Best effort: without it the next check takes the parent as baseline."""
+    path = worktree.joinpath(".jj", *_CHECKED)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(commit_id + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _shown(path: str) -> str:
