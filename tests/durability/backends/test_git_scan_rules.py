@@ -210,3 +210,23 @@ def test_a_watcher_named_path_below_an_ignored_folder_stays_out(
     assert base + b"/kept.txt" in held
     assert not any(p.startswith(build) for p in held), sorted(held)
     assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+
+
+def test_an_uninitialised_submodule_keeps_its_gitlink(grepo: Path, tmp_path: Path) -> None:
+    """An empty submodule folder holds no repository: its gitlink stays as
+    recorded (libgit2, asked to open it, would search upward and find ours)."""
+    upstream = make_git_repo(tmp_path / "upstream")
+    git(grepo, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+        str(upstream), "sub")
+    git(grepo, "commit", "-q", "-m", "add sub")
+    recorded = git(grepo, "rev-parse", "HEAD:sub").stdout.strip()
+    git(grepo, "submodule", "deinit", "-q", "-f", "sub")
+    assert (grepo / "sub").is_dir() and not any((grepo / "sub").iterdir())
+    seeded = tmp_path / "seeded-index"
+    shutil.copy(grepo / ".git" / "index", seeded)
+    for changed in (None, {"sub"}):
+        snap = GitBackend().snapshot(grepo, [stamp(1)], changed_paths=changed)
+        tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+        assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
+        assert str(tree["sub"].id) == recorded
+        assert str(tree.id) == git_tree(grepo, seeded)
