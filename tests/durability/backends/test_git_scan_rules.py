@@ -46,9 +46,9 @@ def paths_of(worktree: Path, commit_id: str) -> set[bytes]:
     while stack:
         prefix, tree = stack.pop()
         for entry in tree:
-            name = prefix + entry.raw_name
+            name = prefix + (entry.raw_name or b"")
             if entry.filemode == pygit2.enums.FileMode.TREE:
-                stack.append((name + b"/", repo[entry.id]))
+                stack.append((name + b"/", repo[entry.id].peel(pygit2.Tree)))
             else:
                 found.add(name)
     return found
