@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from durability import proc
 from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
@@ -379,11 +380,9 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
                 base = commit.parents[0].tree
             except (IndexError, KeyError, pygit2.GitError):
                 base = repo[repo.TreeBuilder().write()].peel(pygit2.Tree)
-        deltas = base.diff_to_tree(commit.tree).deltas
+        folders = _changed_folders(repo, base, commit.tree)
     except (KeyError, ValueError, pygit2.GitError) as exc:
         raise JjFailed(f"cannot read commit {commit_id} from {git}: {exc}") from exc
-    folders = {d.new_file.path.rpartition("/")[0] for d in deltas
-               if d.status != pygit2.enums.DeltaStatus.DELETED}
     folders.discard("")
     if not folders:
         _remember_checked(worktree, commit_id)
@@ -400,6 +399,34 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
             except OSError:
                 continue  # gone or unreadable since: a writer, not a link
     _remember_checked(worktree, commit_id)
+
+
+def _changed_folders(repo: Any, old: Any, new: Any) -> set[str]:
+    """The folders holding a file (or link, or gitlink) that ``new`` adds or
+    changes from ``old``.  A subtree whose id is unchanged is not entered
+    (libgit2's tree-to-tree diff walks every entry of both trees: 40-70 ms
+    for one changed file among 30,000); a stack, not recursion."""
+    import pygit2
+
+    tree_mode = int(pygit2.enums.FileMode.TREE)
+    found: set[str] = set()
+    stack: list[tuple[str, Any, Any]] = [("", old, new)]
+    while stack:
+        prefix, before, after = stack.pop()
+        was = {e.raw_name: e for e in before} if before is not None else {}
+        for entry in after:
+            prev = was.get(entry.raw_name)
+            if prev is not None and prev.id == entry.id and prev.filemode == entry.filemode:
+                continue
+            name = os.fsdecode(entry.raw_name)
+            path = f"{prefix}/{name}" if prefix else name
+            if entry.filemode == tree_mode:
+                below = repo[prev.id] if prev is not None and prev.filemode == tree_mode \
+                    else None
+                stack.append((path, below, repo[entry.id]))
+            else:
+                found.add(prefix)
+    return found
 
 
 #: Where ``check_swapped`` keeps the last commit it passed, per workspace.
