@@ -22,8 +22,10 @@ itself, as the confined writer writes it (``confined.ConfinedTree``):
 - a file is taken only when its stat data did not change across the read.
 
 The rules are ``git add -A``'s: what git ignores (libgit2's ignore rules) is
-left out unless tracked, an untracked folder holding ``.git`` is recorded as
-a gitlink to its HEAD, a gitlink is updated to its repository's HEAD, clean
+left out unless tracked, no ``.git`` is staged at any depth, an untracked
+folder holding a valid repository is recorded as a gitlink to its HEAD (a
+folder with tracked files, or whose ``.git`` is no repository, is walked as
+a folder), a gitlink is updated to its repository's HEAD, clean
 filters (eol, ``filter=``) are applied as libgit2 applies them, and an entry
 whose stat data matches the file (and is older than the index, git's
 "racily clean" rule) is trusted without reading the file.
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import FileMode, RepositoryOpenFlag
 from pygit2.ffi import C, ffi
 
 from durability.backends.confined import ConfinedTree
@@ -212,6 +214,10 @@ class Scan:
         self._listed: dict[str, tuple[int, int]] = {}
         self._tree: ConfinedTree | None = None
         self._rules: dict[str, Rules] | None = None
+        #: Folders holding ``.git``: the repository there, or None if none is.
+        self._repos: dict[str, pygit2.Repository | None] = {}
+        #: Folders above watcher-named paths: whether git ignores each.
+        self._folder_ignored: dict[str, bool] = {}
         #: Whether any attributes could filter a file (else none is loaded:
         #: libgit2's lookup costs one path walk per folder of the path).
         self._filters = False
@@ -245,6 +251,8 @@ class Scan:
         if not scope:
             self._walk("", ignored=False)
             return
+        if ".git" in scope.split("/"):
+            return  # never staged, at any depth
         if self._inside_repo(scope):
             return  # the gitlink of that repository stands for it
         try:
@@ -254,12 +262,13 @@ class Scan:
             return
         if st is None:
             return  # gone: its entries are removed
+        above = self._above_ignored(scope)
         if stat.S_ISDIR(st.st_mode):
-            ignored = self._folder(scope, inherited=None)
+            ignored = self._folder(scope, inherited=True if above else None)
             if ignored is not None:
                 self._walk(scope, ignored=ignored)
         elif ((stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode))
-              and (scope in self.entries or not self._ignored(scope))):
+              and (scope in self.entries or not (above or self._ignored(scope)))):
             self._file(scope, st)
 
     def _walk(self, start: str, *, ignored: bool) -> None:
@@ -271,8 +280,8 @@ class Scan:
                 continue
             below: list[tuple[str, bool]] = []
             for name, st in listing:
-                if not folder and name == ".git":
-                    continue
+                if name == ".git":
+                    continue  # git never stages a .git, at any depth
                 path = f"{folder}/{name}" if folder else name
                 mode = st.st_mode
                 if stat.S_ISDIR(mode):
@@ -291,7 +300,8 @@ class Scan:
         gitlink when it is another repository."""
         entry = self.entries.get(path)
         tracked = self._tracked_under(path)
-        if (entry is not None and entry.mode == _COMMIT) or self._holds_git(path):
+        if (entry is not None and entry.mode == _COMMIT) or (
+                not tracked and self._nested(path) is not None):
             self._gitlink(path, entry, inherited)
             return None
         if inherited:
@@ -308,8 +318,11 @@ class Scan:
         self.seen.add(path)
         if entry is None and (inherited or self._ignored(path + "/")):
             return
+        repo = self._nested(path)
         try:
-            head = pygit2.Repository(str(self.root / path)).head.peel(pygit2.Commit).id
+            if repo is None:
+                raise KeyError(path)  # no repository there now: left as it was
+            head = repo.head.peel(pygit2.Commit).id
         except (pygit2.GitError, KeyError, ValueError):
             if entry is None:
                 self.seen.discard(path)
@@ -505,14 +518,37 @@ class Scan:
             return False
         return True
 
+    def _nested(self, path: str) -> pygit2.Repository | None:
+        """The repository whose work tree is the folder ``path``, or None
+        when no valid one is there: a ``.git`` that is not a repository (a
+        removed worktree's gitfile, a broken folder) makes it a plain folder
+        to git, and libgit2 must not search above it (it would find ours)."""
+        if path in self._repos:
+            return self._repos[path]
+        repo = None
+        if self._holds_git(path):
+            where = self.root / path
+            try:
+                found = pygit2.Repository(str(where), RepositoryOpenFlag.NO_SEARCH)
+                workdir = found.workdir
+                if workdir and os.path.realpath(workdir) == os.path.realpath(where):
+                    repo = found
+            except (pygit2.GitError, KeyError, ValueError, OSError):
+                pass
+        self._repos[path] = repo
+        return repo
+
     def _inside_repo(self, path: str) -> bool:
-        """Whether a folder above ``path`` is another repository (a gitlink,
-        or a folder holding ``.git``)."""
+        """Whether a folder above ``path`` is another repository: a gitlink,
+        or an untracked folder holding a repository (git walks a folder it
+        tracks files in as a folder, whatever ``.git`` it holds)."""
         parts = path.split("/")
         for n in range(1, len(parts)):
             folder = "/".join(parts[:n])
             entry = self.entries.get(folder)
-            if (entry is not None and entry.mode == _COMMIT) or self._holds_git(folder):
+            if entry is not None and entry.mode == _COMMIT:
+                return True
+            if not self._tracked_under(folder) and self._nested(folder) is not None:
                 return True
         return False
 
@@ -523,15 +559,35 @@ class Scan:
 
     def _ignored(self, path: str) -> bool:
         """Whether git ignores ``path`` (a folder's ends with ``/``): libgit2
-        says for shallow paths, ``git_ignore`` for deep ones."""
+        says for shallow paths, ``git_ignore`` for deep ones and for names
+        libgit2's binding cannot take (not UTF-8: it takes text only)."""
         is_dir = path.endswith("/")
         path = path.rstrip("/")
         if path.count("/") < DEEP:
             try:
                 return bool(self.repo.path_is_ignored(path + "/" if is_dir else path))
-            except (pygit2.GitError, UnicodeError):
+            except UnicodeError:
+                pass
+            except pygit2.GitError:
                 return False
         return self._rules_for(path.rpartition("/")[0]).ignored(path, is_dir)
+
+    def _above_ignored(self, path: str) -> bool:
+        """Whether a folder above ``path`` is ignored, for a path a watcher
+        named (a walk never enters an ignored folder).  libgit2 looks at the
+        folders above a path itself; the scan's own rules, used for deep
+        paths and names libgit2 cannot take, judge the path alone, so each
+        folder above is asked once per scan."""
+        if path.count("/") < DEEP and _utf8(path):
+            return False
+        folders = path.split("/")[:-1]
+        for n in range(1, len(folders) + 1):
+            folder = "/".join(folders[:n])
+            if folder not in self._folder_ignored:
+                self._folder_ignored[folder] = self._ignored(folder + "/")
+            if self._folder_ignored[folder]:
+                return True
+        return False
 
     def _rules_for(self, folder: str) -> Rules:
         """The ignore rules below ``folder``, built from the nearest folder
@@ -601,6 +657,14 @@ def _below(path: str, folders: set[str]) -> bool:
         if path in folders:
             return True
     return "" in folders
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _read_all(fd: int) -> bytes:
