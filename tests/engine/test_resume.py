@@ -123,7 +123,11 @@ def test_two_manual_resumes_race_one_wins_the_other_is_silent(tmp_path: Path) ->
     assert results[1][1:] == ("", ""), "the loser must say nothing"
     for node in NODES:
         assert wfkit.starts(folder, node) <= 2
-    assert sum(wfkit.starts(folder, n) for n in NODES) == 5  # one re-run, no double runs
+    # At most one re-run, never a double run: the killed task's, unless the
+    # kill landed between two tasks (a seeded moment after a task's end is
+    # later than the next task's start on one machine, earlier on a loaded
+    # one), when nothing is re-run.
+    assert sum(wfkit.starts(folder, n) for n in NODES) in (len(NODES), len(NODES) + 1)
 
 
 def test_interrupted_attempt_is_restored_to_its_last_checkpoint(tmp_path: Path) -> None:
