@@ -339,20 +339,9 @@ def write_worktree_identity(root: str | os.PathLike[str], ident: str, recorded: 
     if path is None:
         raise OSError(f"{os.fspath(root)} is not a jj or git worktree root")
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        try:
-            data = f"{ident}\n{recorded}\n".encode("utf-8", "surrogateescape")
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from pathlib import Path
+
+    from durability.fsutil import replace_file
+
+    replace_file(Path(path), f"{ident}\n{recorded}\n".encode("utf-8", "surrogateescape"),
+                 mode=0o600)

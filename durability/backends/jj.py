@@ -40,6 +40,7 @@ from durability.errors import (
     UnreadablePath,
     WorktreeMissing,
 )
+from durability.fsutil import replace_file
 
 __all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
 
@@ -445,18 +446,11 @@ def _last_checked(worktree: Path) -> str | None:
 def _remember_checked(worktree: Path, commit_id: str) -> None:
     """Best effort: without it the next check takes the parent as baseline."""
     path = worktree.joinpath(".jj", *_CHECKED)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(commit_id + "\n")
-        os.replace(tmp, path)
+        replace_file(path, (commit_id + "\n").encode("ascii"), mode=0o644)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
+        pass
 
 def _shown(path: str) -> str:
     return path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"

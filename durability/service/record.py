@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from durability.errors import ServiceRunning
+from durability.fsutil import replace_file
 
 __all__ = ["ServiceLock", "forget_state_record", "lock_path", "recorded_pid",
            "state_record_path", "write_state_record"]
@@ -48,21 +49,10 @@ def write_state_record(state_dir: Path, socket_path: Path) -> None:
     """Record this process as the service on ``socket_path`` in the state
     folder (best effort: without it the socket and its lock still find it)."""
     path = state_record_path(state_dir, socket_path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        try:
-            os.write(fd, _record_line().encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_file(path, _record_line().encode(), mode=0o600)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
+        pass
 
 def forget_state_record(state_dir: Path, socket_path: Path) -> None:
     """Remove this process's record from the state folder (another
