@@ -90,6 +90,19 @@ def calls_file(run_id: str = SESSION) -> Path:
     return Path(calls.calls_file(paths.spool_dir_str(), run_id))
 
 
+@pytest.fixture(autouse=True)
+def live_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness of every in-process hook: this test's own process, alive
+    until the test ends.  ``calls.harness_process`` walks the ancestors of the
+    process that runs the hook, which in process are pytest's: whatever
+    started pytest (a shell reparented to init, ``timeout``) would decide
+    these tests.  Its walk is tested on its own, with a process tree the test
+    builds (``test_the_harness_is_*``); a killed harness is a ``Harness``."""
+    identity = calls.process_identity(os.getpid())
+    assert identity is not None
+    monkeypatch.setattr(calls, "harness_process", lambda: identity)
+
+
 class Harness:
     """A harness process the test kills: the pre-call hooks made while it
     lives are announced by it (``calls.harness_process`` is where the hook
