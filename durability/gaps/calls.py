@@ -60,6 +60,9 @@ _MAX_FILE = 1 << 20
 # would otherwise mark every call it announced as over.
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
                      "timeout", "nice", "nohup", "stdbuf", "setsid", "flock"})
+# A process started this soon before the one it started ran for the hook
+# (a wrapper), not the harness, which runs long before its first tool call.
+_HELPER_S = 1.0
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")
@@ -113,19 +116,28 @@ def _token_shaped(word: str) -> bool:
 
 def harness_process() -> str | None:
     """The process that ran this hook, as ``process_identity`` gives it: the
-    first ancestor that is not a shell (Claude Code, Codex, Gemini CLI, or
-    whatever runs the hook).  None where ``/proc`` cannot say (not Linux)."""
-    pid = os.getppid()
-    for _ in range(8):
+    first ancestor that is neither a shell nor a helper of this hook (Claude
+    Code, Codex, Gemini CLI, or whatever runs the hook).  A helper is a
+    process started less than ``_HELPER_S`` before the one below it in the
+    chain: a hook script run by its shebang, ``uv run``, a python or node
+    wrapper.  Each ends with the hook; taken for the harness, its end would
+    make every call still running at the session's next hook look killed.
+    None where ``/proc`` cannot say (not Linux)."""
+    found = _proc_stat(os.getpid())
+    if found is None:
+        return None
+    below, pid = int(found[2]), found[1]
+    helper_ticks = _HELPER_S * os.sysconf("SC_CLK_TCK")
+    for _ in range(12):
         found = _proc_stat(pid)
         if found is None:
             return None
-        comm, parent, _start = found
-        if comm not in _SHELLS:
+        comm, parent, start = found
+        if comm not in _SHELLS and below - int(start) >= helper_ticks:
             return process_identity(pid)
         if parent <= 1:
             return None
-        pid = parent
+        below, pid = int(start), parent
     return None
 
 

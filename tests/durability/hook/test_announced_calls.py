@@ -41,6 +41,7 @@ from tests.helpers import (
     hook_payload,
     make_git_repo,
     make_jj_repo,
+    wait_for,
 )
 
 SESSION = "sess-announce"
@@ -353,12 +354,68 @@ def test_the_summary_is_short_and_hides_token_shaped_words() -> None:
     assert len(calls.summary("echo " + "word " * 100)) == 80
 
 
-def test_the_harness_is_the_first_ancestor_that_is_not_a_shell() -> None:
-    code = "from durability.gaps import calls; print(calls.harness_process())"
-    inner = f"{sys.executable} -c '{code}'; true"
-    done = subprocess.run(["/bin/sh", "-c", f"/bin/sh -c \"{inner}\"; true"],
-                          capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == calls.process_identity(os.getpid())
+_PROBE = "from durability.gaps import calls; print(calls.harness_process())"
+
+
+def _old_enough() -> str:
+    """This process's identity, once it is older than any helper could be: it
+    is the harness of the process trees below (the real ``/proc`` walk)."""
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rpartition(")")[2].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+    def age() -> float:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - start
+
+    wait_for(lambda: age() > calls._HELPER_S + 0.1, timeout=10)
+    identity = calls.process_identity(os.getpid())
+    assert identity is not None
+    return identity
+
+
+def _helper(tmp_path: Path, shape: str, command: str) -> str:
+    """A shell command running ``command`` through a helper of ``shape``
+    that does not exec it (and ends with it), as the harness would run it."""
+    script = tmp_path / "run-hook.sh"
+    if shape == "shells":
+        return f"/bin/sh -c \"{command}; true\"; true"
+    if shape == "shebang script":  # its process is named after the script
+        script.write_text(f"#!/bin/sh\n{command}\nstatus=$?\nexit $status\n")
+        script.chmod(0o755)
+        return f"{script}; true"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text("import subprocess, sys\n"
+                       f"sys.exit(subprocess.run({command!r}, shell=True).returncode)\n")
+    return f"{sys.executable} {wrapper}; true"
+
+
+@pytest.mark.parametrize("shape", ["shells", "shebang script", "python wrapper"])
+def test_the_harness_is_the_first_ancestor_that_is_no_shell_or_helper(
+        tmp_path: Path, shape: str) -> None:
+    """The real walk: this process runs a hook-shaped tree (a shell, then
+    the helper, then the process asking); the helper started with it."""
+    harness_identity = _old_enough()
+    command = _helper(tmp_path, shape, f"{sys.executable} -c '{_PROBE}'")
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == harness_identity
+
+
+@pytest.mark.parametrize("shape", ["shebang script", "python wrapper"])
+def test_calls_announced_through_a_helper_decide_nothing_while_it_lives(
+        repo: Path, tmp_path: Path, shape: str) -> None:
+    """The installed hook run through a helper process, which ends with each
+    hook: a call still running at the next pre-call hook is no gap."""
+    harness_identity = _old_enough()
+    command = _helper(tmp_path, shape, f"{Path(sys.executable).with_name('durability')} "
+                                       "snapshot-hook")
+    for call in ("toolu_A", "toolu_B"):
+        subprocess.run(["/bin/sh", "-c", command], input=json.dumps(pre(
+            repo, call, **bash("sleep 30"))), text=True, check=True, timeout=60)
+    assert spool_gaps() == []
+    recorded = [json.loads(line) for line in calls_file().read_text().splitlines()]
+    assert [(r["call"], r["proc"]) for r in recorded] == [
+        ("toolu_A", harness_identity), ("toolu_B", harness_identity)]
 
 
 def test_the_stdlib_spool_folder_is_the_spool_folder(monkeypatch: pytest.MonkeyPatch,
