@@ -94,9 +94,10 @@ json_or_null() {
 
 # A pre-call hook (which only announces the call) files no gap of its own:
 # the same call's post-call hook meets the same miss and files it (Gemini's
-# calls have no id that would make the two one gap).
+# calls have no id that would make the two one gap); a refused call's hook
+# neither (nothing ran).
 case $(field hook_event_name) in
-    PreToolUse|BeforeTool)
+    PreToolUse|BeforeTool|PermissionDenied)
         printf 'durability: toolkit-missing: no runnable durability command found; the post-call hook files the gap\n' >&2
         exit 0 ;;
 esac

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "abandoned", "calls_file",
+__all__ = ["DENIED_EVENTS", "END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "abandoned", "calls_file",
            "harness_process", "kind", "mark_filed", "process_identity", "redact", "summary",
            "unfinished_gap"]
 
@@ -50,6 +50,9 @@ SUFFIX = ".calls.ndjson"
 PRE_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
 #: A turn's or session's end: nothing announced before it is still running.
 END_EVENTS = frozenset({"Stop", "SessionEnd", "AfterAgent"})
+#: A call the harness refused to run (Claude Code's auto mode denied it): it is
+#: over, and ran nothing (no capture, no gap).
+DENIED_EVENTS = frozenset({"PermissionDenied"})
 #: Ends every lane of the attempt, sub-agents' too (a turn's end ends one agent's).
 _SESSION_END = frozenset({"SessionEnd"})
 _SUMMARY_CHARS = 80
@@ -69,9 +72,12 @@ _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-
 
 
 def kind(event: object) -> str:
-    """``pre``, ``end`` or ``post`` (anything else: the hook captures it)."""
+    """``pre``, ``denied``, ``end`` or ``post`` (anything else: the hook
+    captures it)."""
     if event in PRE_EVENTS:
         return "pre"
+    if event in DENIED_EVENTS:
+        return "denied"
     return "end" if event in END_EVENTS else "post"
 
 
@@ -331,8 +337,11 @@ def unfinished_gap(entry: dict[str, Any]) -> dict[str, Any]:
         run_id=run_id, reason="call-unfinished",
         request_id=ids.call_request_id(run_id, node_id, count, tries, str(entry["call"]),
                                        "call-unfinished"),
-        detail=(f"{what} was announced at {when} and never finished (no post-call hook "
-                "came); what it wrote is in the next checkpoint, whose label names it"),
+        # A call denied or blocked before it ran gets no post-call hook
+        # either (Claude Code asks its hooks before its permission checks).
+        detail=(f"{what} was announced at {when} and never finished (killed, denied or "
+                "blocked before its post-call hook); anything it wrote is in the next "
+                "checkpoint, whose label names it"),
         node_id=node_id, iteration=count, attempt=tries, worktree=entry.get("worktree"),
         source="hook", tool_use_id=entry.get("tid"))
 

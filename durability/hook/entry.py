@@ -250,23 +250,25 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
         return hook.gap("bad-hook-input", "hook input is not a JSON object")
     event_kind = calls.kind(payload.get("hook_event_name"))
     # A pre-call hook files no gap of its own: the same call's post-call
-    # hook meets the same problem and files it, once.
+    # hook meets the same problem and files it, once.  A refused call's hook
+    # neither: nothing ran.
+    quiet = event_kind in ("pre", "denied")
     problem = _identify(hook, payload)
     if problem:
-        return hook.succeed() if event_kind == "pre" else hook.gap("bad-hook-input", problem)
+        return hook.succeed() if quiet else hook.gap("bad-hook-input", problem)
     # Checked before any capture, service or not, so every path agrees: a
     # setting the user wrote and we cannot honour is one invalid-value gap
     # naming it, not a capture with a guessed value (a default budget could
     # outlast the harness's own hook timeout and leave no record at all).
     invalid = envms.first_invalid(hook.env)
     if invalid:
-        return hook.succeed() if event_kind == "pre" else hook.gap("invalid-value", invalid)
+        return hook.succeed() if quiet else hook.gap("invalid-value", invalid)
     reason, detail = _locate_worktree(hook, payload)
     if reason:
-        return hook.succeed() if event_kind == "pre" else hook.gap(reason, detail)
+        return hook.succeed() if quiet else hook.gap(reason, detail)
     _announced_calls(hook, payload, event_kind)
-    if event_kind == "pre":
-        return hook.succeed()  # announced: nothing to capture yet
+    if event_kind in ("pre", "denied"):
+        return hook.succeed()  # announced, or refused: nothing ran to capture
     _request(hook, deadline)
 
 
@@ -301,6 +303,9 @@ def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> N
             lane.add(k="pre", call=call, run=hook.run_id, tid=f["tool_use_id"], tool=tool,
                      summary=calls.summary(detail), ts=calls.now_ms(),
                      proc=calls.harness_process(), worktree=f["worktree"])
+        elif event_kind == "denied":
+            if call is not None:
+                lane.add(k="post", call=call)  # over, and nothing ran
         else:
             if call is not None:
                 lane.add(k="post", call=call)

@@ -239,6 +239,33 @@ def test_a_call_never_finished_is_one_gap_at_the_session_end(repo: Path, end: st
     assert not calls_file().exists()
 
 
+def test_a_call_denied_or_blocked_is_a_gap_that_claims_no_writes(repo: Path) -> None:
+    """Claude Code runs PreToolUse before its permission checks: a call the
+    user denies, or another hook blocks, never runs and gets no post-call
+    hook.  Its gap cannot tell a kill from a denial, and claims no writes."""
+    hook(pre(repo, "toolu_D", **bash("rm -rf build")))
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "SessionEnd"})
+    [gap] = gaps()
+    assert (gap.reason, gap.tool_use_id) == ("call-unfinished", "toolu_D")
+    assert "killed, denied or blocked" in (gap.detail or "")
+    assert "anything it wrote is in the next checkpoint" in (gap.detail or "")
+    assert "what it wrote is" not in (gap.detail or "")
+
+
+def test_a_call_the_permission_classifier_denied_is_no_gap(repo: Path) -> None:
+    """Claude Code's PermissionDenied (its auto mode denied the call): the
+    call never ran, so it is over, with nothing to capture and no gap."""
+    hook(pre(repo, "toolu_D", **bash("rm -rf build")))
+    (repo / "other.txt").write_text("another session's edit\n")
+    denied = pre(repo, "toolu_D", **bash("rm -rf build"))
+    denied.update(hook_event_name="PermissionDenied", reason="Permission denied")
+    hook(denied)
+    assert labels() == []  # it ran nothing: no checkpoint
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "SessionEnd"})
+    assert gaps() == []
+    assert not calls_file().exists()
+
+
 def test_codex_a_call_never_finished_is_named_at_the_turn_end(repo: Path) -> None:
     payload = codex_payload(repo, "apply_patch", call_id="call_P")
     payload["hook_event_name"] = "PreToolUse"
