@@ -26,7 +26,9 @@ session never resumed.
 
 Standard library only, and no ``json``/``re``: this runs on every tool call.
 The file is locked while read and appended, and removed whenever nothing in
-it is open, so it stays a few lines long and a finished session leaves none.
+it is open, so a finished session leaves none; past ``_COMPACT_AT`` a hook
+rewrites it with only the calls still open (one call left open would keep
+every later line, and each hook reads them all).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ _SESSION_END = frozenset({"SessionEnd"})
 _SUMMARY_CHARS = 80
 # Beyond this a file is not read (a lane file is a few lines; this is a guard).
 _MAX_FILE = 1 << 20
+# Past this a save rewrites the file with only the calls still open, so a
+# hook's cost does not grow with the session (one open call keeps it).
+_COMPACT_AT = 16 << 10
 # What may run between the harness and the hook, and ends with the hook
 # (``sh -c``, the launcher, a wrapper): never taken for the harness, whose end
 # would otherwise mark every call it announced as over.
@@ -258,7 +263,7 @@ class Lane:
             if entry is None or entry["finished"]:
                 self.calls.pop(name, None)  # the same call again, once finished: a new one
                 self.calls[name] = {**line, "finished": False, "decided": False,
-                                    "told": False, "posted_after": False}
+                                    "told": False, "posted_after": bool(line.get("pa"))}
         elif k == "post":
             for other in self.calls.values():
                 if other["lane"] == name[0]:
@@ -288,9 +293,55 @@ class Lane:
         data = "".join(fastjson.dumps(line) + "\n" for line in self.lines).encode("ascii")
         # A torn last line (a writer killed mid-line) is ended first.
         size = os.fstat(self.fd).st_size
+        if size + len(data) > _COMPACT_AT and self._compact():
+            return
         if size and os.pread(self.fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         os.write(self.fd, data)
+
+    def _compact(self) -> bool:
+        """Replace the file, atomically and under its lock, with the lines of
+        the calls still open (what a reader would make of them is the same: a
+        finished call is no longer read; a post-call hook after an open one is
+        its ``pa``); False when that would not halve it (keep appending)."""
+        kept = []
+        for entry in self.calls.values():
+            if entry["finished"] or entry["told"]:
+                continue
+            line = {k: v for k, v in entry.items()
+                    if k not in ("finished", "decided", "told", "posted_after", "pa")}
+            if entry["posted_after"]:
+                line["pa"] = True
+            kept.append(line)
+            if entry["decided"]:
+                kept.append({"k": "gap", "call": entry["call"], "lane": entry["lane"]})
+        data = "".join(fastjson.dumps(line) + "\n" for line in kept).encode("ascii")
+        if len(data) * 2 > _COMPACT_AT:
+            return False
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        fd = -1
+        try:
+            try:
+                os.unlink(tmp)  # left by a killed hook of the same pid
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            os.write(fd, data)
+            os.close(fd)
+            fd = -1
+            # Hooks waiting for the old file's lock then find another file at
+            # the path, and open that (``open``).
+            os.replace(tmp, self.path)
+        except OSError:  # a file that cannot be written: append as before
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        return True
 
     def unfinished(self, call: str | None, event_kind: str, event: object) -> list[dict[str, Any]]:
         """The calls this hook shows were never finished (not yet filed)."""

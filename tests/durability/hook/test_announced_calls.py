@@ -526,3 +526,42 @@ def test_an_announcement_is_never_lost_to_a_file_removed_meanwhile(tmp_path: Pat
         finally:
             lane.close()
         assert not os.path.exists(path)
+
+
+def test_the_calls_file_stays_small_while_one_call_stays_open(tmp_path: Path) -> None:
+    """One call left open keeps the file; 3,000 calls finished after it do
+    not make it grow (each hook reads all of it), and what it says of the
+    open calls is the same: still open, decided or not, after a post-call."""
+    path = str(tmp_path / "long.calls.ndjson")
+    key = "session\x1f0\x1f1\x1f"
+
+    def hook_of(*lines: dict[str, Any]) -> calls.Lane:
+        lane = calls.Lane(path, key)
+        try:
+            assert lane.open(create=True)
+            for line in lines:
+                lane.add(**line)
+            lane.save()
+        finally:
+            lane.close()
+        return lane
+
+    def announced(call: str) -> dict[str, Any]:
+        return {"k": "pre", "call": call, "run": "r", "tid": call, "tool": "Bash",
+                "summary": "make", "ts": 0, "proc": None, "worktree": "/w"}
+
+    hook_of(announced("filed"), {"k": "gap", "call": "filed"})  # decided, not yet named
+    hook_of(announced("open"))
+    for n in range(3000):
+        hook_of(announced(f"c{n}"))
+        hook_of({"k": "post", "call": f"c{n}"})
+        assert os.path.getsize(path) < 40_000, n
+    lane = calls.Lane(path, key)
+    try:
+        assert lane.open(create=False)
+        assert [e["call"] for e in lane.unfinished(None, "pre", "PreToolUse")] == ["open"]
+        assert [e["call"] for e in lane.untold("/w")] == ["filed"]
+        assert sorted(n for (_, n), e in lane.calls.items() if not e["finished"]) == \
+            ["filed", "open"]
+    finally:
+        lane.close()
