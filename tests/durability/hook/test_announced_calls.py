@@ -565,3 +565,33 @@ def test_the_calls_file_stays_small_while_one_call_stays_open(tmp_path: Path) ->
             ["filed", "open"]
     finally:
         lane.close()
+
+
+def test_a_pre_call_hook_files_no_gap_for_a_payload_too_big(repo: Path) -> None:
+    """Its post-call hook meets the same payload (a Write of 16 MiB) and files
+    the one bad-hook-input gap; the pre-call hook's would be a second."""
+    head = json.dumps(pre(repo, "toolu_W", file_path=str(repo / "big.bin")))[:-1]
+    pad = b"x" * (hook_entry.MAX_INPUT_BYTES + 10)
+    assert hook_entry.main(io.BytesIO(head.encode() + b', "pad": "' + pad + b'"}')) == 0
+    assert spool_gaps() == []
+    post_head = json.dumps(post(repo, "toolu_W", file_path=str(repo / "big.bin")))[:-1]
+    assert hook_entry.main(io.BytesIO(post_head.encode() + b', "pad": "' + pad + b'"}')) == 0
+    assert [g["reason"] for g in spool_gaps()] == ["bad-hook-input"]
+
+
+def test_a_pre_call_hook_out_of_time_files_no_timeout_gap(repo: Path) -> None:
+    """The calls file held by another (a stuck hook): the pre-call hook's
+    watchdog exits on time and files nothing (the post-call hook captures)."""
+    import fcntl
+
+    path = calls_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = subprocess.run(
+            [sys.executable, "-m", "durability", "snapshot-hook"],
+            input=json.dumps(pre(repo, "toolu_T", **bash("true"))), text=True,
+            capture_output=True, timeout=60,
+            env={**os.environ, "DURABILITY_HOOK_TIMEOUT_MS": "1000"})
+    assert done.returncode == 0, done.stderr
+    assert spool_gaps() == []
