@@ -68,9 +68,11 @@ if find_toolkit; then
     "$exe" snapshot-hook 1>&2
     status=$?
     [ "$status" -eq 0 ] && exit 0
-    # It consumed the payload and failed (a broken install): the gap is
-    # filed without the payload's run id and cwd.
+    # It failed (a broken install).  What it left unread is read here: all
+    # of the payload when it died before reading (an import error), so the
+    # gap has the payload's run id and cwd, and a pre-call hook files none.
     tried="$tried $exe (exit $status)"
+    payload=$(cat)
 else
     # Read once, for the run id and cwd of the gap.
     payload=$(cat)
@@ -94,9 +96,10 @@ json_or_null() {
 
 # A pre-call hook (which only announces the call) files no gap of its own:
 # the same call's post-call hook meets the same miss and files it (Gemini's
-# calls have no id that would make the two one gap).
+# calls have no id that would make the two one gap); a refused call's hook
+# neither (nothing ran).
 case $(field hook_event_name) in
-    PreToolUse|BeforeTool)
+    PreToolUse|BeforeTool|PermissionDenied)
         printf 'durability: toolkit-missing: no runnable durability command found; the post-call hook files the gap\n' >&2
         exit 0 ;;
 esac

@@ -76,7 +76,9 @@ def _missing(events: list[str]) -> str:
     """What an install lacking ``events`` misses."""
     said = []
     pre = [e for e in events if e in install_hook.PRE_CALL_EVENTS]
-    post = [e for e in events if e not in install_hook.PRE_CALL_EVENTS]
+    denied = [e for e in events if e in install_hook.DENIED_EVENTS]
+    post = [e for e in events
+            if e not in install_hook.PRE_CALL_EVENTS | install_hook.DENIED_EVENTS]
     if post:
         said.append(f"not on {' or '.join(post)}, so some edits wait for a later "
                     "checkpoint or are in none")
@@ -84,6 +86,9 @@ def _missing(events: list[str]) -> str:
         said.append(f"not on {' or '.join(pre)}, so a call killed before its post-call "
                     "hook leaves no call-unfinished gap and its writes go under the next "
                     "call's label")
+    if denied:
+        said.append(f"not on {' or '.join(denied)}, so a call the harness refused to run "
+                    "is a call-unfinished gap")
     return "; and ".join(said)
 
 

@@ -26,7 +26,9 @@ session never resumed.
 
 Standard library only, and no ``json``/``re``: this runs on every tool call.
 The file is locked while read and appended, and removed whenever nothing in
-it is open, so it stays a few lines long and a finished session leaves none.
+it is open, so a finished session leaves none; past ``_COMPACT_AT`` a hook
+rewrites it with only the calls still open (one call left open would keep
+every later line, and each hook reads them all).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "abandoned", "calls_file",
+__all__ = ["DENIED_EVENTS", "END_EVENTS", "PRE_EVENTS", "SUFFIX", "Lane", "abandoned", "calls_file",
            "harness_process", "kind", "mark_filed", "process_identity", "redact", "summary",
            "unfinished_gap"]
 
@@ -50,25 +52,37 @@ SUFFIX = ".calls.ndjson"
 PRE_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
 #: A turn's or session's end: nothing announced before it is still running.
 END_EVENTS = frozenset({"Stop", "SessionEnd", "AfterAgent"})
+#: A call the harness refused to run (Claude Code's auto mode denied it): it is
+#: over, and ran nothing (no capture, no gap).
+DENIED_EVENTS = frozenset({"PermissionDenied"})
 #: Ends every lane of the attempt, sub-agents' too (a turn's end ends one agent's).
 _SESSION_END = frozenset({"SessionEnd"})
 _SUMMARY_CHARS = 80
 # Beyond this a file is not read (a lane file is a few lines; this is a guard).
 _MAX_FILE = 1 << 20
+# Past this a save rewrites the file with only the calls still open, so a
+# hook's cost does not grow with the session (one open call keeps it).
+_COMPACT_AT = 16 << 10
 # What may run between the harness and the hook, and ends with the hook
 # (``sh -c``, the launcher, a wrapper): never taken for the harness, whose end
 # would otherwise mark every call it announced as over.
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
                      "timeout", "nice", "nohup", "stdbuf", "setsid", "flock"})
+# A process started this soon before the one it started ran for the hook
+# (a wrapper), not the harness, which runs long before its first tool call.
+_HELPER_S = 1.0
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")
 
 
 def kind(event: object) -> str:
-    """``pre``, ``end`` or ``post`` (anything else: the hook captures it)."""
+    """``pre``, ``denied``, ``end`` or ``post`` (anything else: the hook
+    captures it)."""
     if event in PRE_EVENTS:
         return "pre"
+    if event in DENIED_EVENTS:
+        return "denied"
     return "end" if event in END_EVENTS else "post"
 
 
@@ -113,19 +127,28 @@ def _token_shaped(word: str) -> bool:
 
 def harness_process() -> str | None:
     """The process that ran this hook, as ``process_identity`` gives it: the
-    first ancestor that is not a shell (Claude Code, Codex, Gemini CLI, or
-    whatever runs the hook).  None where ``/proc`` cannot say (not Linux)."""
-    pid = os.getppid()
-    for _ in range(8):
+    first ancestor that is neither a shell nor a helper of this hook (Claude
+    Code, Codex, Gemini CLI, or whatever runs the hook).  A helper is a
+    process started less than ``_HELPER_S`` before the one below it in the
+    chain: a hook script run by its shebang, ``uv run``, a python or node
+    wrapper.  Each ends with the hook; taken for the harness, its end would
+    make every call still running at the session's next hook look killed.
+    None where ``/proc`` cannot say (not Linux)."""
+    found = _proc_stat(os.getpid())
+    if found is None:
+        return None
+    below, pid = int(found[2]), found[1]
+    helper_ticks = _HELPER_S * os.sysconf("SC_CLK_TCK")
+    for _ in range(12):
         found = _proc_stat(pid)
         if found is None:
             return None
-        comm, parent, _start = found
-        if comm not in _SHELLS:
+        comm, parent, start = found
+        if comm not in _SHELLS and below - int(start) >= helper_ticks:
             return process_identity(pid)
         if parent <= 1:
             return None
-        pid = parent
+        below, pid = int(start), parent
     return None
 
 
@@ -240,7 +263,7 @@ class Lane:
             if entry is None or entry["finished"]:
                 self.calls.pop(name, None)  # the same call again, once finished: a new one
                 self.calls[name] = {**line, "finished": False, "decided": False,
-                                    "told": False, "posted_after": False}
+                                    "told": False, "posted_after": bool(line.get("pa"))}
         elif k == "post":
             for other in self.calls.values():
                 if other["lane"] == name[0]:
@@ -270,9 +293,55 @@ class Lane:
         data = "".join(fastjson.dumps(line) + "\n" for line in self.lines).encode("ascii")
         # A torn last line (a writer killed mid-line) is ended first.
         size = os.fstat(self.fd).st_size
+        if size + len(data) > _COMPACT_AT and self._compact():
+            return
         if size and os.pread(self.fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         os.write(self.fd, data)
+
+    def _compact(self) -> bool:
+        """Replace the file, atomically and under its lock, with the lines of
+        the calls still open (what a reader would make of them is the same: a
+        finished call is no longer read; a post-call hook after an open one is
+        its ``pa``); False when that would not halve it (keep appending)."""
+        kept = []
+        for entry in self.calls.values():
+            if entry["finished"] or entry["told"]:
+                continue
+            line = {k: v for k, v in entry.items()
+                    if k not in ("finished", "decided", "told", "posted_after", "pa")}
+            if entry["posted_after"]:
+                line["pa"] = True
+            kept.append(line)
+            if entry["decided"]:
+                kept.append({"k": "gap", "call": entry["call"], "lane": entry["lane"]})
+        data = "".join(fastjson.dumps(line) + "\n" for line in kept).encode("ascii")
+        if len(data) * 2 > _COMPACT_AT:
+            return False
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        fd = -1
+        try:
+            try:
+                os.unlink(tmp)  # left by a killed hook of the same pid
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            os.write(fd, data)
+            os.close(fd)
+            fd = -1
+            # Hooks waiting for the old file's lock then find another file at
+            # the path, and open that (``open``).
+            os.replace(tmp, self.path)
+        except OSError:  # a file that cannot be written: append as before
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        return True
 
     def unfinished(self, call: str | None, event_kind: str, event: object) -> list[dict[str, Any]]:
         """The calls this hook shows were never finished (not yet filed)."""
@@ -319,8 +388,11 @@ def unfinished_gap(entry: dict[str, Any]) -> dict[str, Any]:
         run_id=run_id, reason="call-unfinished",
         request_id=ids.call_request_id(run_id, node_id, count, tries, str(entry["call"]),
                                        "call-unfinished"),
-        detail=(f"{what} was announced at {when} and never finished (no post-call hook "
-                "came); what it wrote is in the next checkpoint, whose label names it"),
+        # A call denied or blocked before it ran gets no post-call hook
+        # either (Claude Code asks its hooks before its permission checks).
+        detail=(f"{what} was announced at {when} and never finished (killed, denied or "
+                "blocked before its post-call hook); anything it wrote is in the next "
+                "checkpoint, whose label names it"),
         node_id=node_id, iteration=count, attempt=tries, worktree=entry.get("worktree"),
         source="hook", tool_use_id=entry.get("tid"))
 

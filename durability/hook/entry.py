@@ -54,6 +54,7 @@ _PATCH_HEADS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "***
 # A shell command in a label is cut here: enough to recognise it in a listing.
 _COMMAND_CHARS = 200
 _SESSION_RE = rb'"session_id"\s*:\s*"([^"\\]{1,200})"'
+_EVENT_RE = rb'"hook_event_name"\s*:\s*"([^"\\]{1,64})"'
 
 
 class _Hook:
@@ -69,6 +70,9 @@ class _Hook:
         self.budget_s = _budget_ms(env) / 1000
         self.alarms = 0
         self.disarms: list[Callable[[], None]] = []
+        #: A pre-call (or refused call's) hook: it files no gap of its own, the
+        #: same call's post-call hook meets the same problem and files it once.
+        self.quiet = False
 
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
@@ -194,7 +198,10 @@ def _give_up(hook: _Hook, budget_s: float) -> None:
         _import_spool()
         # Record first, keeping the spool locked until exit: the main thread,
         # whose jj is killed next, must not file a second gap for this request.
-        hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
+        if hook.quiet:
+            hook.succeed()
+        else:
+            hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
         # Not imported means no jj was started; importing it here could race
         # the main thread's imports (see _import_spool).
         kill_all = getattr(sys.modules.get("durability.proc"), "kill_all", None)
@@ -236,37 +243,36 @@ def _budget_ms(env: Mapping[str, str]) -> int:
 def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
     raw = stdin.read(MAX_INPUT_BYTES + 1)
     if len(raw) > MAX_INPUT_BYTES:
-        _guess_run(hook, raw)
-        return hook.gap("bad-hook-input", f"hook input exceeds {MAX_INPUT_BYTES} bytes")
+        return _unreadable(hook, raw, f"hook input exceeds {MAX_INPUT_BYTES} bytes")
     try:
         payload = fastjson.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        _guess_run(hook, raw)
-        return hook.gap("bad-hook-input", "hook input is not valid JSON")
+        return _unreadable(hook, raw, "hook input is not valid JSON")
     except RecursionError:  # nested deeper than the parser goes
-        _guess_run(hook, raw)
-        return hook.gap("bad-hook-input", "hook input is nested too deeply")
+        return _unreadable(hook, raw, "hook input is nested too deeply")
     if not isinstance(payload, dict):
         return hook.gap("bad-hook-input", "hook input is not a JSON object")
     event_kind = calls.kind(payload.get("hook_event_name"))
     # A pre-call hook files no gap of its own: the same call's post-call
-    # hook meets the same problem and files it, once.
+    # hook meets the same problem and files it, once (the watchdog too).  A
+    # refused call's hook neither: nothing ran.
+    hook.quiet = quiet = event_kind in ("pre", "denied")
     problem = _identify(hook, payload)
     if problem:
-        return hook.succeed() if event_kind == "pre" else hook.gap("bad-hook-input", problem)
+        return hook.succeed() if quiet else hook.gap("bad-hook-input", problem)
     # Checked before any capture, service or not, so every path agrees: a
     # setting the user wrote and we cannot honour is one invalid-value gap
     # naming it, not a capture with a guessed value (a default budget could
     # outlast the harness's own hook timeout and leave no record at all).
     invalid = envms.first_invalid(hook.env)
     if invalid:
-        return hook.succeed() if event_kind == "pre" else hook.gap("invalid-value", invalid)
+        return hook.succeed() if quiet else hook.gap("invalid-value", invalid)
     reason, detail = _locate_worktree(hook, payload)
     if reason:
-        return hook.succeed() if event_kind == "pre" else hook.gap(reason, detail)
+        return hook.succeed() if quiet else hook.gap(reason, detail)
     _announced_calls(hook, payload, event_kind)
-    if event_kind == "pre":
-        return hook.succeed()  # announced: nothing to capture yet
+    if event_kind in ("pre", "denied"):
+        return hook.succeed()  # announced, or refused: nothing ran to capture
     _request(hook, deadline)
 
 
@@ -301,6 +307,9 @@ def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> N
             lane.add(k="pre", call=call, run=hook.run_id, tid=f["tool_use_id"], tool=tool,
                      summary=calls.summary(detail), ts=calls.now_ms(),
                      proc=calls.harness_process(), worktree=f["worktree"])
+        elif event_kind == "denied":
+            if call is not None:
+                lane.add(k="post", call=call)  # over, and nothing ran
         else:
             if call is not None:
                 lane.add(k="post", call=call)
@@ -350,6 +359,19 @@ def _write_unfinished(hook: _Hook, entry: dict[str, Any]) -> None:
     except spool.SpoolUnavailable:
         _store_gap(hook.env, record)
     sys.stderr.write(f"durability: call-unfinished: {str(record['detail'])[:200]}\n")
+
+
+def _unreadable(hook: _Hook, raw: bytes, detail: str) -> None:
+    """A payload that cannot be read: one bad-hook-input gap, filed by the
+    post-call hook (a pre-call hook's payload says which it is, near its start)."""
+    import re  # only for unreadable input: re costs ~6 ms
+
+    found = re.search(_EVENT_RE, raw[:65536])  # the first: the payload's own
+    if found and calls.kind(found.group(1).decode("ascii", "replace")) in ("pre", "denied"):
+        hook.quiet = True
+        return hook.succeed()
+    _guess_run(hook, raw)
+    hook.gap("bad-hook-input", detail)
 
 
 def _guess_run(hook: _Hook, raw: bytes) -> None:

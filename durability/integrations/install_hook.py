@@ -3,12 +3,13 @@ hook file, for users who do not install the plugin.
 
 One table (``HARNESSES``) says, per harness, which file at which scope, which
 events, and the exact shape of one hook entry: Claude Code's settings.json
-(``PreToolUse``, ``PostToolUse`` and ``PostToolUseFailure``, timeout in
-seconds), OpenAI Codex CLI's hooks.json (``PreToolUse``, ``PostToolUse`` and
-``Stop``, seconds) and Gemini CLI's settings.json (``BeforeTool`` and
-``AfterTool``, milliseconds).  The pre-call event captures nothing: it
-announces the call, so that one killed before its post-call hook is a
-``call-unfinished`` gap (``durability.gaps.calls``).
+(``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure`` and
+``PermissionDenied``, timeout in seconds), OpenAI Codex CLI's hooks.json
+(``PreToolUse``, ``PostToolUse`` and ``Stop``, seconds) and Gemini CLI's
+settings.json (``BeforeTool`` and ``AfterTool``, milliseconds).  The
+pre-call event captures nothing: it announces the call, so that one killed
+before its post-call hook is a ``call-unfinished`` gap
+(``durability.gaps.calls``).
 
 Idempotent (installing twice leaves one entry; an entry of ours with an older
 command is updated in place), keeps every other setting and hook as it was,
@@ -30,6 +31,7 @@ from durability.errors import InvalidInput
 from durability.fsutil import replace_file
 
 __all__ = [
+    "DENIED_EVENTS",
     "EVENTS",
     "HARNESSES",
     "PRE_CALL_EVENTS",
@@ -49,10 +51,13 @@ __all__ = [
 #: installing again replaces it with the absolute one.
 #: Post-tool events: a failed tool (a Bash command that exited non-zero) may
 #: still have written files.  Before them the pre-call event, which announces
-#: the call (an install without it simply has no call-unfinished gaps).
-EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+#: the call (an install without it simply has no call-unfinished gaps), and
+#: Claude Code's PermissionDenied: a call its auto mode refused is over, no gap.
+EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied")
 #: Each harness's pre-call event (``doctor`` warns of an install without it).
 PRE_CALL_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
+#: Events that end a call refused before it ran (``doctor`` says what their lack costs).
+DENIED_EVENTS = frozenset({"PermissionDenied"})
 SCOPES = ("user", "project", "local")
 # Seconds the harness waits for the hook: above the hook's own 10 s budget, so
 # the hook always finishes (and files its gap) before the harness kills it.

@@ -41,6 +41,7 @@ from tests.helpers import (
     hook_payload,
     make_git_repo,
     make_jj_repo,
+    wait_for,
 )
 
 SESSION = "sess-announce"
@@ -88,6 +89,19 @@ def labels(run_id: str = SESSION) -> list[str | None]:
 
 def calls_file(run_id: str = SESSION) -> Path:
     return Path(calls.calls_file(paths.spool_dir_str(), run_id))
+
+
+@pytest.fixture(autouse=True)
+def live_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness of every in-process hook: this test's own process, alive
+    until the test ends.  ``calls.harness_process`` walks the ancestors of the
+    process that runs the hook, which in process are pytest's: whatever
+    started pytest (a shell reparented to init, ``timeout``) would decide
+    these tests.  Its walk is tested on its own, with a process tree the test
+    builds (``test_the_harness_is_*``); a killed harness is a ``Harness``."""
+    identity = calls.process_identity(os.getpid())
+    assert identity is not None
+    monkeypatch.setattr(calls, "harness_process", lambda: identity)
 
 
 class Harness:
@@ -225,6 +239,33 @@ def test_a_call_never_finished_is_one_gap_at_the_session_end(repo: Path, end: st
     assert not calls_file().exists()
 
 
+def test_a_call_denied_or_blocked_is_a_gap_that_claims_no_writes(repo: Path) -> None:
+    """Claude Code runs PreToolUse before its permission checks: a call the
+    user denies, or another hook blocks, never runs and gets no post-call
+    hook.  Its gap cannot tell a kill from a denial, and claims no writes."""
+    hook(pre(repo, "toolu_D", **bash("rm -rf build")))
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "SessionEnd"})
+    [gap] = gaps()
+    assert (gap.reason, gap.tool_use_id) == ("call-unfinished", "toolu_D")
+    assert "killed, denied or blocked" in (gap.detail or "")
+    assert "anything it wrote is in the next checkpoint" in (gap.detail or "")
+    assert "what it wrote is" not in (gap.detail or "")
+
+
+def test_a_call_the_permission_classifier_denied_is_no_gap(repo: Path) -> None:
+    """Claude Code's PermissionDenied (its auto mode denied the call): the
+    call never ran, so it is over, with nothing to capture and no gap."""
+    hook(pre(repo, "toolu_D", **bash("rm -rf build")))
+    (repo / "other.txt").write_text("another session's edit\n")
+    denied = pre(repo, "toolu_D", **bash("rm -rf build"))
+    denied.update(hook_event_name="PermissionDenied", reason="Permission denied")
+    hook(denied)
+    assert labels() == []  # it ran nothing: no checkpoint
+    hook({"session_id": SESSION, "cwd": str(repo), "hook_event_name": "SessionEnd"})
+    assert gaps() == []
+    assert not calls_file().exists()
+
+
 def test_codex_a_call_never_finished_is_named_at_the_turn_end(repo: Path) -> None:
     payload = codex_payload(repo, "apply_patch", call_id="call_P")
     payload["hook_event_name"] = "PreToolUse"
@@ -340,12 +381,68 @@ def test_the_summary_is_short_and_hides_token_shaped_words() -> None:
     assert len(calls.summary("echo " + "word " * 100)) == 80
 
 
-def test_the_harness_is_the_first_ancestor_that_is_not_a_shell() -> None:
-    code = "from durability.gaps import calls; print(calls.harness_process())"
-    inner = f"{sys.executable} -c '{code}'; true"
-    done = subprocess.run(["/bin/sh", "-c", f"/bin/sh -c \"{inner}\"; true"],
-                          capture_output=True, text=True, check=True, timeout=60)
-    assert done.stdout.strip() == calls.process_identity(os.getpid())
+_PROBE = "from durability.gaps import calls; print(calls.harness_process())"
+
+
+def _old_enough() -> str:
+    """This process's identity, once it is older than any helper could be: it
+    is the harness of the process trees below (the real ``/proc`` walk)."""
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rpartition(")")[2].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+    def age() -> float:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - start
+
+    wait_for(lambda: age() > calls._HELPER_S + 0.1, timeout=10)
+    identity = calls.process_identity(os.getpid())
+    assert identity is not None
+    return identity
+
+
+def _helper(tmp_path: Path, shape: str, command: str) -> str:
+    """A shell command running ``command`` through a helper of ``shape``
+    that does not exec it (and ends with it), as the harness would run it."""
+    script = tmp_path / "run-hook.sh"
+    if shape == "shells":
+        return f"/bin/sh -c \"{command}; true\"; true"
+    if shape == "shebang script":  # its process is named after the script
+        script.write_text(f"#!/bin/sh\n{command}\nstatus=$?\nexit $status\n")
+        script.chmod(0o755)
+        return f"{script}; true"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text("import subprocess, sys\n"
+                       f"sys.exit(subprocess.run({command!r}, shell=True).returncode)\n")
+    return f"{sys.executable} {wrapper}; true"
+
+
+@pytest.mark.parametrize("shape", ["shells", "shebang script", "python wrapper"])
+def test_the_harness_is_the_first_ancestor_that_is_no_shell_or_helper(
+        tmp_path: Path, shape: str) -> None:
+    """The real walk: this process runs a hook-shaped tree (a shell, then
+    the helper, then the process asking); the helper started with it."""
+    harness_identity = _old_enough()
+    command = _helper(tmp_path, shape, f"{sys.executable} -c '{_PROBE}'")
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == harness_identity
+
+
+@pytest.mark.parametrize("shape", ["shebang script", "python wrapper"])
+def test_calls_announced_through_a_helper_decide_nothing_while_it_lives(
+        repo: Path, tmp_path: Path, shape: str) -> None:
+    """The installed hook run through a helper process, which ends with each
+    hook: a call still running at the next pre-call hook is no gap."""
+    harness_identity = _old_enough()
+    command = _helper(tmp_path, shape, f"{Path(sys.executable).with_name('durability')} "
+                                       "snapshot-hook")
+    for call in ("toolu_A", "toolu_B"):
+        subprocess.run(["/bin/sh", "-c", command], input=json.dumps(pre(
+            repo, call, **bash("sleep 30"))), text=True, check=True, timeout=60)
+    assert spool_gaps() == []
+    recorded = [json.loads(line) for line in calls_file().read_text().splitlines()]
+    assert [(r["call"], r["proc"]) for r in recorded] == [
+        ("toolu_A", harness_identity), ("toolu_B", harness_identity)]
 
 
 def test_the_stdlib_spool_folder_is_the_spool_folder(monkeypatch: pytest.MonkeyPatch,
@@ -429,3 +526,72 @@ def test_an_announcement_is_never_lost_to_a_file_removed_meanwhile(tmp_path: Pat
         finally:
             lane.close()
         assert not os.path.exists(path)
+
+
+def test_the_calls_file_stays_small_while_one_call_stays_open(tmp_path: Path) -> None:
+    """One call left open keeps the file; 3,000 calls finished after it do
+    not make it grow (each hook reads all of it), and what it says of the
+    open calls is the same: still open, decided or not, after a post-call."""
+    path = str(tmp_path / "long.calls.ndjson")
+    key = "session\x1f0\x1f1\x1f"
+
+    def hook_of(*lines: dict[str, Any]) -> calls.Lane:
+        lane = calls.Lane(path, key)
+        try:
+            assert lane.open(create=True)
+            for line in lines:
+                lane.add(**line)
+            lane.save()
+        finally:
+            lane.close()
+        return lane
+
+    def announced(call: str) -> dict[str, Any]:
+        return {"k": "pre", "call": call, "run": "r", "tid": call, "tool": "Bash",
+                "summary": "make", "ts": 0, "proc": None, "worktree": "/w"}
+
+    hook_of(announced("filed"), {"k": "gap", "call": "filed"})  # decided, not yet named
+    hook_of(announced("open"))
+    for n in range(3000):
+        hook_of(announced(f"c{n}"))
+        hook_of({"k": "post", "call": f"c{n}"})
+        assert os.path.getsize(path) < 40_000, n
+    lane = calls.Lane(path, key)
+    try:
+        assert lane.open(create=False)
+        assert [e["call"] for e in lane.unfinished(None, "pre", "PreToolUse")] == ["open"]
+        assert [e["call"] for e in lane.untold("/w")] == ["filed"]
+        assert sorted(n for (_, n), e in lane.calls.items() if not e["finished"]) == \
+            ["filed", "open"]
+    finally:
+        lane.close()
+
+
+def test_a_pre_call_hook_files_no_gap_for_a_payload_too_big(repo: Path) -> None:
+    """Its post-call hook meets the same payload (a Write of 16 MiB) and files
+    the one bad-hook-input gap; the pre-call hook's would be a second."""
+    head = json.dumps(pre(repo, "toolu_W", file_path=str(repo / "big.bin")))[:-1]
+    pad = b"x" * (hook_entry.MAX_INPUT_BYTES + 10)
+    assert hook_entry.main(io.BytesIO(head.encode() + b', "pad": "' + pad + b'"}')) == 0
+    assert spool_gaps() == []
+    post_head = json.dumps(post(repo, "toolu_W", file_path=str(repo / "big.bin")))[:-1]
+    assert hook_entry.main(io.BytesIO(post_head.encode() + b', "pad": "' + pad + b'"}')) == 0
+    assert [g["reason"] for g in spool_gaps()] == ["bad-hook-input"]
+
+
+def test_a_pre_call_hook_out_of_time_files_no_timeout_gap(repo: Path) -> None:
+    """The calls file held by another (a stuck hook): the pre-call hook's
+    watchdog exits on time and files nothing (the post-call hook captures)."""
+    import fcntl
+
+    path = calls_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = subprocess.run(
+            [sys.executable, "-m", "durability", "snapshot-hook"],
+            input=json.dumps(pre(repo, "toolu_T", **bash("true"))), text=True,
+            capture_output=True, timeout=60,
+            env={**os.environ, "DURABILITY_HOOK_TIMEOUT_MS": "1000"})
+    assert done.returncode == 0, done.stderr
+    assert spool_gaps() == []

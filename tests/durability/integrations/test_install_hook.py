@@ -173,7 +173,7 @@ def test_the_settings_file_keeps_its_mode(tmp_path: Path, mode: int) -> None:
 
 
 @pytest.mark.parametrize(("harness", "events"), [
-    ("claude", ["PreToolUse", "PostToolUse", "PostToolUseFailure"]),
+    ("claude", ["PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied"]),
     ("codex", ["PreToolUse", "PostToolUse", "Stop"]),
     ("gemini", ["BeforeTool", "AfterTool"]),
 ])

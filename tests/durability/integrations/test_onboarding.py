@@ -199,6 +199,28 @@ def test_an_install_that_starts_and_fails_is_a_gap_too(repo: Path, tmp_path: Pat
     assert gap["reason"] == "toolkit-missing" and f"{failing} (exit 3)" in gap["detail"]
 
 
+def test_an_install_that_fails_before_reading_files_one_gap_per_call(
+        repo: Path, tmp_path: Path) -> None:
+    """A durability that dies before it reads its input (an import error):
+    the launcher reads the payload itself, so the pre-call hook files no
+    second gap and the post-call hook's gap is under the payload's session."""
+    command = _installed_command("claude", repo)
+    failing = tmp_path / "half" / "durability"
+    failing.parent.mkdir()
+    failing.write_text("#!/bin/sh\necho 'ModuleNotFoundError: durability' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    command = command.replace(str(VENV_BIN / "durability"), str(failing))
+    payload = _payload("claude", repo)
+    announced = {**payload, "hook_event_name": "PreToolUse"}
+    announced.pop("tool_response", None)
+    for sent in (announced, payload):
+        done = _run(command, sent, env=_harness_env())
+        assert (done.returncode, done.stdout) == (0, b"")
+    [gap] = _gaps(payload["session_id"])
+    assert gap["reason"] == "toolkit-missing" and f"{failing} (exit 1)" in gap["detail"]
+    assert cli("gaps", "_invalid").returncode == 3  # no gap filed without a run
+
+
 def test_unreadable_payload_still_files_the_gap(tmp_path: Path) -> None:
     root = _bare_plugin(tmp_path)
     command = f'/bin/sh "{root}/durability/run-hook.sh"'

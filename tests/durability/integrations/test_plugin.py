@@ -31,11 +31,11 @@ MANIFEST_KEYS = frozenset({
 HOOK_EVENTS = frozenset({
     "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "Notification",
     "UserPromptSubmit", "Stop", "StopFailure", "SubagentStart", "SubagentStop", "PreCompact",
-    "PostCompact", "SessionStart", "SessionEnd",
+    "PostCompact", "SessionStart", "SessionEnd", "PermissionDenied",
 })
 #: The events about one tool call: their groups select tools with ``matcher``.
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure",
-                         "PermissionRequest"})
+                         "PermissionRequest", "PermissionDenied"})
 KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
 # The harness hands the command to a shell: anything past one plain argv
