@@ -9,6 +9,10 @@ during a capture"):
 
 - no capture fails;
 - in every checkpoint, each path holds a state that path really had;
+  Linux lets a read see one write(2) in progress: a writer paused inside
+  the call (a loaded machine) leaves the file holding the pages written so
+  far, with stat data that do not move until the call goes on, so such a
+  prefix (a whole number of pages of what is being written) is a state too;
 - the capture after the writers stop equals the tree on disk.
 
 Derandomized (same examples every run) and kept small: a few seconds per
@@ -42,6 +46,7 @@ FILES = (*TOP, "d/e", "d/f")
 SWAP = ".swap"
 UNIVERSE = (*FILES, SWAP, *(f"{t}/inner" for t in TOP))
 SIZES = (0, 10, 4096, 70_000)
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 #: A path's state: ("absent",), ("dir",), ("file", content, executable), ("link", target).
 State = tuple[object, ...]
@@ -101,6 +106,9 @@ class Tree:
             executable = bool(os.fstat(fd).st_mode & 0o100)
             self.record(path, ("file", b"", executable))
             content = (tag.encode() + b".") * (size // (len(tag) + 1) + 1)
+            # The pages a reader may see while this one call is under way.
+            for cut in range(PAGE, size, PAGE):
+                self.record(path, ("file", content[:cut], executable))
             os.write(fd, content[:size] if size else tag.encode())
             self.record(path, ("file", content[:size] if size else tag.encode(), executable))
         finally:
@@ -300,6 +308,25 @@ def test_the_history_is_what_the_disk_holds(tmp_path: Path) -> None:
         tree.apply(0, step)
     for path in UNIVERSE:
         assert tree.state(path) == _on_disk(root / path), path
+
+
+def test_a_write_in_progress_is_recorded_page_by_page(tmp_path: Path) -> None:
+    """The recorder lists what a reader can see during one large write(2):
+    each whole number of pages of the new content, nothing else."""
+    root = tmp_path / "w"
+    root.mkdir()
+    tree = _fresh(root)
+    tree.apply(1, ("write", "a", 70_000))
+    content = (root / "a").read_bytes()
+    assert len(content) == 70_000
+    states = tree.history["a"]
+    assert ("file", content[:PAGE], False) in states
+    assert ("file", content[:16 * PAGE], False) in states  # one seen in a checkpoint
+    assert ("file", content[:PAGE + 1], False) not in states
+    assert not any(s[0] == "file" and s[1] == content[:PAGE] for s in tree.history["b"])
+    assert states[-1] == ("file", content, False)
+    tree.apply(1, ("write", "b", 4096))  # one page: no state between
+    assert [s[1] for s in tree.history["b"][-2:]] == [b"", (root / "b").read_bytes()]
 
 
 def _on_disk(full: Path) -> State:
