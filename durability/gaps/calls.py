@@ -69,8 +69,11 @@ _COMPACT_AT = 16 << 10
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
                      "timeout", "nice", "nohup", "stdbuf", "setsid", "flock"})
 # A process started this soon before the one it started ran for the hook
-# (a wrapper), not the harness, which runs long before its first tool call.
-_HELPER_S = 1.0
+# (a wrapper: a shebang script, `uv run`, a python wrapper, each about 10 ms
+# a step), not the harness, which boots (node: well over 0.2 s) and asks its
+# model before its first tool call.  Claude Code against a loopback model
+# makes its first hook call within 1 s of starting: 1 s took it for a helper.
+_HELPER_S = 0.2
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")
