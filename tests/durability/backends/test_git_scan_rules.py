@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,23 +18,13 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from engine import AttemptKey
-from tests.helpers import git, make_git_repo
+from tests.helpers import git, git_add_all_tree, make_git_repo
 
 KEY = AttemptKey("run-s", "node", 0, 1)
 
 
 def stamp(seq: int) -> Stamp:
     return Stamp(key=KEY, source="manual", request_ids=(f"req-{seq}",), seq=seq)
-
-
-def git_tree(worktree: Path, index_file: Path) -> str:
-    """What ``git add -A && git write-tree`` gives with ``index_file``."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
-    subprocess.run(["git", "-C", str(worktree), "add", "-A"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
-                          capture_output=True, text=True, timeout=120)
-    return done.stdout.strip()
 
 
 def paths_of(worktree: Path, commit_id: str) -> set[bytes]:
@@ -108,7 +97,7 @@ def test_tracked_files_stay_when_their_folder_gains_a_git(
     held = paths_of(grepo, snap.commit_id)
     assert {b"lib/a", b"lib/b", b"lib/c", b"r"} <= held
     assert not any(b"/.git" in p for p in held)
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
     # And the next full scan agrees.
     again = backend.snapshot(grepo, [stamp(3)])
     assert tree_of(grepo, again.commit_id) == tree_of(grepo, snap.commit_id)
@@ -128,7 +117,7 @@ def test_an_untracked_folder_with_a_stale_git_file_is_a_folder(
     snap = GitBackend().snapshot(grepo, [stamp(1)])
     held = paths_of(grepo, snap.commit_id)
     assert {b"s/y", b"s/deep/z"} <= held and b"s/.git" not in held
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
 def test_an_untracked_repository_is_still_a_gitlink(grepo: Path, tmp_path: Path) -> None:
@@ -140,7 +129,7 @@ def test_an_untracked_repository_is_still_a_gitlink(grepo: Path, tmp_path: Path)
     tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
     assert tree["vendor/nested"].filemode == pygit2.enums.FileMode.COMMIT
     assert str(tree["vendor/nested"].id) == git(nested, "rev-parse", "HEAD").stdout.strip()
-    assert str(tree.id) == git_tree(grepo, seeded)
+    assert str(tree.id) == git_add_all_tree(grepo, seeded)
 
 
 # -- names that are not UTF-8 -------------------------------------------------------
@@ -173,7 +162,7 @@ def test_ignore_rules_hold_for_names_that_are_not_utf8(
     assert b"kept\xff.txt" in held
     assert b"bad\xffname.log" not in held
     assert not any(p.startswith(b"build\xfe") for p in held)
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
 # -- an ignored folder above a path a watcher names ---------------------------------
@@ -209,7 +198,7 @@ def test_a_watcher_named_path_below_an_ignored_folder_stays_out(
     held = paths_of(grepo, snap.commit_id)
     assert base + b"/kept.txt" in held
     assert not any(p.startswith(build) for p in held), sorted(held)
-    assert tree_of(grepo, snap.commit_id) == git_tree(grepo, seeded)
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
 def test_an_uninitialised_submodule_keeps_its_gitlink(grepo: Path, tmp_path: Path) -> None:
@@ -229,4 +218,4 @@ def test_an_uninitialised_submodule_keeps_its_gitlink(grepo: Path, tmp_path: Pat
         tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
         assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
         assert str(tree["sub"].id) == recorded
-        assert str(tree.id) == git_tree(grepo, seeded)
+        assert str(tree.id) == git_add_all_tree(grepo, seeded)
