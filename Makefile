@@ -43,7 +43,7 @@ test: setup $(VENV)/claude-ready $(VENV)/postgres-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check durability engine tests bench demo
+	$(BIN)/ruff check durability tests bench demo
 	$(BIN)/mypy
 
 bench: setup $(VENV)/postgres-ready

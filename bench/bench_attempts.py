@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.workflow import Workflow
+from durability.runs.workflow import Workflow
 
 workflow = Workflow("bench")
 
@@ -51,9 +51,9 @@ for i in range(TASKS):
 
 def _run_once(root: Path, jj: str, tasks: int, checkpoints: bool, rep: int) -> float:
     from durability.config import Settings
-    from durability.integrations.engine_bridge import DurabilityOps
-    from engine.execute import EngineConfig, start_run
-    from engine.runs import Runs
+    from durability.runs.execute import EngineConfig, start_run
+    from durability.runs.run_rows import Runs
+    from durability.worktree_ops.ops import DurabilityOps
 
     case = root / f"{'on' if checkpoints else 'off'}-{rep}"
     repo = case / "repo"

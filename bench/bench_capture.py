@@ -88,7 +88,7 @@ class Runner:
         pinning the commit (pygit2 opens the repo, writes a ref) and recording
         the row (one SQLite transaction, synchronous=FULL)."""
         from durability.backends.jj import git_dir, pin
-        from engine import AttemptKey, NewCheckpoint
+        from durability.store import AttemptKey, NewCheckpoint
 
         started = time.perf_counter()
         pin(git_dir(self.repo), commit_id)
@@ -103,7 +103,7 @@ class Runner:
 
     def _in_process(self) -> tuple[float, str]:
         from durability.capture.capturer import CaptureRequest
-        from engine import AttemptKey
+        from durability.store import AttemptKey
 
         request = CaptureRequest(key=AttemptKey(f"bench-inproc-{self.n}", "bench"),
                                  worktree=self.repo, source="manual",
@@ -116,7 +116,7 @@ class Runner:
         return elapsed, outcome.commit_id
 
     def _socket_call(self, run_id: str, *, expect_new: bool = True) -> float:
-        from durability import client
+        from durability.ground import client
 
         request = {"v": 1, "op": "capture", "request_id": str(uuid.uuid4()), "run_id": run_id,
                    "node_id": "bench", "worktree": str(self.repo), "source": "manual",
@@ -217,7 +217,7 @@ def measure(bench: Bench, n_files: int, reps: int, k: int, rounds: int) -> SizeR
 def verify(bench: Bench, runner: Runner, hook_calls: int) -> None:
     """Every hook call recorded, no gap anywhere: otherwise the times mean nothing."""
     from durability.gaps.ingest import ingest_spool
-    from engine import Store
+    from durability.store import Store
 
     with Store(runner.settings.database) as store:
         ingest_spool(store, runner.settings.spool_dir)

@@ -42,13 +42,13 @@ from typing import Any
 
 from benchkit import Bench
 
-from durability.backends.prune import figures
+from durability.backends.history import figures
 from durability.capture.capturer import Capturer, CaptureRequest
 from durability.config import Settings
 from durability.retention.gc import run_gc
 from durability.retention.policy import DAY_MS, Policy
-from engine import AttemptKey, Store
-from engine.clock import ManualClock, system_clock
+from durability.store import AttemptKey, Store
+from durability.store.clock import ManualClock, system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KEY = AttemptKey("bench-gc", "session", 0, 1)

@@ -37,7 +37,7 @@ from benchkit import Bench, Samples, timed
 
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
-from engine import AttemptKey
+from durability.store import AttemptKey
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("jj util snapshot", "git add -A + write-tree", "git backend, full scan",

@@ -88,7 +88,7 @@ class Sized:
     def socket_call(self, repo: Path, *, expect_dedup: bool = True) -> float:
         """One capture request over the socket from this process: the
         service's part of a hook, without the hook's process."""
-        from durability import client
+        from durability.ground import client
 
         self.calls += 1
         request = {"v": 1, "op": "capture", "request_id": f"bench-{self.n}-{self.calls}",

@@ -29,9 +29,9 @@ ROUNDS = 4
 
 
 def run(backend: str, files: int, base: Path) -> None:
-    from durability.integrations.isolation import DurabilityIsolation
-    from engine import AttemptKey
-    from engine.isolation import TaskWorktree
+    from durability.runs.isolated import TaskWorktree
+    from durability.store import AttemptKey
+    from durability.worktree_ops.isolation import DurabilityIsolation
 
     bench = two_checkpoints(backend, files, base)
     shared, isolation = bench.worktree, DurabilityIsolation(bench.settings)

@@ -11,7 +11,7 @@ every ``POLL_S`` (2 s) finds nothing.  Timed, median of ``--reps``:
 * ``before``: the query of migration 0010, which derived the outbox by
   joining every checkpoint of every worktree with a remote against the
   ``replication`` rows (the baseline, run on the same rows in the same run);
-* ``after``: the outbox table's query (``engine.remotes._PENDING_SQL``), on
+* ``after``: the outbox table's query (``durability.store.remote_rows._PENDING_SQL``), on
   the same open connection;
 * ``pending()``: the call as the replicator makes it, on the connection it
   keeps; ``fresh``: the same call opening a connection each time, as the
@@ -46,12 +46,12 @@ sys.path.insert(0, str(ROOT))
 from bench_store import Server  # noqa: E402
 
 from durability.remote.replicator import POLL_S  # noqa: E402
-from engine import AttemptKey, NewCheckpoint, Store  # noqa: E402
-from engine.backend import Location, open_database  # noqa: E402
-from engine.db import write_transaction  # noqa: E402
-from engine.remotes import _CP_COLS, _PENDING_SQL, Remotes  # noqa: E402
+from durability.store import AttemptKey, NewCheckpoint, Store  # noqa: E402
+from durability.store.database import Location, open_database  # noqa: E402
+from durability.store.db import write_transaction  # noqa: E402
+from durability.store.remote_rows import _CP_COLS, _PENDING_SQL, Remotes  # noqa: E402
 
-#: The derived outbox of migration 0010 (engine/remotes.py before 0011).
+#: The derived outbox of migration 0010 (durability/store/remote_rows.py before 0011).
 BEFORE_SQL = f"""
 SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
        (SELECT p.state FROM replication p

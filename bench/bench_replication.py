@@ -79,7 +79,7 @@ def make_repo(bench: Bench, path: Path, backend: str) -> Path:
 
 def burst(bench: Bench, repo: Path, run_id: str, calls: int) -> list[tuple[str, float, float]]:
     """``calls`` edits and captures; ``(commit, seconds, answered at)`` each."""
-    from durability import client
+    from durability.ground import client
 
     sock = Path(bench.env["DURABILITY_SOCKET"])
     out = []

@@ -7,7 +7,7 @@ with every file's content changed in between, and a plain git repository with
 the same two versions committed.  Then, in rounds, it times four restores
 alternating the two versions for each of:
 
-- ``durability git``: ``durability.capture.restore.restore`` on the git worktree
+- ``durability git``: ``durability.restore.apply.restore`` on the git worktree
   (pre-restore capture, the confined writer, the verification);
 - ``durability jj``: the same on the jj worktree;
 - ``jj restore --from``: jj's own restore between the same two commits;
@@ -76,15 +76,15 @@ def _cpu() -> float:
 
 
 def _ours(bench: TwoCheckpoints) -> tuple[list[float], list[float]]:
-    from durability.capture.restore import restore
+    from durability.restore.apply import restore
 
     return _timed(lambda i: restore(bench.settings, run_id="bench", node_id="n",
                                     seq=bench.seqs[i % 2]))
 
 
 def _jj_restore(bench: TwoCheckpoints) -> tuple[list[float], list[float]]:
-    from durability.capture.restore import find_checkpoint
-    from engine import Store
+    from durability.restore.apply import find_checkpoint
+    from durability.store import Store
 
     with Store(bench.settings.database) as store:
         commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id

@@ -21,7 +21,7 @@ from restorekit import fmt, main, two_checkpoints
 
 
 def run(backend: str, files: int, base: Path) -> None:
-    from durability.capture.restore import preview, restore
+    from durability.restore.apply import preview, restore
 
     bench = two_checkpoints(backend, files, base)
     settings, seqs = bench.settings, bench.seqs

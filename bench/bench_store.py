@@ -37,9 +37,9 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine import AttemptKey, Gap, NewCheckpoint, Store  # noqa: E402
-from engine.fence import Owner  # noqa: E402
-from engine.runs import Runs  # noqa: E402
+from durability.runs.fence import Owner  # noqa: E402
+from durability.runs.run_rows import Runs  # noqa: E402
+from durability.store import AttemptKey, Gap, NewCheckpoint, Store  # noqa: E402
 
 
 class Server:

@@ -31,7 +31,7 @@ from typing import Any
 
 from durability.config import Settings
 from durability.service.server import Service
-from engine import Store
+from durability.store import Store
 
 RUN = "bench-watch"
 RESULTS = Path(__file__).resolve().parent / "results"

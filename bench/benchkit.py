@@ -178,7 +178,7 @@ class Bench:
         return self.service_pid
 
     def ping(self) -> dict[str, Any]:
-        from durability import client
+        from durability.ground import client
 
         answer = client.call(Path(self.env["DURABILITY_SOCKET"]), {"v": 1, "op": "ping"},
                              timeout_s=30)

@@ -38,7 +38,7 @@ def two_checkpoints(backend: str, files: int, base: Path) -> TwoCheckpoints:
     from durability.backends.jj import find_jj
     from durability.capture.snapshot import snapshot_now
     from durability.config import Settings
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     wt = base / "wt"
     jj = find_jj().path

@@ -8,7 +8,7 @@ the public API is loaded on first use.
 from __future__ import annotations
 
 # typing is not imported at run time: this package is on the hook's fast path
-# and typing costs ~3 ms to import (see durability/client.py).
+# and typing costs ~3 ms to import (see durability/ground/client.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -40,17 +40,17 @@ __all__ = [
 #: Where each public name lives: imported on first use.
 _LAZY = {
     "AmbientAttempt": ("durability.integrations.wrap", "AmbientAttempt"),
-    "AttemptKey": ("engine", "AttemptKey"),
-    "CaptureError": ("durability.errors", "CaptureError"),
-    "ConnectionLost": ("durability.errors", "ConnectionLost"),
-    "DurabilityError": ("durability.errors", "DurabilityError"),
-    "InvalidInput": ("durability.errors", "InvalidInput"),
+    "AttemptKey": ("durability.store", "AttemptKey"),
+    "CaptureError": ("durability.ground.errors", "CaptureError"),
+    "ConnectionLost": ("durability.ground.errors", "ConnectionLost"),
+    "DurabilityError": ("durability.ground.errors", "DurabilityError"),
+    "InvalidInput": ("durability.ground.errors", "InvalidInput"),
     "Outcome": ("durability.capture.capturer", "Outcome"),
-    "RestoreError": ("durability.errors", "RestoreError"),
-    "Restored": ("durability.capture.restore", "Restored"),
-    "ServiceError": ("durability.errors", "ServiceError"),
-    "ServiceTimeout": ("durability.errors", "ServiceTimeout"),
-    "ServiceUnreachable": ("durability.errors", "ServiceUnreachable"),
+    "RestoreError": ("durability.ground.errors", "RestoreError"),
+    "Restored": ("durability.restore.apply", "Restored"),
+    "ServiceError": ("durability.ground.errors", "ServiceError"),
+    "ServiceTimeout": ("durability.ground.errors", "ServiceTimeout"),
+    "ServiceUnreachable": ("durability.ground.errors", "ServiceUnreachable"),
     "Settings": ("durability.config", "Settings"),
     "Thread": ("durability.integrations.wrap", "Thread"),
     "attempt": ("durability.integrations.wrap", "attempt"),
@@ -58,7 +58,7 @@ _LAZY = {
     "capture_after": ("durability.integrations.wrap", "capture_after"),
     "current_attempt": ("durability.integrations.wrap", "current_attempt"),
     "durable_tool": ("durability.integrations.wrap", "durable_tool"),
-    "restore": ("durability.capture.restore", "restore"),
+    "restore": ("durability.restore.apply", "restore"),
     "snapshot_now": ("durability.capture.snapshot", "snapshot_now"),
 }
 

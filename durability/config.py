@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
-from durability import envms, paths
-from durability.errors import InvalidInput
+from durability.ground import envms, paths
+from durability.ground.errors import InvalidInput
 
 __all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings", "database_location"]
 
@@ -98,7 +98,7 @@ class Settings:
     informed_watches: int | None = None
     #: The longest a watched worktree goes without a full capture (0: never).
     informed_rescan_ms: int = 60_000
-    #: ``DURABILITY_HOST_ID`` where it is set (``engine.host.machine``); None:
+    #: ``DURABILITY_HOST_ID`` where it is set (``durability.store.host.machine``); None:
     #: the id kept in the state folder.
     host_id: str | None = None
     #: An autostarted service leaves after this long with no request and no
@@ -109,7 +109,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
         """Settings from the environment; ``InvalidInput`` (invalid-value) names
         the first variable that is not a usable number of milliseconds.  The
-        hook checks the same table (``durability.envms``) before anything else."""
+        hook checks the same table (``durability.ground.envms``) before anything else."""
         return cls(
             state_dir=paths.state_dir(env),
             socket_path=paths.socket_path(env),

@@ -105,7 +105,7 @@ case $(field hook_event_name) in
 esac
 
 run_id=${DURABILITY_RUN_ID:-$(field session_id)}
-# The run id rules of durability/ids.py: 1-200 of letters, digits and _.:@+=-,
+# The run id rules of durability/ground/ids.py: 1-200 of letters, digits and _.:@+=-,
 # not starting with one of .:@+=-
 case $run_id in
     ''|[.:@+=-]*|*[!A-Za-z0-9_.:@+=-]*) run_id=_invalid ;;
@@ -121,7 +121,7 @@ request_id=toolkit-missing:${tool_use_id:-$now_ms-$$}
 detail="no runnable durability command found${tried:+ (tried:$tried)}; install the toolkit or run durability doctor"
 detail=$(printf '%s' "$detail" | tr -d '"\\' | tr -d '\000-\037')
 
-# The spool folder of durability/paths.py: $DURABILITY_SPOOL_DIR, else spool/
+# The spool folder of durability/ground/paths.py: $DURABILITY_SPOOL_DIR, else spool/
 # in the state folder: $DURABILITY_HOME, else platformdirs' user state folder
 # ($XDG_STATE_HOME/durability or ~/.local/state/durability; macOS:
 # ~/Library/Application Support/durability).
@@ -133,7 +133,7 @@ else
   state="${XDG_STATE_HOME:-$HOME/.local/state}/durability"
 fi
 spool=${DURABILITY_SPOOL_DIR:-$state/spool}
-# durability/ids.py safe_filename: a run id that is already a safe file name
+# durability/ground/ids.py safe_filename: a run id that is already a safe file name
 # names its own spool file; any other goes to a file of the launcher's own.
 case $run_id in
     [A-Za-z0-9_]*) case $run_id in *[!A-Za-z0-9_.-]*) name=_launcher ;; *) name=$run_id ;; esac ;;
@@ -143,7 +143,7 @@ esac
 file=$spool/$name.gaps.ndjson
 
 umask 077
-# The spool folder must be a real folder of ours (as durability/paths.py
+# The spool folder must be a real folder of ours (as durability/ground/paths.py
 # requires): never write into a symlinked or foreign one.
 if mkdir -p "$spool" 2>/dev/null && [ ! -L "$spool" ] && [ -O "$spool" ] && [ ! -L "$file" ]; then
     # A crashed writer may have left a torn line: start on a fresh one.

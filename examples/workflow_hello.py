@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from engine.context import TaskContext
-from engine.workflow import Workflow
+from durability.runs.context import TaskContext
+from durability.runs.workflow import Workflow
 
 workflow = Workflow("hello", max_parallel=1)
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine.context import TaskContext
-from engine.workflow import Workflow
+from durability.runs.context import TaskContext
+from durability.runs.workflow import Workflow
 
 # Two tasks that write may run at once: each needs its own worktree (a
 # shared one is refused at load, unless shared_worktree_ok=True says so).

@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine.context import TaskContext
-from engine.workflow import Workflow
+from durability.runs.context import TaskContext
+from durability.runs.workflow import Workflow
 
 workflow = Workflow("shared", max_parallel=2, shared_worktree_ok=True)
 

@@ -108,8 +108,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: floa
 
 def ping(socket_path: Path, timeout: float = 5.0) -> dict[str, Any] | None:
     """The service's answer to a ping on ``socket_path``, or None when nothing answers."""
-    from durability import client
-    from durability.errors import ServiceTimeout, ServiceUnreachable
+    from durability.ground import client
+    from durability.ground.errors import ServiceTimeout, ServiceUnreachable
 
     try:
         answer = client.call(socket_path, {"v": 1, "op": "ping"}, timeout_s=timeout)
@@ -336,8 +336,8 @@ def state_database() -> Path | str:
 def state_write() -> Iterator[Any]:
     """One write transaction on ``state_database()``, for a test that edits
     rows by hand (a record a kill lost, a claim another host holds)."""
-    from engine.backend import open_database
-    from engine.db import write_transaction
+    from durability.store.database import open_database
+    from durability.store.db import write_transaction
 
     db = open_database(state_database())
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from durability.config import Settings
-from engine import Store
+from durability.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "postgres-server.sh"

@@ -21,14 +21,14 @@ from durability.backends.base import (
     Snapshot,
     Stamp,
 )
-from durability.errors import (
+from durability.ground.errors import (
     DurabilityError,
     InvalidBackend,
     NotAJjRepo,
     NotARepo,
     WorktreeMissing,
 )
-from durability.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
+from durability.ground.ids import backend_choice, find_worktree_root, is_git_root, is_jj_root
 
 __all__ = ["MOVING", "Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp",
            "backend_for", "backend_name", "capture_settings", "resolve_worktree"]
@@ -38,7 +38,7 @@ def capture_settings(env: Mapping[str, str], max_new_file_size: int) -> dict[str
     """What a capture under ``env`` depends on beyond the worktree, as the
     variable each comes from and its value (``jj``: the binary it resolves,
     or the error that finding it gives; ``DURABILITY_HOST_ID``: the machine
-    id it records under, ``engine.host.host_id``): the service reports its
+    id it records under, ``durability.store.host.host_id``): the service reports its
     own in its ping answer and doctor compares them with its shell's."""
     from durability.backends.jj import find_jj
 
@@ -46,7 +46,7 @@ def capture_settings(env: Mapping[str, str], max_new_file_size: int) -> dict[str
         jj = find_jj(env).path
     except DurabilityError as exc:
         jj = f"{exc.code}: {exc}"
-    from engine.host import host_id
+    from durability.store.host import host_id
 
     # The machine id is part of every worktree's key: a service recording
     # under another one than the CLI's is a store the CLI does not see.
@@ -108,7 +108,7 @@ def _jj_installed(env: Mapping[str, str]) -> bool:
     tree: without jj it is captured with pygit2 (doctor warns) rather than
     filing a ``jj-missing`` gap on every tool call."""
     from durability.backends.jj import find_jj
-    from durability.errors import JjMissing
+    from durability.ground.errors import JjMissing
 
     try:
         find_jj(env)

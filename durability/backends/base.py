@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine import AttemptKey
+from durability.store import AttemptKey
 
 __all__ = ["Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp"]
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from durability.errors import RestoreError
+from durability.ground.errors import RestoreError
 
 __all__ = ["ConfinedTree", "is_dir"]
 

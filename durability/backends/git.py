@@ -28,9 +28,9 @@ import pygit2
 from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
-from durability.backends.git_restore import changes, restore_tree
 from durability.backends.space import disk_full
-from durability.errors import GitFailed, WorktreeMissing
+from durability.backends.tree_writer import changes, restore_tree
+from durability.ground.errors import GitFailed, WorktreeMissing
 
 __all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
 

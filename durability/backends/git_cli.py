@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 
-from durability import proc
-from durability.errors import DurabilityError, GitFailed
+from durability.ground import proc
+from durability.ground.errors import DurabilityError, GitFailed
 
 __all__ = ["run"]
 

@@ -35,9 +35,9 @@ import time
 import pygit2
 
 from durability.backends.base import Stamp
-from durability.ids import printable
-from durability.redact import redact
-from engine import AttemptKey
+from durability.ground.ids import printable
+from durability.ground.redact import redact
+from durability.store import AttemptKey
 
 __all__ = [
     "EMAIL", "NAME", "PIN_PREFIX", "attempt_ref", "commit_checkpoint", "key_ref", "message",

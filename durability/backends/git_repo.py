@@ -27,7 +27,7 @@ from pygit2 import _pygit2
 from pygit2.ffi import ffi
 
 from durability.backends.index_lock import writing
-from durability.errors import GitFailed, NotARepo
+from durability.ground.errors import GitFailed, NotARepo
 
 __all__ = ["open_worktree", "private_index_path"]
 

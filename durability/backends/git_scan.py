@@ -49,7 +49,7 @@ from durability.backends.confined import ConfinedTree
 from durability.backends.git_ignore import DEEP, Rules, base_rules
 from durability.backends.git_repo import common_dir
 from durability.backends.moving import MAX_TRIES, pause
-from durability.errors import RestoreError
+from durability.ground.errors import RestoreError
 
 if TYPE_CHECKING:
     from durability.backends.git_index import WorktreeIndex

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from durability.errors import GitFailed
+from durability.ground.errors import GitFailed
 
 __all__ = ["WAIT_S", "held", "writer_lock_path", "writing"]
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability import proc
 from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.moving import MAX_TRIES, is_snapshot_race, pause
 from durability.backends.unreadable import find_unreadable, is_unreadable
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE
-from durability.errors import (
+from durability.ground import proc
+from durability.ground.errors import (
     JjFailed,
     JjMissing,
     JjTimeout,
@@ -40,7 +40,7 @@ from durability.errors import (
     UnreadablePath,
     WorktreeMissing,
 )
-from durability.fsutil import replace_file
+from durability.ground.fsutil import replace_file
 
 __all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
 
@@ -362,7 +362,7 @@ def check_swapped(worktree: Path, git: Path, commit_id: str) -> None:
     import pygit2
 
     from durability.backends.confined import ConfinedTree
-    from durability.errors import RestoreError
+    from durability.ground.errors import RestoreError
 
     last = _last_checked(worktree)
     if last == commit_id:

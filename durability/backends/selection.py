@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 
 __all__ = ["blocks", "covers", "normalize", "touches"]
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from durability.errors import DiskFull
+from durability.ground.errors import DiskFull
 
 __all__ = ["LOW_SPACE", "disk_full"]
 

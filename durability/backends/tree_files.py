@@ -30,9 +30,9 @@ from pathlib import Path
 import pygit2
 
 from durability.backends.base import Changes, Progress
-from durability.backends.git_restore import Plan, apply_plan, changes, plan_trees, select
 from durability.backends.space import disk_full
-from durability.errors import JjFailed, PathTooLong, RestoreError
+from durability.backends.tree_writer import Plan, apply_plan, changes, plan_trees, select
+from durability.ground.errors import JjFailed, PathTooLong, RestoreError
 
 __all__ = ["write_commit"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from durability.errors import DurabilityError
+from durability.ground.errors import DurabilityError
 
 if TYPE_CHECKING:
     from durability.browse.app import BrowseApp

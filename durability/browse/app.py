@@ -25,11 +25,11 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
-from durability import ids
 from durability.browse import model
 from durability.config import Settings
-from durability.errors import DurabilityError
-from engine import Checkpoint, EngineError, Store
+from durability.ground import ids
+from durability.ground.errors import DurabilityError
+from durability.store import Checkpoint, EngineError, Store
 
 __all__ = ["BrowseApp", "ConfirmRestore", "SessionsScreen", "TimelineScreen"]
 
@@ -226,7 +226,7 @@ class TimelineScreen(Screen[None]):
         self._status("restore cancelled: nothing changed")
 
     def _restore(self, target: Checkpoint) -> None:
-        from durability.capture.restore import restore
+        from durability.restore.apply import restore
 
         try:
             done = restore(self._browse.settings, run_id=target.run_id, node_id=target.node_id,

@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from durability import ids
+from durability.ground import ids
 from durability.inspect.timeline import Entry, describe, run_timeline
-from engine import Checkpoint, Session, Store
+from durability.store import Checkpoint, Session, Store
 
 __all__ = ["DIFF_LINES", "DIFF_LINE_CHARS", "Row", "diff_text", "session_rows", "timeline_rows"]
 

@@ -19,11 +19,11 @@ import filelock
 
 from durability.backends import Backend, Skipped, Snapshot, Stamp, backend_for
 from durability.config import Settings
-from durability.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
 from durability.gaps import spool
 from durability.gaps.ingest import ingest_records, write_gap
-from durability.paths import ensure_private_dir
-from engine import (
+from durability.ground.errors import CaptureError, DurabilityError, InsecurePath, LockTimeout
+from durability.ground.paths import ensure_private_dir
+from durability.store import (
     AttemptKey,
     Checkpoint,
     EngineError,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.config import Settings
-from engine import AttemptKey, Store
+from durability.store import AttemptKey, Store
 
 __all__ = ["capture_once", "lazy_store"]
 

@@ -24,8 +24,8 @@ import os
 import uuid
 from pathlib import Path
 
-from durability import ids
-from engine import EngineError, Store
+from durability.ground import ids
+from durability.store import EngineError, Store
 
 __all__ = ["follow"]
 

@@ -7,13 +7,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
-from durability.errors import CaptureError, ServiceUnreachable, from_code
-from engine import AttemptKey
+from durability.ground import client
+from durability.ground.errors import CaptureError, ServiceUnreachable, from_code
+from durability.store import AttemptKey
 
 __all__ = ["snapshot_now"]
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from durability import ids
 from durability.backends.base import MOVING
 from durability.cli import options
-from engine import AttemptKey, NotFound, Store
+from durability.ground import ids
+from durability.store import AttemptKey, NotFound, Store
 
 if TYPE_CHECKING:
-    from durability.capture.restore import Restored
     from durability.config import Settings
+    from durability.restore.apply import Restored
 
 
 @click.command()
@@ -111,7 +111,7 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
             "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
             "agent_type")
     from durability.cli.table import checkpoints_table
-    from engine.remotes import Remotes
+    from durability.store.remote_rows import Remotes
 
     # {remote: pushed | pending | failed}; {} when the worktree has no remote.
     states = Remotes(store.location).states(rows) if as_json else {}
@@ -154,10 +154,10 @@ def restore(run_id: str | None, latest: bool, node_id: str | None, iteration: in
       durability restore --latest --seq 3 --path src/app.py --path docs
       durability restore RUN --from-remote backup --worktree ./empty-folder
     """
-    from durability.capture.restore import preview
-    from durability.capture.restore import restore as do_restore
     from durability.cli.progress import Bar
     from durability.cli.restore_output import preview_dict, preview_lines, restored_dict
+    from durability.restore.apply import preview
+    from durability.restore.apply import restore as do_restore
 
     settings = options.settings()
     store = options.store(settings)
@@ -199,7 +199,7 @@ def _from_here(store: Store, paths: tuple[str, ...], worktree: Path | None, run_
     if not paths:
         return None
     from durability.backends import resolve_worktree
-    from durability.capture.restore import find_checkpoint, recorded_root
+    from durability.restore.apply import find_checkpoint, recorded_root
 
     if worktree is None:
         target = find_checkpoint(store, run_id=run_id,
@@ -217,7 +217,7 @@ def _fetch_from_remote(settings: Settings, name: str, run_id: str | None, latest
                        worktree: Path | None) -> Path:
     """Fetch the run's checkpoints from remote ``name`` into the worktree
     (default: here) and record them; the worktree the restore then uses."""
-    from durability.errors import InvalidInput
+    from durability.ground.errors import InvalidInput
     from durability.remote.fetch import fetch_run
 
     if run_id is None or latest:

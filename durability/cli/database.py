@@ -9,7 +9,7 @@ import click
 
 from durability.cli import options
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 
 __all__ = ["COMMANDS"]
 
@@ -30,8 +30,8 @@ def migrate_command(target: str, source: Path | None, as_json: bool) -> None:
     Example:
       durability migrate --to postgresql://me@db.internal/durability
     """
-    from engine.postgres import is_url, redact
-    from engine.transfer import copy_store
+    from durability.store.postgres import is_url, redact
+    from durability.store.transfer import copy_store
 
     if not is_url(target):
         raise InvalidInput("--to must be a postgresql:// URL")
@@ -53,7 +53,7 @@ def migrate_command(target: str, source: Path | None, as_json: bool) -> None:
 def _note_running_service(settings: Settings) -> None:
     """The copy succeeded, but a running service keeps writing into the
     SQLite store: what it writes from now on is not in the copy."""
-    from durability.client import listener_pid
+    from durability.ground.client import listener_pid
 
     pid = listener_pid(settings.socket_path)
     if pid is not None:

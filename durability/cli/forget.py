@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from durability import ids
 from durability.cli import options
+from durability.ground import ids
 
 __all__ = ["COMMANDS"]
 

@@ -1,22 +1,22 @@
 """``durability fork``: a new run from a checkpoint of an old one
-(``engine.fork``), its worktree restored to that checkpoint first."""
+(``durability.runs.fork``), its worktree restored to that checkpoint first."""
 
 from __future__ import annotations
 
 import click
 
 from durability.cli import options
-from durability.cli.engine import _config, _report, _runs
+from durability.cli.runs import _config, _report, _runs
 from durability.config import Settings
-from engine.fork import Restore, fork_run
-from engine.models import Checkpoint
+from durability.runs.fork import Restore, fork_run
+from durability.store.models import Checkpoint
 
 __all__ = ["COMMANDS"]
 
 
 def _restorer(settings: Settings) -> Restore:
     def restore_to(point: Checkpoint, worktree: str) -> str:
-        from durability.capture.restore import restore
+        from durability.restore.apply import restore
 
         done = restore(settings, run_id=point.run_id, node_id=point.node_id,
                        iteration=point.iteration, attempt=point.attempt, seq=point.seq,

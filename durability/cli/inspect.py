@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from durability import ids
 from durability.cli import options
-from durability.errors import DurabilityError, InvalidInput
-from engine import Checkpoint, Store
+from durability.ground import ids
+from durability.ground.errors import DurabilityError, InvalidInput
+from durability.store import Checkpoint, Store
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def _find(store: Store, run_id: str, node_id: str | None, iteration: int | None,
           attempt: int | None, seq: int | None) -> Checkpoint:
-    from durability.capture.restore import find_checkpoint
+    from durability.restore.apply import find_checkpoint
 
     def find() -> Checkpoint:
         return find_checkpoint(store, run_id=run_id,
@@ -70,7 +70,7 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     store = options.store(options.settings())
     run_id = options.resolve_run(store, run_id, latest)
     shown = describe(store, _find(store, run_id, node_id, iteration, attempt, seq))
-    from engine.remotes import Remotes
+    from durability.store.remote_rows import Remotes
 
     # {remote: pushed | pending | failed} (docs/REMOTE.md); {} without a remote.
     replicated = Remotes(store.location).states([shown.checkpoint]).get(

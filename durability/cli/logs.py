@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 import click
 
-from durability import ids
 from durability.cli import options
-from engine.events import Event
-from engine.runs import PARKED, Runs
+from durability.ground import ids
+from durability.runs.run_rows import PARKED, Runs
+from durability.store.events import Event
 
 __all__ = ["COMMANDS"]
 
@@ -51,7 +51,7 @@ def _emit(events: list[Event], as_json: bool) -> None:
 
 def _parked(runs: Runs, run_id: str) -> bool:
     """Whether an engine run is parked (a hook session never is)."""
-    from engine import NotFound
+    from durability.store import NotFound
 
     try:
         return runs.get_run(run_id).state in PARKED
@@ -72,7 +72,7 @@ def logs_command(run_id: str, follow: bool, as_json: bool) -> None:
       durability logs RUN_ID
       durability logs RUN_ID --follow --json | jq -c 'select(.kind=="checkpoint")'
     """
-    from engine import NotFound
+    from durability.store import NotFound
 
     with Runs(options.settings().database) as runs:
         if not runs.run_exists(run_id) and not runs.events(run_id, limit=1):

@@ -15,13 +15,10 @@ from typing import Any
 
 import click
 
-from durability import ids
 from durability.cli import (
-    agent,
     browse,
     checkpoints,
     database,
-    engine,
     forget,
     fork,
     inspect,
@@ -31,8 +28,11 @@ from durability.cli import (
     service,
     watch,
 )
-from durability.errors import DurabilityError, InvalidInput, exit_code
-from engine import EngineError
+from durability.cli import mcp as agent
+from durability.cli import runs as engine
+from durability.ground import ids
+from durability.ground.errors import DurabilityError, InvalidInput, exit_code
+from durability.store import EngineError
 
 __all__ = ["cli", "main"]
 

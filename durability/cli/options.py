@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 import click
 
-from durability import ids
 from durability.config import Settings
-from durability.errors import InvalidInput
-from engine import NotFound, Store
+from durability.ground import ids
+from durability.ground.errors import InvalidInput
+from durability.store import NotFound, Store
 
 __all__ = ["anchor", "attempt_options", "emit", "json_option", "listing", "only_node",
            "resolve_run", "run_argument", "run_id", "settings", "store"]
@@ -99,7 +99,7 @@ def store(s: Settings) -> Store:
 
 
 def emit(data: Any) -> None:
-    # A path that is not UTF-8 (lone surrogates, see engine.text) is written
+    # A path that is not UTF-8 (lone surrogates, see durability.store.text) is written
     # as \udcXX escapes: valid JSON that reads back to the same path.
     text = json.dumps(data, indent=2, ensure_ascii=False)
     click.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))

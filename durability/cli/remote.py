@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from durability import ids
 from durability.cli import options
 from durability.cli.table import remotes_table
-from durability.errors import CredentialRefused, InvalidInput
-from durability.redact import redact
+from durability.ground import ids
+from durability.ground.errors import CredentialRefused, InvalidInput
+from durability.ground.redact import redact
 
 if TYPE_CHECKING:
-    from engine.remotes import Remote
+    from durability.store.remote_rows import Remote
 
 _WORKTREE = click.option(
     "--worktree", type=click.Path(path_type=Path, file_okay=False),
@@ -29,7 +29,7 @@ def worktree_key(folder: Path | None) -> str:
     ``folder``, or an empty folder as it is (``restore --from-remote`` turns
     it into a repository first)."""
     from durability.backends import resolve_worktree
-    from durability.errors import CaptureError
+    from durability.ground.errors import CaptureError
 
     where = Path(os.path.abspath(folder or Path.cwd()))
     try:
@@ -71,7 +71,7 @@ def remote_add(name: str, url: str, worktree: Path | None, as_json: bool) -> Non
     Example:
       durability remote add backup ssh://git@example.com/me/project-checkpoints.git
     """
-    from engine.remotes import Remotes
+    from durability.store.remote_rows import Remotes
 
     try:
         name = ids.remote_name(name)
@@ -104,7 +104,7 @@ def remote_list(worktree: Path | None, every: bool, as_json: bool) -> None:
     Example:
       durability remote list --json
     """
-    from engine.remotes import Remotes
+    from durability.store.remote_rows import Remotes
 
     key = None if every else worktree_key(worktree)
     rows = [_shown(r) for r in Remotes(options.settings().database).all(key)]
@@ -124,7 +124,7 @@ def remote_remove(name: str, worktree: Path | None, as_json: bool) -> None:
     Example:
       durability remote remove backup
     """
-    from engine.remotes import Remotes
+    from durability.store.remote_rows import Remotes
 
     try:
         name = ids.remote_name(name)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from durability import ids
 from durability.backends import Changes
-from durability.capture.restore import Preview, Restored
-from engine import AttemptKey
+from durability.ground import ids
+from durability.restore.apply import Preview, Restored
+from durability.store import AttemptKey
 
 __all__ = ["preview_dict", "preview_lines", "restored_dict"]
 

@@ -49,7 +49,7 @@ def gc(dry_run: bool, as_json: bool, **overrides: float | None) -> None:
     from durability.cli.progress import Bar
     from durability.retention.gc import extra_keepers, run_gc
     from durability.retention.policy import load_policy
-    from engine import now_ms
+    from durability.store import now_ms
 
     settings = options.settings()
     policy = load_policy().with_values({k: v for k, v in overrides.items() if v is not None})

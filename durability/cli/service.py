@@ -11,8 +11,8 @@ import click
 
 from durability.cli import options
 from durability.config import Settings
-from durability.errors import CHECK_FAILED_EXIT, ServiceError, exit_code
-from engine.errors import NotFound
+from durability.ground.errors import CHECK_FAILED_EXIT, ServiceError, exit_code
+from durability.store.exceptions import NotFound
 
 
 @click.command()

@@ -6,13 +6,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from durability import ids
-from engine import Attempt, Checkpoint, Gap, Session
+from durability.ground import ids
+from durability.store import Attempt, Checkpoint, Gap, Session
 
 if TYPE_CHECKING:  # annotations only: a listing need not load pygit2
     from durability.inspect.diff import FileChange, Totals
     from durability.inspect.timeline import Entry
-    from engine.remotes import Remote
+    from durability.store.remote_rows import Remote
 
 __all__ = ["attempts_table", "changes_table", "checkpoints_table", "gaps_table", "printable",
            "remotes_table", "sessions_table", "timeline_table", "totals_text", "when"]

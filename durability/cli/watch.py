@@ -1,5 +1,5 @@
 """``durability watch``, ``unwatch`` and ``install-hook``: thin commands over
-``durability.watch.foreground`` and ``durability.integrations.install_flow``."""
+``durability.watch.foreground`` and ``durability.install.flow``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from durability.cli import options
+from durability.store import AttemptKey
 from durability.watch.watch import DEFAULT_MAX_DELAY_MS, DEFAULT_SETTLE_MS, WatchSpec
-from engine import AttemptKey
 
 __all__ = ["COMMANDS"]
 
@@ -128,8 +128,8 @@ def install_hook_command(harness: str, scope: str, project_dir: Path | None, uni
       durability install-hook --harness gemini --scope project
       durability install-hook --scope project --mcp     # and .mcp.json
     """
-    from durability.errors import InvalidInput
-    from durability.integrations.install_flow import (
+    from durability.ground.errors import InvalidInput
+    from durability.install.flow import (
         check_mcp_options,
         install_or_remove,
         register_mcp,

@@ -13,19 +13,19 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from durability import client, ids, paths
 from durability.config import Settings
 from durability.doctor.hooks import MINIMAL_PATH, hook_checks
 from durability.doctor.mcp import mcp_checks
 from durability.doctor.report import FAIL, OK, WARN, Check
-from durability.errors import (
+from durability.ground import client, ids, paths
+from durability.ground.errors import (
     ConnectionLost,
     DurabilityError,
     ServiceTimeout,
     ServiceUnreachable,
 )
-from engine import EngineError, Store
-from engine.backend import describe
+from durability.store import EngineError, Store
+from durability.store.database import describe
 
 __all__ = ["run_checks"]
 
@@ -62,7 +62,7 @@ def _backend(where: Path, env: Mapping[str, str]) -> Check:
 
 def _has_jj(env: Mapping[str, str]) -> bool:
     from durability.backends.jj import find_jj
-    from durability.errors import JjMissing
+    from durability.ground.errors import JjMissing
 
     try:
         find_jj(env)
@@ -146,10 +146,10 @@ def _state(settings: Settings) -> Check:
 
 
 def _machine(env: Mapping[str, str]) -> Check:
-    """The machine id this shell records under (``engine.host.machine``):
+    """The machine id this shell records under (``durability.store.host.machine``):
     part of every worktree's key, so a CLI, a hook and a service that use
     different ones do not see each other's records."""
-    from engine.host import id_host_part, machine, made_under
+    from durability.store.host import id_host_part, machine, made_under
 
     found = machine(env)
     if found.source == "env":
@@ -233,7 +233,7 @@ def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check |
     import shutil
 
     from durability.backends import resolve_worktree
-    from engine.remotes import FAILED, Remotes
+    from durability.store.remote_rows import FAILED, Remotes
 
     try:
         root = str(resolve_worktree(where))
@@ -244,7 +244,7 @@ def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check |
         pending = [p for p in remotes.pending() if p.checkpoint.worktree == root]
     except (DurabilityError, EngineError):
         return None  # no worktree, or no store: the checks above say so
-    from durability.redact import credential_in_url
+    from durability.ground.redact import credential_in_url
 
     names = ", ".join(r.name for r in named)
     leaky = [r.name for r in named if credential_in_url(r.url) is not None]

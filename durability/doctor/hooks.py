@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from durability.doctor.report import FAIL, OK, WARN, Check
-from durability.integrations import install_hook
+from durability.install import harnesses as install_hook
 
 __all__ = ["MINIMAL_PATH", "hook_checks", "run_hook_command"]
 
@@ -182,7 +182,7 @@ def _codex_trust(check: Check, path: Path, scope: str, project_dir: Path,
     trust.  Its record is ``[hooks.state."<hooks.json>:post_tool_use:G:H"]``
     with a ``trusted_hash`` in config.toml; the hash is Codex's own and is not
     re-computed here, so a recorded trust is reported, not proven."""
-    from durability.integrations.install_flow import codex_trust_step
+    from durability.install.flow import codex_trust_step
 
     config = _codex_config(env)
     hooks = config.get("hooks")

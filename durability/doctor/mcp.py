@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from durability.doctor.report import FAIL, OK, WARN, Check
-from durability.integrations import mcp_config
+from durability.install import mcp_config
 
 __all__ = ["mcp_checks", "run_mcp_server"]
 

@@ -37,7 +37,7 @@ import fcntl
 import os
 import time
 
-from durability import fastjson, ids
+from durability.ground import fastjson, ids
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

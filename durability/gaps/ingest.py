@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from durability.config import Settings
-from durability.errors import DurabilityError
 from durability.gaps import calls, spool
-from durability.paths import ensure_private_dir
-from engine import EngineError, Gap, Store
+from durability.ground.errors import DurabilityError
+from durability.ground.paths import ensure_private_dir
+from durability.store import EngineError, Gap, Store
 
 __all__ = ["IngestResult", "SpoolCursor", "ingest_records", "ingest_spool", "write_gap"]
 

@@ -21,13 +21,13 @@ from durability.backends.base import MOVING, Skipped
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
-from durability.ids import printable, safe_filename
-from engine import EngineError, Store
+from durability.ground.ids import printable, safe_filename
+from durability.store import EngineError, Store
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
 
 class CaptureRequest(Protocol):

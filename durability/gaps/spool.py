@@ -5,7 +5,7 @@ reads gaps ingest the lines into the store (``durability.gaps.ingest``).  Standa
 library only: the hook writes here when nothing else works.
 
 Lines are ASCII JSON: a path that is not UTF-8 (a ``str`` with lone
-surrogates, see ``engine.text``) is written as ``\\udcXX`` escapes, which read
+surrogates, see ``durability.store.text``) is written as ``\\udcXX`` escapes, which read
 back to the same ``str``.  A line is written whole or not at all, and when
 the first folder cannot take it (full, squatted, a symlink) the next one of
 ``paths.spool_dirs`` is tried (``append_anywhere``).
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability.errors import DurabilityError
-from durability.ids import safe_filename
-from durability.paths import ensure_private_dir
+from durability.ground.errors import DurabilityError
+from durability.ground.ids import safe_filename
+from durability.ground.paths import ensure_private_dir
 
 __all__ = [
     "SUFFIX",

@@ -39,7 +39,7 @@ def start_service(env: Mapping[str, str]) -> int | None:
     or None when this hook started nothing (lock taken, or it could not)."""
     import fcntl
 
-    from durability import paths
+    from durability.ground import paths
 
     state = str(paths.state_dir(env))
     try:

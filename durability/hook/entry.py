@@ -18,9 +18,9 @@ import os
 import sys
 import time
 
-from durability import client, envms, fastjson, ids, paths
-from durability.errors import InsecurePath, ServiceBusy, ServiceTimeout, ServiceUnreachable
 from durability.gaps import calls
+from durability.ground import client, envms, fastjson, ids, paths
+from durability.ground.errors import InsecurePath, ServiceBusy, ServiceTimeout, ServiceUnreachable
 
 # Imports kept off the fast path, which runs on every tool call (see
 # docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
@@ -114,7 +114,7 @@ def _store_gap(env: Mapping[str, str], record: dict[str, Any]) -> None:
     """Record a gap straight into the store (no spool folder took it)."""
     from durability.config import database_location
     from durability.gaps.ingest import ingest_records
-    from engine import Store
+    from durability.store import Store
 
     with Store(database_location(env)) as store:
         ingest_records(store, [record])
@@ -204,7 +204,7 @@ def _give_up(hook: _Hook, budget_s: float) -> None:
             hook.gap("timeout", f"hook budget of {budget_s:g}s ran out", last=True)
         # Not imported means no jj was started; importing it here could race
         # the main thread's imports (see _import_spool).
-        kill_all = getattr(sys.modules.get("durability.proc"), "kill_all", None)
+        kill_all = getattr(sys.modules.get("durability.ground.proc"), "kill_all", None)
         if kill_all is not None:
             kill_all()
     except Exception as exc:  # the exit below must happen whatever failed
@@ -655,7 +655,7 @@ def _fallback(hook: _Hook, deadline: float) -> None:
 
     from durability.capture.inprocess import capture_once
     from durability.config import Settings
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     f = hook.fields
     hook.disarms.append(_arm_thread(hook, max(deadline - time.monotonic(), 0.05)))

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 
 import pygit2
 
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.inspect.diff import Changes, between_trees
 from durability.inspect.repository import commit_tree, open_checkpoints, worktree_diff
-from engine import Checkpoint
+from durability.store import Checkpoint
 
 __all__ = ["checkpoints", "in_repository", "with_worktree"]
 

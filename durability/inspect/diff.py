@@ -19,7 +19,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffFind
 
 from durability.backends import Progress
-from durability.errors import GitFailed
+from durability.ground.errors import GitFailed
 
 __all__ = ["Changes", "FileChange", "Totals", "between_trees"]
 

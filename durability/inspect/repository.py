@@ -21,8 +21,8 @@ from pygit2.enums import DiffOption
 from pygit2.ffi import ffi
 
 from durability.backends import backend_name
-from durability.errors import GitFailed, WorktreeMissing
-from engine import NotFound
+from durability.ground.errors import GitFailed, WorktreeMissing
+from durability.store import NotFound
 
 __all__ = ["WORKDIR_FLAGS", "commit_tree", "open_checkpoints", "worktree_diff"]
 

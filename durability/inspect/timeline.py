@@ -23,11 +23,11 @@ from typing import Any
 import pygit2
 
 from durability.backends import Progress
-from durability.errors import DurabilityError
+from durability.ground.errors import DurabilityError
 from durability.inspect.compare import in_repository
 from durability.inspect.diff import Changes, Totals
 from durability.inspect.repository import open_checkpoints
-from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
+from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
 
 __all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict",
            "describe", "run_timeline", "timeline", "timeline_order"]

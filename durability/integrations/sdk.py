@@ -29,11 +29,11 @@ from typing import Any
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 from claude_agent_sdk.types import HookEvent
 
-from durability import ids
 from durability.config import Settings
+from durability.ground import ids
 from durability.hook.entry import agent_identity, nested_worktree, tool_label
 from durability.integrations.wrap import AmbientAttempt, current_attempt
-from engine import AttemptKey
+from durability.store import AttemptKey
 
 __all__ = ["EVENTS", "hook_matchers", "post_tool_use"]
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from durability import ids
 from durability.config import Settings
-from durability.errors import InvalidInput
-from engine import AttemptKey
+from durability.ground import ids
+from durability.ground.errors import InvalidInput
+from durability.store import AttemptKey
 
 if TYPE_CHECKING:
     from durability.capture.capturer import Outcome

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
-from durability import ids
-from engine.events import Event
-from engine.models import Attempt, Gap, Session
+from durability.ground import ids
+from durability.store.events import Event
+from durability.store.models import Attempt, Gap, Session
 
 __all__ = [
     "ApproveIn",
@@ -442,7 +442,7 @@ class RemotesOut(_Out):
 
 class ErrorOut(_Out):
     """What a failed call carries (``is_error`` results): a stable code of
-    durability/errors.py and one line of message."""
+    durability/ground/errors.py and one line of message."""
 
     code: str
     message: str

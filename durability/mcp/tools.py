@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from durability import ids
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground import ids
+from durability.ground.errors import InvalidInput
 from durability.mcp import models as m
-from engine import AttemptKey, Checkpoint, Gap, NotFound, Store
-from engine.models import Attempt, Session
+from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
+from durability.store.models import Attempt, Session
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
-    from engine.events import Event
-    from engine.runs import Runs
+    from durability.runs.run_rows import Runs
+    from durability.store.events import Event
 
 __all__ = ["TOOLS", "Here", "Tool", "tools"]
 
@@ -142,7 +142,7 @@ def _only_node(store: Store, run_id: str) -> str:
 
 
 def _pick(here: Here, store: Store, args: m.PickIn) -> Checkpoint:
-    from durability.capture.restore import find_checkpoint
+    from durability.restore.apply import find_checkpoint
 
     run_id = _run_id(here, store, args.run_id, args.worktree)
     found = find_checkpoint(store, run_id=run_id,
@@ -402,8 +402,8 @@ def _default_node(store: Store, run_id: str) -> str:
 
 
 def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
-    from durability.capture.restore import preview
-    from durability.capture.restore import restore as do_restore
+    from durability.restore.apply import preview
+    from durability.restore.apply import restore as do_restore
 
     with here.store() as store:
         target = _pick(here, store, args)
@@ -441,15 +441,15 @@ def _must(side: m.SideOut | None) -> m.SideOut:
 
 
 def runs(here: Here, args: m.NoIn) -> m.RunsOut:
-    from engine.runs import Runs
+    from durability.runs.run_rows import Runs
 
     with Runs(here.settings.database) as r:
         return m.RunsOut(runs=[row.to_dict() for row in r.list_runs()])
 
 
 def run_status(here: Here, args: m.RunStatusIn) -> m.RunStatusOut:
-    from engine.runs import Runs
-    from engine.status import run_status as status
+    from durability.runs.run_rows import Runs
+    from durability.runs.status import run_status as status
 
     with Runs(here.settings.database) as r:
         return m.RunStatusOut.model_validate(status(r, args.run_id))
@@ -465,7 +465,7 @@ def service_status(here: Here, args: m.NoIn) -> m.ServiceStatusOut:
 
 
 def logs(here: Here, args: m.LogsIn) -> m.LogsOut:
-    from engine.runs import Runs
+    from durability.runs.run_rows import Runs
 
     with Runs(here.settings.database) as r:
         if args.run_id is None:
@@ -544,7 +544,7 @@ def _engine_run(r: Runs, run_id: str) -> bool:
 def gc_preview(here: Here, args: m.GcPreviewIn) -> m.GcPreviewOut:
     from durability.retention.gc import extra_keepers, run_gc
     from durability.retention.policy import load_policy
-    from engine import now_ms
+    from durability.store import now_ms
 
     root = str(here.worktree(args.worktree))
     overrides = {k: v for k in ("keep_all_days", "hourly_days", "daily_days",
@@ -569,8 +569,8 @@ _GC_LOCK_TIMEOUT_S = 30.0
 
 
 def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
-    from durability.redact import redact
-    from engine.remotes import Remotes
+    from durability.ground.redact import redact
+    from durability.store.remote_rows import Remotes
 
     root = str(here.worktree(args.worktree))
     named = Remotes(here.settings.database)
@@ -599,7 +599,7 @@ def deny(here: Here, args: m.DenyIn) -> m.DecisionOut:
 
 def _decide(here: Here, run_id: str, node_id: str, decision: str,
             reason: str | None) -> m.DecisionOut:
-    from engine.runs import Runs
+    from durability.runs.run_rows import Runs
 
     with Runs(here.settings.database) as r:
         r.decide(run_id, node_id, decision, reason)

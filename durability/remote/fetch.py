@@ -26,16 +26,16 @@ from pathlib import Path
 
 import pygit2
 
-from durability import ids
 from durability.backends import resolve_worktree
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
 from durability.backends.git_commit import key_ref
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground import ids
+from durability.ground.errors import InvalidInput
 from durability.inspect.repository import open_checkpoints
 from durability.remote import manifest, transport
-from engine import AttemptKey, Checkpoint, NotFound
-from engine.remotes import Remotes
+from durability.store import AttemptKey, Checkpoint, NotFound
+from durability.store.remote_rows import Remotes
 
 __all__ = ["Fetched", "fetch_run", "pre_restore_key", "prepare_folder"]
 

@@ -30,8 +30,8 @@ from typing import Any
 import pygit2
 
 from durability.backends.git_commit import signature
-from durability.redact import redact
-from engine import Checkpoint
+from durability.ground.redact import redact
+from durability.store import Checkpoint
 
 __all__ = ["PREFIX", "Entry", "add", "local_ref", "read", "read_all", "replica_id"]
 

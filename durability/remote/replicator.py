@@ -2,7 +2,7 @@
 its worktree, in the background (docs/REMOTE.md).
 
 A capture never waits for it: the outbox is a table of the store, written in
-the capture's own transaction (``engine.outbox``), and the service only
+the capture's own transaction (``durability.store.outbox``), and the service only
 pokes this thread after a batch is recorded.  The thread lets a burst
 gather for a moment, then pushes everything pending of one worktree to one
 remote in one ``git push`` (the pins, then the manifest that lists them),
@@ -24,19 +24,19 @@ from pathlib import Path
 import filelock
 import pygit2
 
-from durability import proc
 from durability.backends.git_commit import key_ref
 from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.config import Settings
-from durability.errors import DurabilityError
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
-from durability.ids import printable
+from durability.ground import proc
+from durability.ground.errors import DurabilityError
+from durability.ground.ids import printable
 from durability.inspect.repository import open_checkpoints
 from durability.remote import manifest, secrets, transport
 from durability.remote.transport import RemoteFailed
-from engine import Checkpoint, EngineError, Store, now_ms
-from engine.remotes import FAILED, PUSHED, Pending, Remotes
+from durability.store import Checkpoint, EngineError, Store, now_ms
+from durability.store.remote_rows import FAILED, PUSHED, Pending, Remotes
 
 __all__ = ["GAP_REASON", "WITHHELD_REASON", "Replicator", "pin_ref"]
 

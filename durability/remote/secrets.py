@@ -28,7 +28,7 @@ from pathlib import Path
 import pygit2
 
 from durability.config import config_tables
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 
 __all__ = ["DEFAULT_ALLOW", "DEFAULT_PATTERNS", "Finding", "Patterns", "Scanner", "load",
            "published_tips"]

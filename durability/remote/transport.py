@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from durability import proc
 from durability.backends import git_cli
-from durability.errors import DurabilityError
-from durability.redact import redact
+from durability.ground import proc
+from durability.ground.errors import DurabilityError
+from durability.ground.redact import redact
 
 __all__ = ["RemoteFailed", "fetch", "ls_remote", "push", "replace"]
 

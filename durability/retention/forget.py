@@ -52,20 +52,20 @@ from typing import Any
 import filelock
 import pygit2
 
-from durability.backends import prune as backend_prune
+from durability.backends import history as backend_prune
 from durability.backends.git_commit import key_ref
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
 from durability.backends.modes import PREFIX as MODES_PREFIX
 from durability.backends.selection import covers, normalize
 from durability.capture.capturer import Capturer
 from durability.config import Settings
-from durability.errors import DurabilityError, InvalidInput, LockTimeout
-from durability.fsutil import replace_file
+from durability.ground.errors import DurabilityError, InvalidInput, LockTimeout
+from durability.ground.fsutil import replace_file
 from durability.remote import manifest, transport
 from durability.retention import gc
-from engine import AttemptKey, Checkpoint, NotFound, Store
-from engine import prune as store_prune
-from engine.remotes import Remote, Remotes
+from durability.store import AttemptKey, Checkpoint, NotFound, Store
+from durability.store import gc_rows as store_prune
+from durability.store.remote_rows import Remote, Remotes
 
 __all__ = ["ForgetReport", "run_forget"]
 

@@ -42,15 +42,15 @@ import filelock
 import pygit2
 
 from durability.backends import backend_name
-from durability.backends import prune as backend_prune
+from durability.backends import history as backend_prune
 from durability.backends.base import Progress
 from durability.capture.capturer import Capturer
 from durability.config import Settings
-from durability.errors import DurabilityError
+from durability.ground.errors import DurabilityError
 from durability.retention.policy import DAY_MS, Keeper, Policy, Verdict, judge
-from engine import AttemptKey, Checkpoint, EngineError, Store
-from engine import prune as store_prune
-from engine.remotes import Remotes
+from durability.store import AttemptKey, Checkpoint, EngineError, Store
+from durability.store import gc_rows as store_prune
+from durability.store.remote_rows import Remotes
 
 __all__ = ["GcReport", "RepoReport", "extra_keepers", "run_gc"]
 

@@ -20,7 +20,7 @@ A checkpoint is kept when any keeper claims it, in this order:
 5. ``recent``: younger than ``keep_all_days``.
 6. ``pre-restore``: a checkpoint a restore named as its undo, for
    ``pre_restore_days`` after the last restore that named it (the undo
-   record, ``engine.prune.record_undo_point``: the pre-restore capture may
+   record, ``durability.store.gc_rows.record_undo_point``: the pre-restore capture may
    have deduplicated onto an older row of any ``source``).
 7. ``hourly`` / ``daily``: the newest checkpoint of its attempt in its hour
    (while younger than ``hourly_days``), then in its day (while younger than
@@ -39,11 +39,11 @@ from typing import Any
 
 from durability.config import config_file as config_path
 from durability.config import config_tables
-from durability.errors import InvalidInput
-from engine import Checkpoint
-from engine.attempt_checkpoints import ATTEMPT_SOURCE, START_LABEL
-from engine.prune import RetentionRow
-from engine.runs import ACTIVE
+from durability.ground.errors import InvalidInput
+from durability.runs.attempt_checkpoints import ATTEMPT_SOURCE, START_LABEL
+from durability.runs.run_rows import ACTIVE
+from durability.store import Checkpoint
+from durability.store.gc_rows import RetentionRow
 
 __all__ = ["DAY_MS", "HOUR_MS", "MAX_SETTING", "Keeper", "Policy", "Verdict", "config_path",
            "judge", "load_policy"]
@@ -159,7 +159,7 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
 
 def _resume_starts(rows: list[RetentionRow]) -> dict[int, str]:
     """``id(row)`` -> "resume-start" for the checkpoints a resume of an
-    engine run goes back to (``engine.attempt_checkpoints.restore_target``):
+    engine run goes back to (``durability.runs.attempt_checkpoints.restore_target``):
     per task iteration and worktree, the first attempt's ``attempt start``
     (``on_resume=clean``); per run and worktree, the newest checkpoint that
     is not a pre-restore (continue: a restore's pre-restore checkpoint may be

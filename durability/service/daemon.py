@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from durability import client
 from durability.config import Settings
-from durability.errors import ServiceError, ServiceTimeout, ServiceUnreachable
-from durability.paths import ensure_private_dir
+from durability.ground import client
+from durability.ground.errors import ServiceError, ServiceTimeout, ServiceUnreachable
+from durability.ground.paths import ensure_private_dir
 from durability.service.record import recorded_pid
 from durability.service.server import Service
 

@@ -25,12 +25,12 @@ from pathlib import Path
 import filelock
 
 from durability.config import Settings
-from durability.errors import DurabilityError, InvalidInput
-from durability.fsutil import replace_file
-from durability.paths import ensure_private_dir
+from durability.ground.errors import DurabilityError, InvalidInput
+from durability.ground.fsutil import replace_file
+from durability.ground.paths import ensure_private_dir
 from durability.retention.gc import extra_keepers, run_gc
 from durability.retention.policy import HOUR_MS, load_policy
-from engine import EngineError, Store, now_ms
+from durability.store import EngineError, Store, now_ms
 
 __all__ = ["ENV", "GcSchedule", "interval_ms"]
 

@@ -22,11 +22,11 @@ import pygit2
 from durability.backends.base import MOVING
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
-from durability.errors import DurabilityError
+from durability.ground.errors import DurabilityError
+from durability.store import AttemptKey, EngineError, NotFound, Store
 from durability.watch.changed import Informed
 from durability.watch.ignore import open_repository
 from durability.watch.tracked import Tracker
-from engine import AttemptKey, EngineError, NotFound, Store
 
 __all__ = ["InformedCaptures"]
 

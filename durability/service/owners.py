@@ -7,7 +7,7 @@ killed with SIGKILL never does, and every later edit in that worktree, by
 any session, would become a checkpoint of the dead attempt.  So the service
 checks, before each capture of such a watch and every ``CHECK_S``, the rule
 the engine already uses to let a run be claimed again
-(``engine.resume.check_claimable``): the run's owner is gone when it was on
+(``durability.runs.resume.check_claimable``): the run's owner is gone when it was on
 this machine and its process is not alive, or, on another machine, when its
 heartbeat is older than the stale threshold (on this machine a live process
 is trusted over an old heartbeat: a suspended laptop's owner still works).
@@ -24,12 +24,12 @@ import threading
 from collections.abc import Callable
 
 from durability.capture.capturer import CaptureRequest, Outcome
+from durability.runs.fence import host_id
+from durability.runs.resume import DEFAULT_STALE_AFTER_MS, pid_alive
+from durability.runs.run_rows import Runs
+from durability.store import AttemptKey, EngineError, NotFound, now_ms
 from durability.watch.manager import WatchManager
 from durability.watch.watch import Capture
-from engine import AttemptKey, EngineError, NotFound, now_ms
-from engine.fence import host_id
-from engine.resume import DEFAULT_STALE_AFTER_MS, pid_alive
-from engine.runs import Runs
 
 __all__ = ["CHECK_S", "Owners", "WatchOwners"]
 

@@ -2,7 +2,7 @@
 
 Each request is one JSON object on one line, at most ``MAX_REQUEST_BYTES``;
 each response is one line.  The hook and other stdlib-only clients build the
-same objects by hand (``durability.client``); the service validates them here.
+same objects by hand (``durability.ground.client``); the service validates them here.
 
 Request (``op`` ``capture``)::
 
@@ -48,9 +48,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from durability import ids
 from durability.capture.capturer import Outcome
-from durability.errors import ProtocolError
+from durability.ground import ids
+from durability.ground.errors import ProtocolError
 
 __all__ = [
     "MAX_REQUEST_BYTES",

@@ -23,8 +23,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from durability.errors import ServiceRunning
-from durability.fsutil import replace_file
+from durability.ground.errors import ServiceRunning
+from durability.ground.fsutil import replace_file
 
 __all__ = ["ServiceLock", "forget_state_record", "lock_path", "recorded_pid",
            "state_record_path", "write_state_record"]

@@ -23,12 +23,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from durability import client
 from durability.backends import capture_settings, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
 from durability.capture.coalesce import Coalescer
 from durability.config import Settings
-from durability.errors import (
+from durability.gaps.ingest import SpoolCursor, ingest_spool
+from durability.ground import client
+from durability.ground.errors import (
     CaptureError,
     DurabilityError,
     InsecurePath,
@@ -36,17 +37,16 @@ from durability.errors import (
     ProtocolError,
     ServiceRunning,
 )
-from durability.gaps.ingest import SpoolCursor, ingest_spool
+from durability.ground.paths import ensure_private_dir
 from durability.hook import autostart
-from durability.paths import ensure_private_dir
 from durability.remote.replicator import Replicator
 from durability.service import gc_schedule, protocol, watch_ops
 from durability.service.informed import InformedCaptures
 from durability.service.owners import Owners, WatchOwners
 from durability.service.record import ServiceLock, forget_state_record, write_state_record
+from durability.store import AttemptKey, EngineError, Store
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
-from engine import AttemptKey, EngineError, Store
 
 __all__ = ["VERSION", "Service"]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from durability.config import Settings
-from durability.errors import InvalidInput, ServiceError
-from durability.fsutil import replace_file
+from durability.ground.errors import InvalidInput, ServiceError
+from durability.ground.fsutil import replace_file
 
 __all__ = ["LAUNCHD_LABEL", "UNIT_NAME", "UnitFile", "executable", "install", "uninstall",
            "unit_file"]

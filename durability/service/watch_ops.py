@@ -14,12 +14,12 @@ from durability.backends import resolve_worktree
 from durability.capture.capturer import CaptureRequest
 from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.config import Settings
-from durability.errors import CaptureError, DurabilityError
+from durability.ground.errors import CaptureError, DurabilityError
 from durability.service import protocol
+from durability.store import AttemptKey, EngineError, Store, now_ms
 from durability.watch.manager import WatchManager
 from durability.watch.watch import Capture, WatchSpec
 from durability.watch.window import Missed, file_missed
-from engine import AttemptKey, EngineError, Store, now_ms
 
 __all__ = ["answer", "start_manager"]
 
@@ -31,7 +31,7 @@ def start_manager(settings: Settings, coalescer: Coalescer, store: Any, *,
                   wrap: Callable[[Capture], Capture] | None = None) -> WatchManager:
     """The service's watch manager, with the recorded watches taken up again.
     ``wrap``: around the watches' capture (``owners.WatchOwners.capture``)."""
-    from engine.watches import Watches
+    from durability.store.watch_rows import Watches
 
     def get_store() -> Store:
         return store() if callable(store) else store  # type: ignore[no-any-return]

@@ -11,22 +11,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer
 from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.capture.inprocess import capture_once, lazy_store
 from durability.config import Settings
-from durability.errors import (
+from durability.ground import client
+from durability.ground.errors import (
     CaptureError,
     DurabilityError,
     ServiceUnreachable,
     WorktreeMissing,
 )
+from durability.store import NotFound, Store
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
 from durability.watch.window import file_missed
-from engine import NotFound, Store
 
 __all__ = ["request_unwatch", "request_watch", "run_foreground"]
 
@@ -100,7 +100,7 @@ def _file_missed(settings: Settings, worktree: Path, store: Callable[[], Store] 
 
 def _unwatch_offline(settings: Settings, worktree: Path,
                      env: Mapping[str, str]) -> dict[str, Any]:
-    from engine.watches import Watches
+    from durability.store.watch_rows import Watches
 
     row = Watches(settings.database).remove(str(worktree))
     if row is None:

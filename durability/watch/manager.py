@@ -23,6 +23,7 @@ from durability.capture.capturer import Outcome
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
+from durability.store import AttemptKey, Store
 from durability.watch.inotify import (
     OverflowListener,
     default_observer,
@@ -31,7 +32,6 @@ from durability.watch.inotify import (
 )
 from durability.watch.watch import Capture, Watch, WatchSpec
 from durability.watch.window import WindowMarker
-from engine import AttemptKey, Store
 
 __all__ = ["DEFAULT_POLL_S", "WatchManager"]
 
@@ -56,7 +56,7 @@ class WatchManager:
         self.capture = capture
         self.settings = settings
         self._store = store
-        self.registry = registry  # engine.watches.Watches, or None (foreground)
+        self.registry = registry  # durability.store.watch_rows.Watches, or None (foreground)
         self._observer_factory = observer_factory or default_observer
         self._observer: Any = None
         self.poll_interval_s = poll_interval_s
@@ -98,7 +98,7 @@ class WatchManager:
         with self._lock:
             self._watches[spec.worktree] = watch
         if record and self.registry is not None:
-            from engine.watches import WatchRow
+            from durability.store.watch_rows import WatchRow
 
             self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
                                        spec.max_delay_ms, poll=spec.poll))

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from durability.capture.capturer import CaptureRequest, Outcome
+from durability.store import AttemptKey
 from durability.watch.changed import ChangedPaths
 from durability.watch.debounce import Debouncer
 from durability.watch.ignore import IgnoreRules
 from durability.watch.poll import Poller
 from durability.watch.window import WindowMarker
-from engine import AttemptKey
 
 __all__ = ["DEFAULT_MAX_DELAY_MS", "DEFAULT_SETTLE_MS", "Capture", "Watch", "WatchSpec",
            "change_ends"]

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from durability.config import Settings
-from durability.errors import DurabilityError
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
-from durability.paths import ensure_private_dir
-from engine import AttemptKey, Store, now_ms
+from durability.ground.errors import DurabilityError
+from durability.ground.paths import ensure_private_dir
+from durability.store import AttemptKey, Store, now_ms
 
 __all__ = ["SUFFIX", "Missed", "WindowMarker", "claim_missed", "file_missed", "missed_gap"]
 

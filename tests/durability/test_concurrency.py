@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from durability.config import Settings
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     ServiceProcess,
     cli_json,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from durability import envms
 from durability.config import Settings
-from durability.errors import InvalidInput
 from durability.gaps import spool
-from durability.ids import safe_filename
+from durability.ground import envms
+from durability.ground.errors import InvalidInput
+from durability.ground.ids import safe_filename
 from tests import pg
 from tests.helpers import ServiceProcess, cli, hook_payload
 

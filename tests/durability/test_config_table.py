@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _named_in_code() -> set[str]:
     found: set[str] = set()
-    for folder in ("durability", "engine"):
+    for folder in ("durability",):
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in {".py", ".sh"}:
                 found |= set(re.findall(r"DURABILITY_[A-Z][A-Z_]*[A-Z]", path.read_text()))

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from durability import client
 from durability.config import Settings
-from durability.errors import ConnectionLost, ServiceUnreachable
-from engine import Store
+from durability.ground import client
+from durability.ground.errors import ConnectionLost, ServiceUnreachable
+from durability.store import Store
 from tests.helpers import (
     GatedJj,
     cli,

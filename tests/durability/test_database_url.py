@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Store
+from durability.store import Store
 from tests import pg
 from tests.helpers import cli
 

@@ -1,4 +1,4 @@
-"""``durability.fastjson`` parses and writes exactly what ``json`` does: the
+"""``durability.ground.fastjson`` parses and writes exactly what ``json`` does: the
 hook uses it to stay clear of ``json``'s import of ``re``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from durability import fastjson
+from durability.ground import fastjson
 
 DOCUMENTS = [
     b'{"session_id": "abc", "tool_input": {"file_path": "/x/y.py"}}',

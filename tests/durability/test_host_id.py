@@ -1,4 +1,4 @@
-"""This machine's id in worktree keys and run ownership (``engine.host``):
+"""This machine's id in worktree keys and run ownership (``durability.store.host``):
 ``DURABILITY_HOST_ID``, else a random id made once and kept in the state
 folder, so a changed host name changes nothing and each state folder (each
 container of a fleet) is a machine of its own."""
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from durability import paths
-from engine import host
-from engine.host import HOST_ID_FILE, host_id, machine
+from durability.ground import paths
+from durability.store import host
+from durability.store.host import HOST_ID_FILE, host_id, machine
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +115,7 @@ def test_threads_at_once_get_one_id() -> None:
 
 _RACER = """
 import sys
-from engine.host import host_id
+from durability.store.host import host_id
 print("ready", flush=True)
 sys.stdin.read(1)  # all released at once
 print(host_id(), flush=True)

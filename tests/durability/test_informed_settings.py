@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from durability.config import DEFAULT_INFORMED_WORKTREES, Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 
 
 def test_defaults_and_values_and_their_way_to_a_child() -> None:

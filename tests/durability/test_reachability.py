@@ -12,7 +12,7 @@ import pytest
 
 from durability.backends.jj import git_dir
 from durability.config import Settings
-from engine import Store
+from durability.store import Store
 from tests.helpers import cli, cli_json, commit_manifest, git, jj, make_jj_repo, tree_manifest
 
 RUN = "run-gc"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from durability.redact import MARK, redact
+from durability.ground.redact import MARK, redact
 
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"
 STRIPE = "4eC39HqLyjWDarjtT1zdp7dc"

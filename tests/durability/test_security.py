@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from durability import ids, paths
 from durability.config import Settings
-from durability.errors import InsecurePath
 from durability.gaps import spool
-from engine import Store
+from durability.ground import ids, paths
+from durability.ground.errors import InsecurePath
+from durability.store import Store
 from tests.helpers import (
     ServiceProcess,
     cli,

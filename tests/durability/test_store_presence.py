@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import AttemptKey, NewCheckpoint, Store, StoreUnavailable
+from durability.store import AttemptKey, NewCheckpoint, Store, StoreUnavailable
 from tests.helpers import cli
 
 # About the SQLite file itself: stays on SQLite when the suite runs on PostgreSQL.

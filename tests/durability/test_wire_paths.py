@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from durability import ids
-from durability.errors import ProtocolError
 from durability.gaps import spool
+from durability.ground import ids
+from durability.ground.errors import ProtocolError
 from durability.service import protocol
-from engine import AttemptKey, Gap, NewCheckpoint, Store
+from durability.store import AttemptKey, Gap, NewCheckpoint, Store
 from tests.helpers import (
     ServiceProcess,
     cli,

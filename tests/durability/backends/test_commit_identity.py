@@ -15,7 +15,7 @@ from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.git_commit import EMAIL, NAME
 from durability.remote import manifest
-from engine import AttemptKey, Checkpoint
+from durability.store import AttemptKey, Checkpoint
 from tests.helpers import make_git_repo
 
 KEY = AttemptKey("run-id", "node", 0, 1)

@@ -18,8 +18,8 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
-from durability.errors import DurabilityError
-from engine import AttemptKey
+from durability.ground.errors import DurabilityError
+from durability.store import AttemptKey
 from tests.helpers import jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-full", "node", 0, 1)

@@ -23,8 +23,14 @@ from durability.backends.git_commit import PIN_PREFIX, attempt_ref, parse_traile
 from durability.capture.capturer import Capturer, CaptureRequest
 from durability.capture.inprocess import lazy_store
 from durability.config import Settings
-from durability.errors import GitFailed, InvalidBackend, NotAJjRepo, NotARepo, WorktreeMissing
-from engine import AttemptKey
+from durability.ground.errors import (
+    GitFailed,
+    InvalidBackend,
+    NotAJjRepo,
+    NotARepo,
+    WorktreeMissing,
+)
+from durability.store import AttemptKey
 from tests.helpers import cli, cli_json, git, git_add_all_tree, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-g", "node", 0, 1)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from durability import proc
 from durability.backends import git_cli
-from durability.errors import GitFailed
+from durability.ground import proc
+from durability.ground.errors import GitFailed
 from durability.remote.transport import RemoteFailed
 
 

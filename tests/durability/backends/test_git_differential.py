@@ -30,7 +30,7 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.jj import JjBackend, find_jj
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.helpers import jj_path, make_git_repo, make_jj_repo
 
 FOLDERS = ["", "a", "a/b", "c", "ü-dir"]

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from durability.backends.git import forget
-from durability.capture.restore import restore
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
-from durability.errors import RestoreError
-from engine import AttemptKey, Store
+from durability.ground.errors import RestoreError
+from durability.restore.apply import restore
+from durability.store import AttemptKey, Store
 from tests.helpers import cli, cli_json, git, hook_payload, make_git_repo, start_service
 
 KEY = AttemptKey("run-r", "node", 0, 1)

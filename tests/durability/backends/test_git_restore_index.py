@@ -13,10 +13,10 @@ import pygit2
 import pytest
 
 from durability.backends.git import forget
-from durability.capture.restore import restore
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
-from engine import AttemptKey
+from durability.restore.apply import restore
+from durability.store import AttemptKey
 from tests.helpers import make_git_repo
 
 KEY = AttemptKey("run-r", "node", 0, 1)

@@ -17,7 +17,7 @@ import pytest
 
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.helpers import git, git_add_all_tree, make_git_repo
 
 KEY = AttemptKey("run-s", "node", 0, 1)

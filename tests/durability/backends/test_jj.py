@@ -11,7 +11,7 @@ import pytest
 
 from durability.backends import resolve_worktree
 from durability.backends.jj import PIN_PREFIX, JjBackend, find_jj, git_dir, repo_dir
-from durability.errors import (
+from durability.ground.errors import (
     CaptureError,
     JjFailed,
     JjMissing,

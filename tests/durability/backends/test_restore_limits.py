@@ -17,8 +17,8 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
-from durability.errors import RestoreError
-from engine import AttemptKey
+from durability.ground.errors import RestoreError
+from durability.store import AttemptKey
 from tests.helpers import jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-limits", "node", 0, 1)

@@ -33,8 +33,8 @@ import pygit2
 from durability.capture.capturer import CaptureRequest, Capturer
 from durability.config import Settings
 from durability.backends.git_repo import private_index_path
-from engine import Store
-from engine.models import AttemptKey
+from durability.store import Store
+from durability.store.models import AttemptKey
 
 worktree, ready, window = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 settings = Settings.from_env()
@@ -163,7 +163,7 @@ def test_a_live_writers_index_lock_is_never_removed(
     import threading
 
     from durability.backends import index_lock
-    from durability.errors import GitFailed
+    from durability.ground.errors import GitFailed
 
     worktree = make_git_repo(tmp_path / "proj")
     GitBackend().snapshot(worktree)  # the private index exists

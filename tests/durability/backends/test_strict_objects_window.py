@@ -20,7 +20,7 @@ import pytest
 from durability.backends.git import GitBackend, forget
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.jj import pin
-from durability.errors import JjFailed
+from durability.ground.errors import JjFailed
 from tests.helpers import make_git_repo
 
 MISSING = "12" * 20

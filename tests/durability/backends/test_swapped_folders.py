@@ -22,8 +22,8 @@ import pytest
 from durability.backends import MOVING, Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
-from durability.errors import DurabilityError
-from engine import AttemptKey
+from durability.ground.errors import DurabilityError
+from durability.store import AttemptKey
 from tests.durability.racer import racing
 from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 

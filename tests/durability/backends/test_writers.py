@@ -20,7 +20,7 @@ from durability.backends import MOVING, Skipped, Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.jj import JjBackend, find_jj
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE, MAX_TRIES
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.durability.racer import racing
 from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.helpers import jj_path, make_git_repo, make_jj_repo
 
 TOP = ("a", "b", "c")

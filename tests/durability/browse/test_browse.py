@@ -24,7 +24,7 @@ from textual.widgets import DataTable
 from durability.backends.git import forget
 from durability.browse.app import BrowseApp, ConfirmRestore, SessionsScreen, TimelineScreen
 from durability.config import Settings
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     cli,
     cli_json,

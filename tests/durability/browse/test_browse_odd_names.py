@@ -82,7 +82,7 @@ def test_a_diff_line_of_megabytes_is_cut_in_the_pane(tmp_path: Path, settings: S
     DIFF_LINE_CHARS characters and says how many more there are (laying out
     2 MB in one line held the browser for seconds each time it was shown)."""
     from durability.browse import model
-    from engine import Store
+    from durability.store import Store
 
     repo = make_git_repo(tmp_path / "repo").resolve()
     try:

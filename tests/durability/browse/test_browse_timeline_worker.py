@@ -21,7 +21,7 @@ from durability.backends.git import forget
 from durability.browse import model
 from durability.browse.app import BrowseApp, SessionsScreen, TimelineScreen
 from durability.config import Settings
-from engine import Store
+from durability.store import Store
 from tests.helpers import cli_json, make_git_repo
 
 RUN = "sess-slow"

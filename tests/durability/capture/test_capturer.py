@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from durability import client
 from durability.backends import resolve_worktree
 from durability.capture.inprocess import capture_once
 from durability.config import Settings
 from durability.gaps import spool
+from durability.ground import client
 from durability.service import server
 from durability.service.server import Service
-from engine import AttemptKey, Store
+from durability.store import AttemptKey, Store
 from tests.helpers import (
     cli,
     cli_json,

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from durability import client
 from durability.backends import Backend, Changes, Progress, Snapshot, Stamp, resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.coalesce import Coalescer
 from durability.capture.inprocess import lazy_store
 from durability.config import Settings
-from engine import AttemptKey, Store
+from durability.ground import client
+from durability.store import AttemptKey, Store
 from tests.helpers import GatedJj, commit_manifest, ping, start_service, wait_for
 
 KEY = AttemptKey("run-c", "node", 0, 1)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE, Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from tests.helpers import cli, cli_json, commit_manifest, make_jj_repo
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from durability import errors
+from durability.ground import errors
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

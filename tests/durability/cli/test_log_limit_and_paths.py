@@ -11,11 +11,11 @@ from pathlib import Path
 
 from durability.backends import Changes
 from durability.backends.git import forget
-from durability.capture.restore import Preview
 from durability.cli.inspect import LOG_LIMIT
 from durability.cli.restore_output import preview_dict, preview_lines
 from durability.config import Settings
-from engine import Checkpoint, Gap, Store
+from durability.restore.apply import Preview
+from durability.store import Checkpoint, Gap, Store
 from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo
 
 RUN = "run-left"

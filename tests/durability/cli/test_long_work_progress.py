@@ -20,7 +20,7 @@ from durability.backends.git import forget
 from durability.cli.progress import MIN_STEPS
 from durability.config import Settings
 from durability.inspect.timeline import timeline
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     cli,
     cli_json,

@@ -9,12 +9,12 @@ import sqlite3
 from pathlib import Path
 
 from durability.config import Settings
-from engine import AttemptKey, Gap, NewCheckpoint
-from engine.fence import Owner
-from engine.prune import record_undo_point
-from engine.remotes import Remotes
-from engine.runs import Runs
-from engine.watches import Watches, WatchRow
+from durability.runs.fence import Owner
+from durability.runs.run_rows import Runs
+from durability.store import AttemptKey, Gap, NewCheckpoint
+from durability.store.gc_rows import record_undo_point
+from durability.store.remote_rows import Remotes
+from durability.store.watch_rows import Watches, WatchRow
 from tests import pg
 from tests.helpers import cli
 

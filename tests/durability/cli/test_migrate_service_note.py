@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from durability.config import Settings
-from engine import AttemptKey, NewCheckpoint
-from engine.runs import Runs
+from durability.runs.run_rows import Runs
+from durability.store import AttemptKey, NewCheckpoint
 from tests import pg
 from tests.helpers import cli, start_service
 

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine import AttemptKey, NewCheckpoint
-from engine.runs import Runs
+from durability.runs.run_rows import Runs
+from durability.store import AttemptKey, NewCheckpoint
 from tests import pg
 from tests.helpers import cli
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.durability.integrations.test_onboarding import _bare_plugin, _harness_env, _run
+from tests.durability.install.test_onboarding import _bare_plugin, _harness_env, _run
 from tests.helpers import cli
 
 

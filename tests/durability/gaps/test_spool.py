@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from durability.config import Settings
-from durability.errors import InsecurePath
 from durability.gaps import spool
 from durability.gaps.ingest import ingest_spool
-from durability.ids import safe_filename
-from engine import Store
+from durability.ground.errors import InsecurePath
+from durability.ground.ids import safe_filename
+from durability.store import Store
 from tests.helpers import ServiceProcess, cli, cli_json, hook_payload, start_service, wait_for
 
 
@@ -162,7 +162,7 @@ def test_service_with_an_unusable_spool_still_answers_and_records(
     plain.mkdir()
     svc = start_service(tmp_path)
     try:
-        from durability import client
+        from durability.ground import client
 
         answer = client.call(svc.socket_path, {
             "v": 1, "op": "capture", "request_id": "r-unspooled", "run_id": "run-u",

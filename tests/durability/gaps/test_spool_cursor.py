@@ -11,7 +11,7 @@ from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import SpoolCursor, ingest_spool
 from durability.service.server import Service
-from engine import Store
+from durability.store import Store
 
 
 def _gap(request_id: str) -> dict[str, object]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from durability.gaps import spool
 from durability.gaps.ingest import SpoolCursor, ingest_spool
-from engine import Store
+from durability.store import Store
 
 
 def _gap(request_id: str) -> dict[str, object]:

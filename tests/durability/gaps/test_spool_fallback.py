@@ -25,7 +25,7 @@ import pytest
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
-from engine import Store
+from durability.store import Store
 from tests import pg
 from tests.helpers import cli, cli_json, durability_exe
 

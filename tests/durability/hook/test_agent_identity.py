@@ -47,7 +47,7 @@ def test_through_the_service(tmp_path: Path, service_process: ServiceProcess) ->
 
 @pytest.mark.parametrize("bad", [{"harness": "other"}, {"agent_id": "x" * 201}])
 def test_the_wire_refuses_a_bad_identity(bad: dict[str, str]) -> None:
-    from durability.errors import ProtocolError
+    from durability.ground.errors import ProtocolError
     from durability.service import protocol
 
     line = json.dumps({"v": 1, "op": "capture", "request_id": "r1", "run_id": "r",

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from durability import errors, paths
 from durability.config import Settings
 from durability.gaps import calls, spool
 from durability.gaps.ingest import ingest_spool
+from durability.ground import errors, paths
 from durability.hook import entry as hook_entry
-from engine import Store
+from durability.store import Store
 from tests.durability.hook.test_entry import _IMPORTS
 from tests.durability.hook.test_harness_payloads import (
     codex_payload,

@@ -17,9 +17,9 @@ import pytest
 
 from durability.config import Settings
 from durability.gaps import spool
+from durability.ground.ids import safe_filename
 from durability.hook import entry as hook_module
-from durability.ids import safe_filename
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     ServiceProcess,
     cli,
@@ -377,10 +377,11 @@ def test_fast_path_imports_only_the_standard_library(service_process: ServicePro
     assert row.tool_use_id == "toolu_11"
     tops = {name.split(".")[0] for name in report["new"]}
     forbidden = {"click", "pydantic", "pydantic_core", "pygit2", "filelock", "watchdog",
-                 "platformdirs", "engine"}
+                 "platformdirs"}
     assert not tops & forbidden, sorted(tops & forbidden)
     assert tops - set(sys.stdlib_module_names) <= {"durability"}, sorted(tops)
     ours = {n for n in report["new"] if n.startswith("durability.")}
     assert not ours & {"durability.cli.main", "durability.capture.capturer",
                        "durability.service.server", "durability.config",
-                       "durability.capture.inprocess", "durability.service.protocol"}
+                       "durability.capture.inprocess", "durability.service.protocol",
+                       "durability.store", "durability.runs"}

@@ -10,7 +10,7 @@ from typing import Any
 
 from durability.config import Settings
 from durability.hook.entry import harness
-from engine import Checkpoint, Store
+from durability.store import Checkpoint, Store
 from tests.helpers import cli, hook_payload, jj
 
 

@@ -9,14 +9,15 @@ import sys
 
 import pytest
 
-from durability import ids
+from durability.ground import ids
 from tests.helpers import cli
 
 # Each of these was measured on the fast path at 3-9 ms (or pulls in the
 # third-party stack the fallback needs); none is needed when the service answers.
 HEAVY = ("typing", "uuid", "tempfile", "hashlib", "dataclasses", "platform", "inspect",
          "json", "re", "pathlib", "threading", "socket", "enum", "collections",
-         "durability.gaps.spool", "engine", "pydantic", "click", "filelock", "pygit2")
+         "durability.gaps.spool", "durability.store", "durability.runs", "pydantic", "click",
+         "filelock", "pygit2")
 
 
 def test_importing_the_hook_loads_no_heavy_module() -> None:

@@ -22,7 +22,7 @@ import pytest
 from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import ingest_spool
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     GatedJj,
     durability_exe,

@@ -8,7 +8,7 @@ import itertools
 from pathlib import Path
 
 from durability.inspect.timeline import base_of, bases
-from engine import AttemptKey, Checkpoint, NewCheckpoint, Store
+from durability.store import AttemptKey, Checkpoint, NewCheckpoint, Store
 
 
 def _store(tmp_path: Path) -> Store:

@@ -23,7 +23,7 @@ from claude_agent_sdk import (
 import durability
 from durability.config import Settings
 from durability.integrations.sdk import hook_matchers, post_tool_use
-from engine import Checkpoint
+from durability.store import Checkpoint
 from tests import pg
 from tests.helpers import cli, jj
 

@@ -12,10 +12,10 @@ import pytest
 
 import durability
 from durability.config import Settings
-from durability.errors import InvalidInput, NotARepo
 from durability.gaps.ingest import ingest_spool
+from durability.ground.errors import InvalidInput, NotARepo
 from durability.service.server import Service
-from engine import Checkpoint, Store
+from durability.store import Checkpoint, Store
 from tests import pg
 from tests.helpers import jj, make_jj_repo
 

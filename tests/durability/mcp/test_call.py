@@ -11,9 +11,9 @@ import anyio
 from pydantic import BaseModel
 
 from durability.config import Settings
-from durability.errors import RestoreError
+from durability.ground.errors import RestoreError
 from durability.mcp import models
-from durability.mcp.server import call
+from durability.mcp.stdio import call
 from durability.mcp.tools import Here, Tool
 
 

@@ -87,7 +87,7 @@ def test_a_session_that_touched_two_worktrees_shows_only_the_served_one(
     from durability.config import Settings
     from durability.gaps import spool
     from durability.gaps.ingest import write_gap
-    from engine import AttemptKey, Store
+    from durability.store import AttemptKey, Store
 
     ours = make_git_repo(tmp_path / "ours").resolve()
     theirs = make_git_repo(tmp_path / "theirs").resolve()
@@ -155,9 +155,9 @@ def test_no_event_or_gap_of_another_worktree_or_machine_reaches_the_agent(
 
     from durability.capture.snapshot import snapshot_now
     from durability.config import Settings
-    from engine import AttemptKey, Store, now_ms
-    from engine.models import Gap
-    from engine.runs import Runs
+    from durability.runs.run_rows import Runs
+    from durability.store import AttemptKey, Store, now_ms
+    from durability.store.models import Gap
 
     ours = make_git_repo(tmp_path / "ours").resolve()
     theirs = make_git_repo(tmp_path / "thé-ïrs-项目").resolve()

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from durability.config import Settings
-from durability.mcp.server import call
+from durability.mcp.stdio import call
 from durability.mcp.tools import Here, tools
 from tests.helpers import cli, make_git_repo
 

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from durability.mcp import models as m
-from engine.events import Event
-from engine.models import Attempt, Gap, Session
+from durability.store.events import Event
+from durability.store.models import Attempt, Gap, Session
 
 
 @pytest.mark.parametrize(("out", "record"), [

@@ -13,7 +13,7 @@ from pathlib import Path
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import AttemptKey, Store
+from durability.store import AttemptKey, Store
 from tests.durability.mcp.test_server import Mcp, serve
 from tests.durability.remote.remotekit import bare_remote, remote_refs
 from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo
@@ -21,7 +21,7 @@ from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo
 QUICK = """\
 from __future__ import annotations
 
-from engine.workflow import Workflow
+from durability.runs.workflow import Workflow
 
 workflow = Workflow("quick")
 

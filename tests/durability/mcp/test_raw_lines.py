@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from durability.mcp.server import MAX_LINE_BYTES
+from durability.mcp.stdio import MAX_LINE_BYTES
 from tests.helpers import durability_exe, make_git_repo
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -15,8 +15,8 @@ from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
 from durability.mcp import models as m
 from durability.mcp import tools
-from engine import AttemptKey
-from engine.remotes import Remotes
+from durability.store import AttemptKey
+from durability.store.remote_rows import Remotes
 from tests import pg
 from tests.helpers import make_git_repo
 

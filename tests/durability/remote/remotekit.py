@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.helpers import cli, git, write_script
 
 KEY = AttemptKey("run-r", "agent", 0, 1)
@@ -74,8 +74,8 @@ def states(run_id: str = KEY.run_id, **kw: Any) -> list[dict[str, str]]:
 
 def quick_states(run_id: str = KEY.run_id) -> list[dict[str, str]]:
     """``states`` read in this process (for polling: no command started)."""
-    from engine import Store
-    from engine.remotes import Remotes
+    from durability.store import Store
+    from durability.store.remote_rows import Remotes
 
     path = Settings.from_env().database
     with Store(path) as store:

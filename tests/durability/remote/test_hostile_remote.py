@@ -15,7 +15,7 @@ import pytest
 
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import AttemptKey, Store
+from durability.store import AttemptKey, Store
 from tests.durability.remote.remotekit import (
     KEY,
     add_remote,

@@ -15,7 +15,7 @@ import pytest
 
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import Store
+from durability.store import Store
 from tests.durability.remote.remotekit import (
     add_remote,
     bare_remote,

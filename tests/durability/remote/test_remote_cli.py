@@ -1,5 +1,5 @@
 """``durability remote add|list|remove`` through the installed command, and
-the validation of remote names and URLs (durability/ids.py)."""
+the validation of remote names and URLs (durability/ground/ids.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from durability import ids
+from durability.ground import ids
 from tests.helpers import cli, make_git_repo
 
 
@@ -74,7 +74,7 @@ def test_bad_names_are_refused(name: str) -> None:
 def test_doctor_reports_the_remotes_of_the_worktree(tmp_path: Path) -> None:
     from durability.config import Settings
     from durability.doctor.checks import run_checks
-    from engine.remotes import FAILED, Remotes
+    from durability.store.remote_rows import FAILED, Remotes
     from tests.durability.remote.remotekit import capture
 
     repo = make_git_repo(tmp_path / "repo")

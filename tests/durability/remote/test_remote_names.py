@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from durability import ids
+from durability.ground import ids
 from tests.helpers import cli
 
 

@@ -13,7 +13,7 @@ import pytest
 from durability.config import Settings
 from durability.remote import manifest
 from durability.remote.replicator import Replicator
-from engine import AttemptKey, Store
+from durability.store import AttemptKey, Store
 from tests.durability.remote.remotekit import (
     add_remote,
     bare_remote,

@@ -218,9 +218,9 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
     checkpoints as pushed without pushing them again."""
     from durability.config import Settings
     from durability.remote.replicator import Replicator
-    from engine import Store
-    from engine.backend import open_database
-    from engine.db import write_transaction
+    from durability.store import Store
+    from durability.store.database import open_database
+    from durability.store.db import write_transaction
 
     repo = make_git_repo(tmp_path / "repo")
     remote = bare_remote(tmp_path / "backup.git")

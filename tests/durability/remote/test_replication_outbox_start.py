@@ -1,4 +1,4 @@
-"""The replication outbox is a table (engine/outbox.py): a service start
+"""The replication outbox is a table (durability/store/outbox.py): a service start
 queues the checkpoints a toolkit older than that table recorded without
 rows, and pushes them (docs/REMOTE.md, "The outbox")."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from durability.config import Settings
-from engine.backend import open_database
-from engine.db import write_transaction
+from durability.store.database import open_database
+from durability.store.db import write_transaction
 from tests.durability.remote.remotekit import (
     add_remote,
     bare_remote,

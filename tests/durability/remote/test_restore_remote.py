@@ -15,7 +15,7 @@ import pytest
 
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from engine import Store
+from durability.store import Store
 from tests.durability.remote.remotekit import (
     KEY,
     add_remote,
@@ -165,7 +165,7 @@ def test_a_manifest_entry_naming_a_foreign_ref_is_ignored(tmp_path: Path) -> Non
 def test_two_worktrees_share_a_remote_without_overwriting_each_other(tmp_path: Path) -> None:
     """Each worktree pushes its own manifest: the second push is not refused
     as a non-fast-forward of the first's, and both runs can be restored."""
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     remote = bare_remote(tmp_path / "backup.git")
     made = {}

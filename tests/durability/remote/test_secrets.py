@@ -18,10 +18,10 @@ import pytest
 
 from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
-from durability.redact import redact
+from durability.ground.redact import redact
 from durability.remote.replicator import Replicator
-from engine import AttemptKey, Store
-from engine.remotes import Remotes
+from durability.store import AttemptKey, Store
+from durability.store.remote_rows import Remotes
 from tests.durability.mcp.test_server import Mcp, serve
 from tests.durability.remote.remotekit import (
     KEY,
@@ -433,7 +433,7 @@ def test_a_key_in_the_users_unpublished_history_names_the_remedy_and_is_walked_o
 ])
 def test_the_store_refuses_a_credential_url_whoever_calls(url: str, tmp_path: Path) -> None:
     """`Remotes.add` itself, not only the CLI: no caller stores one."""
-    from engine.errors import EngineError
+    from durability.store.exceptions import EngineError
 
     remotes = Remotes(Settings.from_env().database)
     with pytest.raises(EngineError) as caught:

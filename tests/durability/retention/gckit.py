@@ -9,8 +9,8 @@ import pygit2
 
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.config import Settings
-from engine import AttemptKey, Store
-from engine.clock import ManualClock, system_clock
+from durability.store import AttemptKey, Store
+from durability.store.clock import ManualClock, system_clock
 from tests.helpers import make_git_repo, make_jj_repo
 
 HOUR = 3_600_000

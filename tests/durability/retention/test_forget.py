@@ -13,12 +13,12 @@ import pygit2
 import pytest
 
 from durability.backends.git_commit import key_ref
-from durability.capture.restore import restore
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.remote.replicator import Replicator
+from durability.restore.apply import restore
 from durability.retention.forget import run_forget
-from engine.remotes import Remotes
+from durability.store.remote_rows import Remotes
 from tests.durability.remote.remotekit import manifest_commits, remote_refs
 from tests.durability.retention.gckit import KEY, Recorder, make_repo, store_git
 from tests.helpers import cli, git
@@ -156,7 +156,7 @@ def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_forget_of_one_run_leaves_other_runs(kind: str, tmp_path: Path,
                                              settings: Settings) -> None:
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     wt = make_repo(kind, tmp_path / "wt")
     rec = Recorder(settings, wt)
@@ -328,7 +328,7 @@ def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
 
 def test_forget_waits_for_the_worktree_lock_and_changes_nothing_without_it(
         tmp_path: Path, settings: Settings) -> None:
-    from durability.errors import LockTimeout
+    from durability.ground.errors import LockTimeout
 
     wt = make_repo("git", tmp_path / "wt")
     rec = _recorded(settings, wt)
@@ -436,7 +436,7 @@ def test_a_capture_during_forget_waits_and_lands_on_the_rewritten_checkpoints(
         kind: str, tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from durability.backends import prune as backend_prune
+    from durability.backends import history as backend_prune
 
     wt = make_repo(kind, tmp_path / "wt")
     rec = _recorded(settings, wt, 3)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from durability.capture.restore import restore
 from durability.config import Settings
+from durability.restore.apply import restore
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
-from engine import AttemptKey, Checkpoint, Store
-from engine.prune import record_undo_point
+from durability.store import AttemptKey, Checkpoint, Store
+from durability.store.gc_rows import record_undo_point
 from tests.durability.retention.gckit import (
     DAY,
     KEY,
@@ -195,7 +195,7 @@ def test_gc_after_an_interrupted_rewrite_loses_nothing(tmp_path: Path,
     rows still name the old chain, which only the pending ref keeps.  The
     next gc finishes that rewrite (test_gc_killed.py) and thins as usual:
     every row left resolves, and only the expired ones go."""
-    from durability.backends import prune as backend_prune
+    from durability.backends import history as backend_prune
 
     wt = make_repo("git", tmp_path / "wt")
     rec = daily(settings, wt, 4)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from durability.capture.restore import restore
 from durability.config import Settings
-from engine import Store
+from durability.restore.apply import restore
+from durability.store import Store
 from tests.durability.retention.gckit import KEY, Recorder, file_at, make_repo
 from tests.helpers import cli
 

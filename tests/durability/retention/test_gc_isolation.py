@@ -13,9 +13,9 @@ from pathlib import Path
 from durability.config import Settings
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
-from engine import Store
-from engine.db import write_transaction
-from engine.prune import commits_in_use
+from durability.store import Store
+from durability.store.db import write_transaction
+from durability.store.gc_rows import commits_in_use
 from tests.durability.retention.gckit import DAY, T0, Recorder, file_at, make_repo, store_git
 
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,

@@ -15,9 +15,9 @@ from pathlib import Path
 import filelock
 import pytest
 
-from durability.backends import prune as backend_prune
+from durability.backends import history as backend_prune
 from durability.config import Settings
-from engine import AttemptKey
+from durability.store import AttemptKey
 from tests.durability.retention.gckit import (
     DAY,
     HOUR,

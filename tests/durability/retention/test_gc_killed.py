@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from durability.backends import prune as backend_prune
+from durability.backends import history as backend_prune
 from durability.backends.git_commit import key_ref
-from durability.capture.restore import restore
 from durability.config import Settings
+from durability.restore.apply import restore
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
-from engine import Checkpoint, Store
-from engine import prune as store_prune
+from durability.store import Checkpoint, Store
+from durability.store import gc_rows as store_prune
 from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, file_at, make_repo, store_git
 
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pygit2
 
-from durability.backends.prune import collect_git
+from durability.backends.history import collect_git
 from tests.helpers import make_git_repo
 
 

@@ -11,7 +11,7 @@ import pytest
 from durability.config import Settings
 from durability.retention.gc import extra_keepers, run_gc
 from durability.retention.policy import Policy
-from engine.remotes import Remotes
+from durability.store.remote_rows import Remotes
 from tests.durability.retention.gckit import DAY, KEY, T0, daily, make_repo
 from tests.helpers import git
 

@@ -20,8 +20,8 @@ import pytest
 from durability.config import Settings
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
-from engine import Store
-from engine.host import host_id
+from durability.store import Store
+from durability.store.host import host_id
 from tests import pg
 from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, file_at, make_repo
 from tests.helpers import cli_json

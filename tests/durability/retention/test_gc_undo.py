@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from durability.backends.git import forget
-from durability.capture.restore import restore
 from durability.config import Settings
+from durability.restore.apply import restore
 from durability.retention.gc import run_gc
 from durability.retention.policy import Policy
-from engine import Store
-from engine.prune import retention_rows
+from durability.store import Store
+from durability.store.gc_rows import retention_rows
 from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, file_at, make_repo
 from tests.helpers import cli
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.retention.policy import DAY_MS, HOUR_MS, Policy, config_path, judge, load_policy
-from engine import Checkpoint
-from engine.prune import RetentionRow
+from durability.store import Checkpoint
+from durability.store.gc_rows import RetentionRow
 
 NOW = 1_000 * DAY_MS  # a day boundary, so hour and day buckets are easy to read
 

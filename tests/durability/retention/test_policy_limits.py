@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.retention.policy import MAX_SETTING, Policy, load_policy
 from tests.durability.retention.gckit import Recorder, make_repo
 from tests.helpers import cli

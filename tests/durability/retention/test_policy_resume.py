@@ -9,9 +9,14 @@ from __future__ import annotations
 import pytest
 
 from durability.retention.policy import DAY_MS, Policy, judge
-from engine import Checkpoint
-from engine.attempt_checkpoints import ATTEMPT_SOURCE, END_LABEL, START_LABEL, restore_target
-from engine.prune import RetentionRow
+from durability.runs.attempt_checkpoints import (
+    ATTEMPT_SOURCE,
+    END_LABEL,
+    START_LABEL,
+    restore_target,
+)
+from durability.store import Checkpoint
+from durability.store.gc_rows import RetentionRow
 
 NOW = 1_000 * DAY_MS
 OLD = NOW - 200 * DAY_MS

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from durability.config import Settings
-from durability.errors import InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.service.gc_schedule import interval_ms
 from durability.service.server import Service
-from engine import Store
+from durability.store import Store
 from tests.durability.retention.gckit import KEY, Recorder, make_repo
 from tests.helpers import wait_for
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from durability.config import Settings
 from durability.service.gc_schedule import GcSchedule
-from engine import Store, now_ms
+from durability.store import Store, now_ms
 from tests.durability.retention.gckit import Recorder, make_repo
 from tests.helpers import wait_for
 

@@ -19,7 +19,7 @@ import pytest
 
 from durability.config import Settings
 from durability.service.server import Service
-from engine import Store
+from durability.store import Store
 from tests.durability.service.informedkit import make_worktree
 from tests.helpers import (
     ServiceProcess,
@@ -212,7 +212,7 @@ def test_no_internal_watch_when_turned_off(tmp_path: Path) -> None:
 
 def _capture_inprocess(svc: Service, worktree: Path) -> Callable[[], Any]:
     from durability.capture.capturer import CaptureRequest
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     assert svc.coalescer is not None
 

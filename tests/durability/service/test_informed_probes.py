@@ -49,7 +49,7 @@ def service(settings: Settings) -> Iterator[Service]:
 
 def _capture(svc: Service, worktree: Path) -> Any:
     from durability.capture.capturer import CaptureRequest
-    from engine import AttemptKey
+    from durability.store import AttemptKey
 
     assert svc.coalescer is not None
     request = CaptureRequest(key=AttemptKey(RUN, worktree.name, 0, 1), worktree=worktree.resolve(),

@@ -15,7 +15,7 @@ import pytest
 
 from durability.config import Settings
 from durability.service import protocol
-from engine import Store
+from durability.store import Store
 from tests.helpers import (
     ServiceProcess,
     cli,

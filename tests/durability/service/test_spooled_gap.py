@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from durability import client
 from durability.config import Settings
 from durability.gaps import spool
-from engine import Store
+from durability.ground import client
+from durability.store import Store
 from tests.helpers import GatedJj, start_service
 
 RUN = "run-spooled"

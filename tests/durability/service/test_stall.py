@@ -24,8 +24,8 @@ import pytest
 
 from durability.config import Settings
 from durability.gaps import spool
-from durability.ids import safe_filename
-from engine import Store
+from durability.ground.ids import safe_filename
+from durability.store import Store
 from tests.helpers import (
     GatedJj,
     ServiceProcess,

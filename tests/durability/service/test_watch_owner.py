@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pygit2
 
-from durability import client
 from durability.config import Settings
+from durability.ground import client
+from durability.runs.fence import Owner
+from durability.runs.run_rows import Runs
 from durability.service.owners import Owners
-from engine import AttemptKey
-from engine.fence import Owner
-from engine.runs import Runs
-from tests.engine.test_attempt_checkpoints import run_killed
+from durability.store import AttemptKey
+from tests.durability.runs.test_attempt_checkpoints import run_killed
 from tests.helpers import cli, hook_payload, make_git_repo, start_service, wait_for
 
 

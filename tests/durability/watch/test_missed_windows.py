@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from durability import client
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
+from durability.ground import client
+from durability.store import AttemptKey, Checkpoint, Gap, Store
 from durability.watch.debounce import Debouncer
 from durability.watch.window import WindowMarker, file_missed
-from engine import AttemptKey, Checkpoint, Gap, Store
 from tests.helpers import ServiceProcess, cli, durability_exe, jj, start_service, wait_for
 
 RUN = "run-windows"

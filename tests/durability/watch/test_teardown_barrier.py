@@ -12,10 +12,10 @@ import pytest
 
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.config import Settings
+from durability.store import AttemptKey, Store
 from durability.watch.changed import ChangedPaths
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from engine import AttemptKey, Store
 from tests.helpers import git, make_git_repo, wait_for
 
 

@@ -19,17 +19,17 @@ from typing import Any
 
 import pytest
 
-from durability import client
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.coalesce import Coalescer, coalesced_capture
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
+from durability.ground import client
 from durability.service.server import Service
+from durability.store import AttemptKey, Checkpoint, Store
+from durability.store.watch_rows import Watches
 from durability.watch.ignore import IgnoreRules
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from engine import AttemptKey, Checkpoint, Store
-from engine.watches import Watches
 from tests.helpers import (
     cli,
     cli_json,

@@ -1,0 +1,252 @@
+"""SQLite connections and versioned migrations.
+
+Migrations are the ``migrations/NNNN_name.sql`` files of this package, applied
+in order and never edited once released: a change to the schema is a new file.
+``PRAGMA user_version`` records how far a database has come.  A file
+``NNNN_name.postgresql.sql`` beside one of them is that migration for
+PostgreSQL, where the translation of ``durability.store.postgres`` cannot carry it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+from durability.store.exceptions import StoreUnavailable
+from durability.store.host import host_id, sql_literal
+
+__all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect", "migrate",
+           "migrations", "statements", "write_transaction"]
+
+
+class DatabaseError(sqlite3.Error):
+    """A database error that is not SQLite's: PostgreSQL's, as
+    ``durability.store.postgres`` raises it.  A subclass of ``sqlite3.Error`` so that
+    code written against SQLite (``except sqlite3.Error``) handles it too."""
+
+
+#: What a database call may raise, whichever the database.
+DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, DatabaseError)
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Connection(Protocol):
+    """The part of ``sqlite3.Connection`` the store uses; PostgreSQL's
+    connection (``durability.store.postgres.PgConnection``) has the same."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+    def executemany(self, sql: str, parameters: Any, /) -> Cursor: ...
+    def close(self) -> None: ...
+    @property
+    def total_changes(self) -> int: ...
+    @property
+    def in_transaction(self) -> bool: ...
+
+# How long a writer waits for another writer (another process's capture, the
+# service's gap ingestion) before giving up with "database is locked".  Captures
+# are short, so 10 s only runs out when something is wedged.  The default of
+# ``connect`` and ``Store``; a caller (a test of the locked case) may pass less.
+BUSY_TIMEOUT_MS = 10_000
+
+
+def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open ``path`` with the pragmas every connection needs; a write waits up
+    to ``busy_timeout_ms`` for another writer's lock.
+
+    The database is created only when no file exists at ``path``; a file that
+    exists but is empty, not a database or unreadable is ``StoreUnavailable``,
+    never replaced by a fresh one (its seq numbering would restart at 1).
+    """
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
+        raise StoreUnavailable(f"cannot create {path.parent}: {exc.strerror}") from exc
+    if not os.path.lexists(path):
+        _create(path)
+    _check_existing(path)
+    try:
+        # mode=rw: SQLite must not create the file, should it vanish after the check.
+        conn = sqlite3.connect(
+            f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
+            timeout=busy_timeout_ms / 1000, check_same_thread=False,
+        )
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
+    try:
+        # WAL: readers (listing, restore) never block the capture writer and a
+        # crash mid-write leaves the last committed state intact.
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: an acknowledged checkpoint survives power loss, not only a
+        # killed process; the fsync costs a few ms per capture.
+        conn.execute("PRAGMA synchronous=FULL")
+        # Wait for a concurrent writer instead of failing at once.
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        # Checkpoints must point at attempts that exist.
+        conn.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.Error as exc:
+        conn.close()
+        if "not a database" in str(exc):
+            raise StoreUnavailable(f"{path} is not a SQLite database (damaged or overwritten); "
+                                   "move it away to start a new, empty record") from exc
+        raise StoreUnavailable(f"cannot use {path}: {exc}") from exc
+    return conn
+
+
+def _create(path: Path) -> None:
+    """Create an empty database at ``path`` atomically: built under a private
+    name, then linked into place, which fails if another process won the race.
+    So a file at ``path`` always has a SQLite header, and an empty one can
+    only mean damage."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    old = os.umask(0o077)  # the database holds paths and labels: owner only
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # Writes the header; WAL is the mode every connection uses anyway.
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process created it first: use theirs
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreUnavailable(f"cannot create {path}: {exc}") from exc
+    finally:
+        os.umask(old)
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def _check_existing(path: Path) -> None:
+    """Refuse a database file that exists but cannot be the store.
+
+    Only stat, never open: closing any descriptor of the file drops every
+    POSIX lock this process holds on it, including those of its open SQLite
+    connections, and another process could then delete the WAL they use.
+    A file that is not a database is caught by the first pragma instead.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the state database {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreUnavailable(f"the state database {path} is not a regular file; "
+                               "move it away to start a new, empty record")
+    if st.st_size == 0:
+        raise StoreUnavailable(f"the state database {path} is empty (0 bytes); it held the "
+                               "record and was truncated: restore it from a backup or move "
+                               "it away to start a new, empty record")
+
+
+@contextmanager
+def write_transaction(conn: Connection) -> Iterator[Connection]:
+    """One unit of work: ``BEGIN IMMEDIATE`` takes the write lock up front, so
+    the reads inside (the next seq) cannot be invalidated by another writer."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except DB_ERRORS as exc:
+        raise StoreUnavailable(f"cannot begin a write: {exc}") from exc
+    try:
+        yield conn
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("COMMIT")
+    except DB_ERRORS as exc:
+        _rollback(conn)
+        raise StoreUnavailable(f"cannot commit: {exc}") from exc
+
+
+def _rollback(conn: Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except DB_ERRORS:
+            pass  # the connection is unusable; the caller is already failing
+
+
+#: The dialects a migration may have its own file for.
+DIALECTS = ("postgresql",)
+
+
+def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` for every migration, in order: the portable
+    file, or its ``.<dialect>.sql`` override where there is one."""
+    found = []
+    overrides: dict[int, tuple[str, str]] = {}
+    for entry in resources.files("durability.store.migrations").iterdir():
+        name = entry.name
+        if not (name.endswith(".sql") and name[:4].isdigit()):
+            continue
+        parts = name.split(".")
+        if len(parts) == 3 and parts[1] in DIALECTS:
+            if parts[1] == dialect:
+                overrides[int(name[:4])] = (name, entry.read_text(encoding="utf-8"))
+            continue
+        found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    found = [(v, *overrides.get(v, (n, sql))) for v, n, sql in found]
+    versions = [v for v, _, _ in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"two migrations share a version: {versions}")
+    return found
+
+
+def bind_host(sql: str, host: str) -> str:
+    """A migration's text with ``:this_host`` (the migrating machine, whose
+    the rows already there are) bound: migrations take no parameters."""
+    return sql.replace(":this_host", sql_literal(host))
+
+
+def migrate(conn: sqlite3.Connection, *, host: str | None = None,
+            upto: int | None = None) -> int:
+    """Bring the schema up to date (up to version ``upto`` when given: a
+    test's older store); safe when several processes race.  ``host``: the
+    machine the rows already there belong to (``durability.store.host.host_id``)."""
+    host = host or host_id()
+    try:
+        for version, _name, sql in migrations():
+            if _user_version(conn) >= version or (upto is not None and version > upto):
+                continue
+            with write_transaction(conn):
+                if _user_version(conn) >= version:  # another process won the race
+                    continue
+                for statement in statements(bind_host(sql, host)):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={version}")
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot migrate the state database: {exc}") from exc
+    return _user_version(conn)
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def statements(sql: str) -> Iterator[str]:
+    """The statements of a migration file, one by one."""
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""
+    if buf.strip() and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()
+    ):
+        raise RuntimeError(f"incomplete SQL statement in migration: {buf[:80]!r}")

@@ -1,0 +1,124 @@
+"""The watch rows: which worktrees the snapshot service watches (Tier 2), for
+which attempt, with which timings, so that a restarted service resumes them
+and ``durability unwatch`` can end one when no service runs.
+
+A table of the state database like the others, with its own small class:
+the store's methods are records of work (runs, attempts, checkpoints, gaps),
+a watch is service configuration.  Foreground watches are not recorded.
+Each call opens its own connection; watches change rarely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from durability.store.database import (
+    DB_ERRORS,
+    Connection,
+    Location,
+    is_url,
+    migrate,
+    open_database,
+)
+from durability.store.db import write_transaction
+from durability.store.exceptions import StoreUnavailable
+from durability.store.host import host_id
+from durability.store.models import AttemptKey
+from durability.store.store import now_ms
+from durability.store.text import from_db, to_db
+
+__all__ = ["WatchRow", "Watches"]
+
+_COLS = ("worktree, run_id, node_id, iteration, attempt, settle_ms, max_delay_ms, created_at_ms, "
+         "poll")
+
+
+@dataclass(frozen=True)
+class WatchRow:
+    """One watched worktree and the attempt its captures belong to."""
+
+    worktree: str
+    key: AttemptKey
+    settle_ms: int
+    max_delay_ms: int
+    created_at_ms: int = 0
+    poll: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        k = self.key
+        return {"worktree": self.worktree, "run_id": k.run_id, "node_id": k.node_id,
+                "iteration": k.iteration, "attempt": k.attempt, "settle_ms": self.settle_ms,
+                "max_delay_ms": self.max_delay_ms, "created_at_ms": self.created_at_ms,
+                "poll": self.poll}
+
+
+class Watches:
+    """The ``watches`` table of the state database at ``location`` (a SQLite
+    file or a ``postgresql://`` URL), for one machine's worktrees (``host``,
+    default ``durability.store.host.host_id``): a service takes up only its own
+    machine's watches, and another machine's watch of the same path is its own."""
+
+    def __init__(self, location: Location, *, host: str | None = None) -> None:
+        self.location: Location = location if is_url(location) else Path(location)
+        self.host: str = host or host_id()
+        with self._open() as conn:
+            migrate(conn, host=self.host)
+
+    def _open(self) -> _Closing:
+        return _Closing(open_database(self.location))
+
+    def put(self, row: WatchRow) -> None:
+        """Record a watch, replacing any earlier watch of the same worktree."""
+        k = row.key
+        values = (self.host, to_db(row.worktree), k.run_id, k.node_id, k.iteration, k.attempt,
+                  row.settle_ms, row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
+        try:
+            with self._open() as conn, write_transaction(conn):
+                conn.execute(f"INSERT OR REPLACE INTO watches (host, {_COLS}) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?)", values)
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot record watch: {exc}") from exc
+
+    def remove(self, worktree: str) -> WatchRow | None:
+        """Forget the watch of ``worktree``; returns it when there was one."""
+        try:
+            with self._open() as conn, write_transaction(conn):
+                mine = (self.host, to_db(worktree))
+                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? AND worktree=?",
+                                     mine).fetchone()
+                conn.execute("DELETE FROM watches WHERE host=? AND worktree=?", mine)
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
+        return _row(found) if found else None
+
+    def all(self) -> list[WatchRow]:
+        """Every recorded watch, by worktree."""
+        try:
+            with self._open() as conn:
+                rows = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? ORDER BY worktree",
+                                    (self.host,)).fetchall()
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot read watches: {exc}") from exc
+        return [_row(r) for r in rows]
+
+
+def _row(r: tuple[object, ...]) -> WatchRow:
+    worktree, run_id, node_id, iteration, attempt, settle, max_delay, created, poll = r
+    key = AttemptKey(str(run_id), str(node_id), int(str(iteration)), int(str(attempt)))
+    return WatchRow(str(from_db(worktree)), key, int(str(settle)), int(str(max_delay)),
+                    int(str(created)), bool(poll))
+
+
+class _Closing:
+    """A connection closed when the ``with`` block ends (sqlite3's own context
+    manager only ends the transaction)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> Connection:
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()

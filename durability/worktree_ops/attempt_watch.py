@@ -1,0 +1,212 @@
+"""The engine's own checkpoints of an attempt's worktree (docs/ENGINE.md,
+"Attempts checkpoint themselves").
+
+Around each attempt: a capture of the starting tree (source ``attempt``,
+label ``attempt start``), a watch of the worktree with the attempt's
+identity while it runs (through the snapshot service when one answers, in
+this process otherwise), and a final capture (``attempt end``) however the
+attempt ended.  A worktree has one watch: when parallel attempts share it,
+the watch is for the newest of them, and passes to the one still running
+when its attempt ends.  A capture that fails is a gap, never a failure of
+the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from durability.backends import resolve_worktree
+from durability.capture.capturer import Capturer
+from durability.capture.coalesce import Coalescer, coalesced_capture
+from durability.capture.inprocess import lazy_store
+from durability.capture.snapshot import snapshot_now
+from durability.config import Settings
+from durability.gaps import spool
+from durability.gaps.ingest import write_gap
+from durability.ground.errors import DurabilityError, ServiceUnreachable
+from durability.runs.attempt_checkpoints import ATTEMPT_SOURCE, END_LABEL, START_LABEL
+from durability.store import AttemptKey, EngineError
+from durability.watch.foreground import request_unwatch, request_watch
+from durability.watch.manager import WatchManager
+from durability.watch.watch import WatchSpec
+
+__all__ = ["AttemptWatches"]
+
+log = logging.getLogger("durability.engine")
+
+
+class _TeardownRace(logging.Filter):
+    """watchdog logs an *error* when a watch is unscheduled while its reader
+    holds an event (its own teardown race; the event is dropped, nothing is
+    lost to us: the final capture reads the tree).  A run's stderr is read
+    as its error, so this one line is kept out of it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+logging.getLogger("watchdog.observers.inotify").addFilter(_TeardownRace())
+_FAILURES = (DurabilityError, EngineError, OSError, RuntimeError)
+
+
+class _Watcher(Protocol):
+    key: AttemptKey | None
+
+    def watch(self, key: AttemptKey) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class _ServiceWatcher:
+    """The service watches (and records the watch, so a restarted service
+    takes it up again)."""
+
+    def __init__(self, settings: Settings, root: Path, env: Mapping[str, str]) -> None:
+        self.settings, self.root, self.env = settings, root, env
+        self.key: AttemptKey | None = None
+
+    def watch(self, key: AttemptKey) -> None:
+        request_watch(self.settings, WatchSpec(self.root, key))  # replaces the earlier one
+        self.key = key
+
+    def stop(self) -> None:
+        request_unwatch(self.settings, self.root, self.env)
+
+
+class _LocalWatcher:
+    """No service: a watch manager of this process, for this worktree only."""
+
+    def __init__(self, settings: Settings, root: Path, env: Mapping[str, str]) -> None:
+        store = lazy_store(settings)
+        capturer = Capturer(settings=settings, store=store, env=env)
+        timeout = settings.jj_timeout_s + 30
+        self.root = root
+        self.coalescer = Coalescer(lambda reqs: capturer.capture(reqs, lock_timeout_s=timeout))
+        self.manager = WatchManager(capture=coalesced_capture(self.coalescer),
+                                    settings=settings, store=store)
+        self.key: AttemptKey | None = None
+
+    def watch(self, key: AttemptKey) -> None:
+        self.manager.add(WatchSpec(self.root, key), record=False)  # ends the earlier one
+        self.key = key
+
+    def stop(self) -> None:
+        try:
+            self.manager.remove(self.root)
+        except KeyError:
+            pass  # the worktree went away: the watch ended with its gap
+        finally:
+            self.manager.close(final=False)
+            self.coalescer.close()
+
+
+class AttemptWatches:
+    """The attempts of one process that are watched, by worktree."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str] = os.environ) -> None:
+        self.settings = settings
+        self.env = env
+        self._lock = threading.Lock()
+        self._active: dict[Path, list[AttemptKey]] = {}
+        self._watchers: dict[Path, _Watcher] = {}
+
+    @contextmanager
+    def around(self, key: AttemptKey, worktree: str) -> Iterator[None]:
+        """Start capture and watch; on exit, hand the watch on or end it,
+        then the final capture (before the engine closes the attempt row)."""
+        root = Path(os.path.abspath(worktree))
+        self.capture(key, root, START_LABEL)
+        self._begin(key, root)
+        try:
+            yield
+        finally:
+            # The final capture first, so the attempt's last checkpoint says
+            # "attempt end"; the watch's own final capture then finds the
+            # same tree and adds nothing.
+            self.capture(key, root, END_LABEL)
+            self._end(key, root)
+
+    def capture(self, key: AttemptKey, root: Path, label: str) -> None:
+        request_id = f"attempt-{uuid.uuid4()}"
+        try:
+            snapshot_now(self.settings, key=key, path=root, request_id=request_id, label=label,
+                         source=ATTEMPT_SOURCE, env=self.env)
+        except Exception as exc:  # never let a capture break the task
+            code = str(getattr(exc, "code", "internal-error"))
+            log.warning("%s capture of %s not taken (%s): %s", label, root, code, exc)
+            if code in ("timeout", "internal-error", "service-unreachable"):
+                # The capture path files a gap for the failures it knows;
+                # these it could not, so it is filed here.
+                write_gap(self.settings, spool.gap_record(
+                    run_id=key.run_id, request_id=request_id, reason=code,
+                    node_id=key.node_id, iteration=key.iteration, attempt=key.attempt,
+                    worktree=str(root), source=ATTEMPT_SOURCE, detail=str(exc)))
+
+    def _begin(self, key: AttemptKey, root: Path) -> None:
+        with self._lock:
+            self._active.setdefault(root, []).append(key)
+            watcher = self._watchers.get(root)
+            try:
+                if watcher is None:
+                    self._watchers[root] = self._start(root, key)
+                else:
+                    watcher.watch(key)
+            except _FAILURES as exc:
+                log.warning("no watch of %s for %s: %s", root, key, exc)
+
+    def _start(self, root: Path, key: AttemptKey) -> _Watcher:
+        resolve_worktree(root)  # a worktree neither backend takes: no watch, said once
+        service = _ServiceWatcher(self.settings, root, self.env)
+        try:
+            service.watch(key)
+        except ServiceUnreachable:
+            local = _LocalWatcher(self.settings, root, self.env)
+            try:
+                local.watch(key)
+            except BaseException:
+                local.stop()
+                raise
+            return local
+        return service
+
+    def _end(self, key: AttemptKey, root: Path) -> None:
+        with self._lock:
+            keys = self._active.get(root, [])
+            if key in keys:
+                keys.remove(key)
+            watcher = self._watchers.get(root)
+            if watcher is None:
+                return
+            try:
+                if not keys:
+                    del self._watchers[root], self._active[root]
+                    watcher.stop()
+                elif watcher.key == key:
+                    watcher.watch(keys[-1])  # the watch passes to one still running
+            except _FAILURES as exc:
+                log.warning("watch of %s for %s did not end cleanly: %s", root, key, exc)
+
+    def release_stale(self, run_id: str, worktree: str) -> None:
+        """End a recorded watch of ``worktree`` left by an attempt of
+        ``run_id`` whose process died (a service keeps watching for it), so
+        it does not capture the restore and the re-run as the dead attempt."""
+        from durability.store.watch_rows import Watches
+
+        root = Path(os.path.abspath(worktree))
+        with self._lock:
+            if root in self._watchers:
+                return  # this process watches it now
+            try:
+                stale = [w for w in Watches(self.settings.database).all()
+                         if Path(w.worktree) == root and w.key.run_id == run_id]
+                if stale:
+                    request_unwatch(self.settings, root, self.env)
+            except _FAILURES as exc:
+                log.warning("could not end the stale watch of %s: %s", root, exc)

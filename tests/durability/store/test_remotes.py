@@ -1,0 +1,95 @@
+"""The remotes and replication rows (durability/store/remote_rows.py): the derived outbox,
+the states ``snapshots`` shows, the query a garbage collector keeps, and the
+import of a remote's checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from durability.store import AttemptKey, InvalidValue, NewCheckpoint, NotFound, Store
+from durability.store.remote_rows import FAILED, PUSHED, Remotes
+
+KEY = AttemptKey("run-1", "node-a", 0, 1)
+
+
+def _record(store: Store, commit: str, request_id: str, worktree: str = "/w") -> None:
+    store.record_checkpoint(NewCheckpoint(key=KEY, commit_id=commit, worktree=worktree,
+                                          source="manual", request_id=request_id))
+
+
+def test_pending_is_every_checkpoint_of_a_worktree_with_a_remote_until_pushed(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    remotes = Remotes(tmp_path / "s.db")
+    _record(store, "a" * 40, "r1")
+    assert remotes.pending() == []  # no remote: nothing is due anywhere
+    remotes.add("/w", "backup", "file:///b.git")
+    _record(store, "b" * 40, "r2")
+    _record(store, "c" * 40, "r3", worktree="/elsewhere")
+    due = remotes.pending()
+    # Checkpoints taken before the remote was named are due too; another
+    # worktree's are not.
+    assert [p.checkpoint.request_id for p in due] == ["r1", "r2"]
+    remotes.mark(due[:1], PUSHED)
+    assert [p.checkpoint.request_id for p in remotes.pending()] == ["r2"]
+    assert [c.request_id for c in remotes.unreplicated()] == ["r2"]
+    assert remotes.unreplicated("/elsewhere") == []
+    remotes.mark(remotes.pending(), FAILED, "unreachable")
+    [still] = remotes.pending()  # failed is still due: it is retried
+    assert still.state == FAILED
+    assert remotes.states(store.checkpoints("run-1")) == {
+        "r1": {"backup": "pushed"}, "r2": {"backup": "failed"}}
+
+
+def test_removing_a_remote_forgets_what_was_pushed_to_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    remotes = Remotes(tmp_path / "s.db")
+    remotes.add("/w", "backup", "file:///b.git")
+    _record(store, "a" * 40, "r1")
+    remotes.mark(remotes.pending(), PUSHED)
+    assert remotes.remove("/w", "backup").url == "file:///b.git"
+    with pytest.raises(NotFound):
+        remotes.remove("/w", "backup")
+    remotes.add("/w", "backup", "file:///another.git")  # another repository, same name
+    assert [p.checkpoint.request_id for p in remotes.pending()] == ["r1"]
+
+
+def test_a_name_is_used_once_per_worktree(tmp_path: Path) -> None:
+    remotes = Remotes(tmp_path / "s.db")
+    remotes.add("/w", "backup", "file:///b.git")
+    remotes.add("/v", "backup", "file:///c.git")
+    with pytest.raises(InvalidValue):
+        remotes.add("/w", "backup", "file:///d.git")
+    assert [(r.worktree, r.url) for r in remotes.all()] == [("/v", "file:///c.git"),
+                                                            ("/w", "file:///b.git")]
+
+
+def test_imported_checkpoints_keep_their_seq_and_are_not_pushed_back(tmp_path: Path) -> None:
+    source = Store(tmp_path / "a.db")
+    for i, c in enumerate("abc"):
+        _record(source, c * 40, f"r{i}")
+    rows = [replace(c, worktree="/there") for c in source.checkpoints("run-1")]
+    remotes = Remotes(tmp_path / "b.db")
+    remotes.add("/there", "backup", "file:///b.git")
+    assert remotes.import_checkpoints(rows[1:], pushed_to="backup") == 2
+    assert remotes.import_checkpoints(rows, pushed_to="backup") == 1  # idempotent
+    store = Store(tmp_path / "b.db")
+    assert [(c.seq, c.commit_id) for c in store.checkpoints("run-1")] == [
+        (1, "a" * 40), (2, "b" * 40), (3, "c" * 40)]
+    [attempt] = store.attempts("run-1")
+    assert attempt.jj_pointer == "c" * 40
+    assert remotes.pending() == []
+    # A later capture continues the seq.
+    _record(store, "d" * 40, "r9", worktree="/there")
+    assert store.checkpoint(KEY).seq == 4
+
+
+def test_an_import_that_contradicts_the_record_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    _record(store, "a" * 40, "r1")
+    other = replace(store.checkpoints("run-1")[0], commit_id="f" * 40, request_id="x")
+    with pytest.raises(InvalidValue):
+        Remotes(tmp_path / "s.db").import_checkpoints([other])
