@@ -1,4 +1,4 @@
-"""What attempts checkpointing themselves costs (docs/ENGINE.md, "Attempts
+"""What attempts checkpointing themselves costs (docs/how-to/runs.md, "Attempts
 checkpoint themselves").
 
 Runs a workflow of N tasks, each writing one file into a jj worktree, in this

@@ -19,7 +19,7 @@ leave them.  Then, on the same store, one after the other:
 3. ``durability gc`` with the default policy (7 days whole, hourly to 30,
    daily to 90), no prune grace, and for jj the op log trimmed to the
    operations of the last second (jj stamps operations with the real time,
-   which the injected clock cannot move: see docs/PERFORMANCE.md), timed.
+   which the injected clock cannot move: see bench/RESULTS.md), timed.
 
 Usage: ``.venv/bin/python bench/bench_gc.py [--files 10000 --captures 2000
 --backends git,jj]``.  Not a test: it asserts nothing about size or speed,

@@ -25,7 +25,7 @@ def _skip_teardown(code: int) -> None:
     """Once the hook is done, leave without the interpreter's teardown.
 
     Tearing the modules down costs 5-8 ms, on every tool call
-    (docs/PERFORMANCE.md), and nothing the hook leaves needs it: its files
+    (bench/RESULTS.md), and nothing the hook leaves needs it: its files
     and locks are closed by their ``with`` blocks, SQLite has committed, and
     the output is flushed here.  Registered with atexit, so the usual
     SystemExit unwinding (and anything a caller does after catching it) runs

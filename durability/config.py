@@ -44,7 +44,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_WORKTREE": "the worktree a hook captures",
     "DURABILITY_REPLICATION_BOUND_MS": "a checkpoint not on its remote after this long is a "
                                        "replication-failed gap",
-    "DURABILITY_CONFIG": "the config file (retention policy; docs/RETENTION.md)",
+    "DURABILITY_CONFIG": "the config file (retention policy; docs/how-to/retention.md)",
     "DURABILITY_GC_INTERVAL_MS": "how often the service runs gc (0: never)",
     "DURABILITY_INFORMED_WORKTREES": "worktrees the service watches to inform hook captures "
                                      "(0: none)",

@@ -7,7 +7,7 @@ writers of one worktree at once are refused at load (``WORKFLOW_INVALID``)
 unless the workflow says it accepts the risk, as this one does with
 ``shared_worktree_ok=True``: a resume restores the worktree for the task it
 re-runs, to the newest checkpoint of the worktree across the run's attempts
-(docs/ENGINE.md, "Where a re-run starts"), so a task that finished keeps its
+(docs/how-to/runs.md, "Where a re-run starts"), so a task that finished keeps its
 files, but what the other wrote after that checkpoint is undone.  ``lint``
 only reads (``worktree="read"``), so it may run beside anything.
 

@@ -1,5 +1,5 @@
 """``durability browse``: sessions, their checkpoints, what each changed, and
-a restore behind a confirmation, in the terminal (docs/INSPECTING.md).
+a restore behind a confirmation, in the terminal (docs/how-to/inspect.md).
 
 - ``model.py``: what the browser shows, read from the store and the
   checkpoints' repositories through ``inspect`` (no Textual: testable and

@@ -7,7 +7,7 @@ checkpoint, and a confirmation before a restore.  A restore is
 ``capture.restore.restore``, exactly as the command runs it: a pre-restore
 checkpoint is taken first, and the browser then names it as the undo.
 
-Keys are listed in docs/INSPECTING.md and in the footer.
+Keys are listed in docs/how-to/inspect.md and in the footer.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class CaptureRequest:
     #: Worktree-relative paths a watcher saw change since its previous request
     #: (None: unknown).  Only a watcher that can prove it missed nothing (no
     #: queue overflow, an event barrier up to this request) may set it; the
-    #: first request of a watch must leave it None.  See docs/GIT_BACKEND.md.
+    #: first request of a watch must leave it None.  See docs/explanation/git-backend.md.
     changed_paths: frozenset[str] | None = None
     #: The requester's deadline (ms since the epoch): past it the requester
     #: has given up waiting and records the request itself, so no capture may

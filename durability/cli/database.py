@@ -1,4 +1,4 @@
-"""``migrate``: the state store's own moves between databases (docs/ENGINE.md,
+"""``migrate``: the state store's own moves between databases (docs/how-to/runs.md,
 "PostgreSQL")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``forget`` command: take paths out of every checkpoint (docs/FORGET.md)."""
+"""The ``forget`` command: take paths out of every checkpoint (docs/how-to/forget.md)."""
 
 from __future__ import annotations
 

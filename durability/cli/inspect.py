@@ -2,7 +2,7 @@
 (two checkpoints, or one and the worktree) and ``log`` (a worktree's
 timeline).  None of them writes to a worktree or records a checkpoint (``log``
 takes the gap spool into the store first, as ``gaps`` does);
-docs/INSPECTING.md documents their output."""
+docs/how-to/inspect.md documents their output."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     shown = describe(store, _find(store, run_id, node_id, iteration, attempt, seq))
     from durability.store.remote_rows import Remotes
 
-    # {remote: pushed | pending | failed} (docs/REMOTE.md); {} without a remote.
+    # {remote: pushed | pending | failed} (docs/how-to/remote.md); {} without a remote.
     replicated = Remotes(store.location).states([shown.checkpoint]).get(
         shown.checkpoint.request_id, {})
     if as_json:

@@ -1,4 +1,4 @@
-"""``durability logs``: a run's event log (docs/ENGINE.md, "Event log").
+"""``durability logs``: a run's event log (docs/how-to/runs.md, "Event log").
 
 The log is for people and tools; the engine never reads it.  ``--follow``
 keeps printing new events until the run parks (finished, failed, waiting,

@@ -1,5 +1,5 @@
 """``durability mcp``: the durability surface as MCP tools for an agent
-(docs/MCP.md); a thin command over ``durability.mcp``."""
+(docs/how-to/mcp.md); a thin command over ``durability.mcp``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The ``remote`` commands: the git remotes a worktree's checkpoints are
-replicated to (docs/REMOTE.md)."""
+replicated to (docs/how-to/remote.md)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def remote_group() -> None:
     The running service pushes every new checkpoint (and the earlier ones)
     to each remote named here, in the background; nothing goes to a remote
     you did not name, origin included.  Checkpoints can hold files you never
-    committed: see docs/REMOTE.md.
+    committed: see docs/how-to/remote.md.
 
     \b
     Example:

@@ -1,5 +1,5 @@
 """What ``durability restore`` prints: the JSON shapes and the lines of a
-dry run (documented in docs/RESTORE.md; the shapes are tested).
+dry run (documented in docs/how-to/restore.md; the shapes are tested).
 
 A dry run's order is part of its format, whatever order a backend's plan
 came in: the paths to write, then those to delete, then those left, each

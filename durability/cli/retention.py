@@ -1,4 +1,4 @@
-"""The retention command: ``gc`` (docs/RETENTION.md)."""
+"""The retention command: ``gc`` (docs/how-to/retention.md)."""
 
 from __future__ import annotations
 

@@ -228,7 +228,7 @@ def _kind(name: str, value: object) -> object:
 
 
 def _remotes(settings: Settings, where: Path, env: Mapping[str, str]) -> Check | None:
-    """The remotes of this worktree, if it has any (docs/REMOTE.md): git
+    """The remotes of this worktree, if it has any (docs/how-to/remote.md): git
     must be there to push, and no checkpoint should be failing to get there."""
     import shutil
 

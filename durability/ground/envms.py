@@ -1,7 +1,7 @@
 """The ``DURABILITY_*_MS`` settings: one table and one parser.
 
 Standard library only, and nothing imported at all: the hook reads these on
-every tool call (docs/PERFORMANCE.md), and ``durability.config.Settings``
+every tool call (bench/RESULTS.md), and ``durability.config.Settings``
 reads them through the same function, so the two can never disagree about
 what is valid.
 """
@@ -31,7 +31,7 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # in-process; never more than half of what is left of the hook budget.
     "DURABILITY_SERVICE_ANSWER_MS": (3_000, False),
     # A checkpoint not on a remote of its worktree this long after its
-    # capture is filed as a replication-failed gap (docs/REMOTE.md).
+    # capture is filed as a replication-failed gap (docs/how-to/remote.md).
     "DURABILITY_REPLICATION_BOUND_MS": (300_000, False),
     # The longest a watched worktree goes without a full capture: writes
     # inotify never reports (mmap, a hard link made from outside) are taken

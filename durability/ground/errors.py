@@ -94,10 +94,10 @@ GAP_REASONS = frozenset({
     # the path cannot be read, or jj refused a new file over its size limit.
     "unreadable-path", "file-too-large",
     # A checkpoint was not on a remote of its worktree within
-    # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/REMOTE.md).
+    # DURABILITY_REPLICATION_BOUND_MS of its capture (docs/how-to/remote.md).
     "replication-failed",
     # A checkpoint holding a file that matches the secret patterns (or with
-    # one in the history its push carries) is not pushed (docs/REMOTE.md).
+    # one in the history its push carries) is not pushed (docs/how-to/remote.md).
     "secret-withheld",
     # A tool call was announced (the harness's pre-call hook) and no post-call
     # hook ever came for it: killed mid-call (durability/gaps/calls.py).
@@ -134,7 +134,7 @@ class InvalidInput(DurabilityError):
 
 
 class CredentialRefused(InvalidInput):
-    """A remote URL holding a credential (docs/REMOTE.md): refused, never stored."""
+    """A remote URL holding a credential (docs/how-to/remote.md): refused, never stored."""
 
     code = "remote-credential"
 
@@ -292,7 +292,7 @@ _EXIT_CODES = {
     "restore-conflict": 7,
     # A restore whose .gitignore files would let captures record ignored files.
     "restore-would-unignore": 7,
-    # A push to or fetch from a checkpoint remote failed (docs/REMOTE.md).
+    # A push to or fetch from a checkpoint remote failed (docs/how-to/remote.md).
     "remote-failed": 9,
     "replication-failed": 9,
     "secret-withheld": 9,

@@ -1,7 +1,7 @@
 """JSON for the hook's fast path without importing ``json``.
 
 ``json`` imports ``re`` (and with it ``enum`` and the regex compiler), about
-6 ms of every hook call (docs/PERFORMANCE.md).  The parsing itself is CPython's
+6 ms of every hook call (bench/RESULTS.md).  The parsing itself is CPython's
 C scanner, ``_json.make_scanner``, which ``json`` uses too; this module only
 skips the Python wrapper.  Anything unusual (bytes that are not UTF-8, an
 error, a type the small encoder does not know) goes to ``json`` itself, so

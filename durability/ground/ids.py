@@ -113,7 +113,7 @@ def sha256_hex(data: bytes) -> str:
     """The SHA-256 hex digest of ``data``, as ``hashlib.sha256(data).hexdigest()``.
 
     Uses CPython's built-in SHA-256 module when there is one: ``hashlib`` loads
-    OpenSSL, about 3 ms of CPU on every hook call (docs/PERFORMANCE.md).  The
+    OpenSSL, about 3 ms of CPU on every hook call (bench/RESULTS.md).  The
     module is ``_sha256`` up to CPython 3.11 and ``_sha2`` from 3.12.
     """
     try:

@@ -1,4 +1,4 @@
-"""Token-shaped text out of what leaves the machine or is shown (docs/REMOTE.md,
+"""Token-shaped text out of what leaves the machine or is shown (docs/how-to/remote.md,
 "What is redacted").
 
 One function, ``redact``, for every place that prints, logs or stores a URL,

@@ -23,7 +23,7 @@ from durability.ground import client, envms, fastjson, ids, paths
 from durability.ground.errors import InsecurePath, ServiceBusy, ServiceTimeout, ServiceUnreachable
 
 # Imports kept off the fast path, which runs on every tool call (see
-# docs/PERFORMANCE.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
+# bench/RESULTS.md): typing (~3 ms) is for annotations only, uuid (~3 ms,
 # it imports platform) is replaced by _random_id, and spool (~9 ms with
 # dataclasses) is imported when a gap is actually filed.
 TYPE_CHECKING = False

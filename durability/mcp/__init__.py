@@ -1,4 +1,4 @@
-"""The MCP server (``durability mcp``, docs/MCP.md): models.py (typed inputs
+"""The MCP server (``durability mcp``, docs/how-to/mcp.md): models.py (typed inputs
 and outputs), tools.py (one function per tool, over the library the CLI
 uses), server.py (the SDK's stdio server; failures as answers with codes).
 

@@ -1,4 +1,4 @@
-"""The typed inputs and outputs of the MCP tools (docs/MCP.md).
+"""The typed inputs and outputs of the MCP tools (docs/how-to/mcp.md).
 
 Inputs are strict about what comes from outside: unknown fields are refused
 (a misspelt ``seq`` must not silently restore the latest checkpoint), ids are

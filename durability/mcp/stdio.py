@@ -1,5 +1,5 @@
 """``durability mcp``: the tools of ``tools.py`` served over stdio with the
-official MCP SDK's low-level server (docs/MCP.md).
+official MCP SDK's low-level server (docs/how-to/mcp.md).
 
 The low-level server, not ``MCPServer``: every answer is built here, so a
 failure reaches the agent as one shape whatever raised it.  A tool that

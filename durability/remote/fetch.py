@@ -1,4 +1,4 @@
-"""What ``restore --from-remote`` fetches before it restores (docs/REMOTE.md).
+"""What ``restore --from-remote`` fetches before it restores (docs/how-to/remote.md).
 
 On a machine whose store knows nothing of the run (a fresh clone of the
 project, or an empty folder): fetch the remote's manifest, pick the run's

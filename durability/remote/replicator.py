@@ -1,5 +1,5 @@
 """The service's replicator: pushes every new checkpoint to the remotes of
-its worktree, in the background (docs/REMOTE.md).
+its worktree, in the background (docs/how-to/remote.md).
 
 A capture never waits for it: the outbox is a table of the store, written in
 the capture's own transaction (``durability.store.outbox``), and the service only
@@ -336,7 +336,7 @@ class Replicator:
             remedy = ("`durability forget` the path, or allow it under [secrets] allow in "
                       "the config file")
         detail = (f"seq {c.seq} ({c.commit_id[:12]}) not pushed to remote {p.remote.name}: "
-                  f"it would carry {named}; {remedy} (docs/REMOTE.md)")
+                  f"it would carry {named}; {remedy} (docs/how-to/remote.md)")
         log.warning("withheld %s seq %s from %s: %s", c.run_id, c.seq, p.remote.name, named)
         write_gap(self.settings, spool.gap_record(
             run_id=c.run_id, request_id=f"{WITHHELD_REASON}-{p.remote.name}-{c.request_id}",

@@ -1,5 +1,5 @@
 """Which files never leave the machine unasked: the secret patterns a push is
-checked against (docs/REMOTE.md, "Secrets are withheld").
+checked against (docs/how-to/remote.md, "Secrets are withheld").
 
 A checkpoint's push carries its commit and every ancestor the remote lacks
 (for git, the attempt's whole chain and the branch it grew from).  So the

@@ -1,5 +1,5 @@
 """Retention: which checkpoints may go (``policy``), ``durability gc`` (``gc``) and
-``durability forget`` (``forget``: paths out of every checkpoint, docs/FORGET.md).
+``durability forget`` (``forget``: paths out of every checkpoint, docs/how-to/forget.md).
 
-docs/RETENTION.md documents the policy, its defaults and the config file.
+docs/how-to/retention.md documents the policy, its defaults and the config file.
 """

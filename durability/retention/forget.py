@@ -1,4 +1,4 @@
-"""``durability forget``: take paths out of every checkpoint (docs/FORGET.md).
+"""``durability forget``: take paths out of every checkpoint (docs/how-to/forget.md).
 
 Under the worktree locks of every worktree the repository's store holds (as
 gc takes them: a capture waits, and is answered after), and the replication

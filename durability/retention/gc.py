@@ -66,7 +66,7 @@ def extra_keepers(settings: Settings) -> list[Keeper]:
     """The keepers other features add to the policy (the one place to plug
     one in; the CLI and the service's schedule both call this).
 
-    Replication (docs/REMOTE.md): when a worktree has a remote, a checkpoint
+    Replication (docs/how-to/remote.md): when a worktree has a remote, a checkpoint
     not yet on it is kept (``not-pushed``), and so is every git checkpoint of
     that worktree (``replicated``): thinning a git attempt rewrites its chain
     of commits, and the remote, which holds the old chain and is never
@@ -263,7 +263,7 @@ def _drop_git(store: Store, git_dir: Path, expired: list[Checkpoint], repo: Repo
             # ref keeps.  Any other failure: its chain may be half moved.
             # Either way drop none of its rows, and keep every ref.
             expired = [c for c in expired if _key(c) != key]
-            repo.note = f"{exc}; left as it is (docs/RETENTION.md#limits)"
+            repo.note = f"{exc}; left as it is (docs/how-to/retention.md#limits)"
             log.warning("gc left %s as it is: %s", key, exc)
             continue
         renamed.update(moved)

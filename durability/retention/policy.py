@@ -2,7 +2,7 @@
 
 Pure: rows and a clock in, a verdict per row out; nothing here touches a
 repository or the store.  The defaults and the config file are documented in
-docs/RETENTION.md.
+docs/how-to/retention.md.
 
 A checkpoint is kept when any keeper claims it, in this order:
 

@@ -8,7 +8,7 @@ the starting tree is recorded as a checkpoint (source ``attempt``, label
 is closed, so ``jj_pointer`` is where the tree ended up.
 
 ``restore_target`` picks the checkpoint a re-run starts from
-(docs/ENGINE.md, "Where a re-run starts"); it reads only checkpoint rows.
+(docs/how-to/runs.md, "Where a re-run starts"); it reads only checkpoint rows.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a run was started from: the workflow file, the project modules it
 imports, its path and the repository root.
 
-Stored at start and checked on every resume (resume contract 4, docs/ENGINE.md): a changed
+Stored at start and checked on every resume (resume contract 4, docs/how-to/runs.md): a changed
 or missing file fails with ``RESUME_METADATA_MISMATCH`` naming it.  Files are
 rehashed from disk *before* the workflow runs again, so an edited workflow
 never executes before the check.

@@ -35,7 +35,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # become a path, and nothing a shell or a file name would trip on.
 _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}")
 
-#: Where a task works (docs/ENGINE.md, "Parallel tasks and worktrees"):
+#: Where a task works (docs/how-to/runs.md, "Parallel tasks and worktrees"):
 #: ``shared`` writes the run's worktree, ``isolated`` writes its own jj
 #: workspace or git worktree merged back when it finishes, ``read`` only
 #: reads the run's worktree (so it may run beside a writer).

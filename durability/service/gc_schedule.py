@@ -1,4 +1,4 @@
-"""The service's scheduled ``durability gc`` (docs/RETENTION.md).
+"""The service's scheduled ``durability gc`` (docs/how-to/retention.md).
 
 Every ``interval`` (``DURABILITY_GC_INTERVAL_MS`` when set, else the config
 file's ``service_interval_hours``, 24 h by default; 0 turns it off) the

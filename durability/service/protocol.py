@@ -31,7 +31,7 @@ Response::
 ``ping`` answers ``{"v": 1, "ok": true, "pid": ..., "version": ...,
 "captures": ..., "pushes": ..., "pushed": ...}`` (``pushes``: git pushes of
 checkpoints to remotes since the service started; ``pushed``: the
-checkpoints they carried, docs/REMOTE.md; ``capture``: what its captures
+checkpoints they carried, docs/how-to/remote.md; ``capture``: what its captures
 depend on beyond the worktree, ``durability.backends.capture_settings``,
 which doctor compares with its own shell's).
 

@@ -98,7 +98,7 @@ class InvalidValue(EngineError):
 
 
 class CredentialInURL(InvalidValue):
-    """A remote URL holding a credential: never stored (docs/REMOTE.md)."""
+    """A remote URL holding a credential: never stored (docs/how-to/remote.md)."""
 
     code = "remote-credential"
 

@@ -1,4 +1,4 @@
-"""The replication outbox's rows (docs/REMOTE.md, "The outbox"): one per
+"""The replication outbox's rows (docs/how-to/remote.md, "The outbox"): one per
 checkpoint and remote of its worktree that the remote does not hold yet.
 
 Written inside the transaction that makes a row due, so that no checkpoint

@@ -3,7 +3,7 @@
 The store's queries and migrations are written once, in the SQL both
 databases understand, plus a few SQLite spellings.  ``PgConnection`` wraps a
 psycopg 3 connection so that the store's code runs unchanged; it translates,
-and only translates, these (docs/ENGINE.md, "PostgreSQL"):
+and only translates, these (docs/how-to/runs.md, "PostgreSQL"):
 
 - ``?`` placeholders become ``%s`` (a literal ``%`` is doubled);
 - ``INSERT OR IGNORE INTO`` becomes ``INSERT INTO ... ON CONFLICT DO NOTHING``;

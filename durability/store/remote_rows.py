@@ -1,5 +1,5 @@
 """Remotes and replication state: the rows behind ``durability remote`` and
-the service's replicator (docs/REMOTE.md).
+the service's replicator (docs/how-to/remote.md).
 
 A remote is named per worktree (``remotes``).  The outbox is a table
 (``replication_outbox``, written by ``durability.store.outbox``): a row per checkpoint

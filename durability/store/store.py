@@ -207,7 +207,7 @@ class Store:
             f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",
             (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
-        # Due on its worktree's remotes from this commit on (docs/REMOTE.md).
+        # Due on its worktree's remotes from this commit on (docs/how-to/remote.md).
         queue_checkpoint(conn, new.request_id)
         append_for(conn, k, "checkpoint", now, seq=seq,
                    detail={"source": new.source, "commit_id": new.commit_id})

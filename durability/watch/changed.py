@@ -1,6 +1,6 @@
 """What a watch tells the git backend: the paths changed since its previous
 capture request, so a capture of a plain git worktree costs what changed, not
-the size of the tree (the "watcher-informed" contract, docs/GIT_BACKEND.md).
+the size of the tree (the "watcher-informed" contract, docs/explanation/git-backend.md).
 
 The promise is only made when no event can have been lost: never for the first
 request of a watch, after an event-queue overflow, after a failed capture, in

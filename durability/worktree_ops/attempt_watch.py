@@ -1,4 +1,4 @@
-"""The engine's own checkpoints of an attempt's worktree (docs/ENGINE.md,
+"""The engine's own checkpoints of an attempt's worktree (docs/how-to/runs.md,
 "Attempts checkpoint themselves").
 
 Around each attempt: a capture of the starting tree (source ``attempt``,

@@ -1,5 +1,5 @@
 """DURABILITY_INFORMED_WORKTREES and DURABILITY_INFORMED_WATCHES: the bounds of
-the service's internal watches (docs/GIT_BACKEND.md)."""
+the service's internal watches (docs/explanation/git-backend.md)."""
 
 from __future__ import annotations
 

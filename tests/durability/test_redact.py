@@ -1,4 +1,4 @@
-"""The redaction rule (docs/REMOTE.md, "What is redacted"), shape by shape:
+"""The redaction rule (docs/how-to/remote.md, "What is redacted"), shape by shape:
 each secret shape is replaced, each ordinary label is kept as is."""
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def test_input_nested_too_deeply_is_bad_input(spool_dir: Path) -> None:
 
 
 # A path that is not UTF-8 comes back as the same str from SQLite; PostgreSQL
-# keeps it escaped (docs/ENGINE.md, "Limits"), so the exact round trip is
+# keeps it escaped (docs/how-to/runs.md, "Limits"), so the exact round trip is
 # SQLite's.
 @pytest.mark.sqlite_file
 @pytest.mark.parametrize("backend", ["jj", "git"])
@@ -149,7 +149,7 @@ def test_a_non_utf8_worktree_is_captured_in_process(
 
 
 # A path that is not UTF-8 comes back as the same str from SQLite; PostgreSQL
-# keeps it escaped (docs/ENGINE.md, "Limits"), so the exact round trip is
+# keeps it escaped (docs/how-to/runs.md, "Limits"), so the exact round trip is
 # SQLite's.
 @pytest.mark.sqlite_file
 @pytest.mark.parametrize("backend", ["jj", "git"])
@@ -167,7 +167,7 @@ def test_a_non_utf8_worktree_is_captured_by_the_service(
 
 
 # A path that is not UTF-8 comes back as the same str from SQLite; PostgreSQL
-# keeps it escaped (docs/ENGINE.md, "Limits"), so the exact round trip is
+# keeps it escaped (docs/how-to/runs.md, "Limits"), so the exact round trip is
 # SQLite's.
 @pytest.mark.sqlite_file
 def test_a_missing_non_utf8_path_is_one_escaped_line(tmp_path: Path) -> None:

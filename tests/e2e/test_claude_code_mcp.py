@@ -1,7 +1,7 @@
 """End to end: the real Claude Code loads `durability mcp` from the project's
 .mcp.json and the (scripted) model uses it to list, restore and undo.
 
-`durability install-hook --scope project --mcp project` is run as docs/MCP.md
+`durability install-hook --scope project --mcp project` is run as docs/how-to/mcp.md
 says; the project server is approved as Claude Code's own dialog records a
 "yes" (``enabledMcpjsonServers`` in the project's .claude/settings.local.json;
 Claude Code 2.1.197 also approves project servers by itself under ``-p``, but

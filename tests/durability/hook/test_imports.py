@@ -1,4 +1,4 @@
-"""The hook's fast path stays cheap to import (docs/PERFORMANCE.md): it runs on
+"""The hook's fast path stays cheap to import (bench/RESULTS.md): it runs on
 every tool call, and each heavy module costs milliseconds of every call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``restore --from-remote`` against a remote someone else wrote (docs/REMOTE.md):
+"""``restore --from-remote`` against a remote someone else wrote (docs/how-to/remote.md):
 its manifest and refs are data from outside, so what it says may be a lie.
 Real git repositories, the installed CLI, manifests forged with git plumbing."""
 

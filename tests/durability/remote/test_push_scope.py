@@ -1,5 +1,5 @@
 """A push carries the checkpoint refs and the manifest, nothing else, whatever
-the user's git configuration asks of an ordinary push (docs/REMOTE.md,
+the user's git configuration asks of an ordinary push (docs/how-to/remote.md,
 "Nothing else: no branch, no tag").  Real git repositories, file:// remotes."""
 
 from __future__ import annotations

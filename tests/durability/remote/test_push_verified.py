@@ -1,5 +1,5 @@
 """A push is believed only when the remote shows what it took, and a stopping
-service leaves no push behind (docs/REMOTE.md): bare file:// remotes whose
+service leaves no push behind (docs/how-to/remote.md): bare file:// remotes whose
 hooks delete what they accept or hang on a fifo this test owns, the real
 replicator and the installed service."""
 

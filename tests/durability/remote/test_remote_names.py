@@ -1,6 +1,6 @@
 """A remote's name is a component of git refs on this machine
 (``refs/durability/remotes/NAME/``): a name git cannot hold there is refused
-when it is given, not when a restore needs it (docs/REMOTE.md)."""
+when it is given, not when a restore needs it (docs/how-to/remote.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each state store writes manifests of its own (docs/REMOTE.md): machines
+"""Each state store writes manifests of its own (docs/how-to/remote.md): machines
 that clone a project to the same path and name the same remote (a fleet of
 containers) never push over each other's list.  Real git repositories,
 file:// remotes, the replicator run in this process."""

@@ -1,5 +1,5 @@
 """The service replicates checkpoints to the remotes of their worktree, in the
-background, through a durable outbox (docs/REMOTE.md): real git repositories,
+background, through a durable outbox (docs/how-to/remote.md): real git repositories,
 bare file:// remotes that log every push they take, the installed service."""
 
 from __future__ import annotations

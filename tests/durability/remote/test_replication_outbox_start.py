@@ -1,6 +1,6 @@
 """The replication outbox is a table (durability/store/outbox.py): a service start
 queues the checkpoints a toolkit older than that table recorded without
-rows, and pushes them (docs/REMOTE.md, "The outbox")."""
+rows, and pushes them (docs/how-to/remote.md, "The outbox")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replication racing the user and failing halfway (docs/REMOTE.md): a remote
+"""Replication racing the user and failing halfway (docs/how-to/remote.md): a remote
 removed while a push to it is under way, a push of several batches whose
 later batch is refused.  Real git repositories, file:// remotes whose hooks
 hold or refuse pushes, the installed CLI and service."""

@@ -1,6 +1,6 @@
 """``restore --from-remote`` on another machine: a fresh clone of the project
 or an empty folder, with a store that has never heard of the run
-(docs/REMOTE.md).  Machine A captures and pushes (the service's replicator,
+(docs/how-to/remote.md).  Machine A captures and pushes (the service's replicator,
 run once in this process); machine B is the installed CLI with its own state
 folder, socket and spool."""
 

@@ -1,5 +1,5 @@
 """Handing a run over to another machine with ``restore --from-remote`` does
-not break the first machine's backups (issue 15, docs/REMOTE.md).
+not break the first machine's backups (issue 15, docs/how-to/remote.md).
 
 The pre-restore checkpoint of a ``--from-remote`` restore goes on a run of
 its own, never into the restored run's chain: once machine B's service has

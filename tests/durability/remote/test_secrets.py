@@ -1,4 +1,4 @@
-"""Nothing secret leaves the machine silently (docs/REMOTE.md, "Secrets are
+"""Nothing secret leaves the machine silently (docs/how-to/remote.md, "Secrets are
 withheld" and "What is redacted"): a checkpoint whose push would carry a
 secret-shaped file is withheld with a gap naming it, labels reach the remote
 redacted, and a URL holding a credential is refused, or, stored by an older

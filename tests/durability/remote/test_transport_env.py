@@ -1,6 +1,6 @@
 """git runs with the user's own settings for reaching a remote (how ssh is
 started, which CA to trust), and without the repository-locating variables of
-the environment it was started from (a hook's GIT_DIR): docs/REMOTE.md.
+the environment it was started from (a hook's GIT_DIR): docs/how-to/remote.md.
 No network: "ssh" here is a script that runs git's remote command locally."""
 
 from __future__ import annotations

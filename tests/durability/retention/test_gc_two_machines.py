@@ -1,5 +1,5 @@
 """Two machines sharing one PostgreSQL store, each with a repository at the
-same path (the fleet of containers at /workspace of docs/REMOTE.md): each
+same path (the fleet of containers at /workspace of docs/how-to/remote.md): each
 machine's worktree is its own (host id and path), so one machine's gc never
 judges the other's checkpoints, seqs are numbered per machine, and a
 checkpoint's base stays on its machine.

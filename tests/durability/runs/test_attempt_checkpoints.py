@@ -1,4 +1,4 @@
-"""Attempts checkpoint themselves (docs/ENGINE.md): a start checkpoint, a
+"""Attempts checkpoint themselves (docs/how-to/runs.md): a start checkpoint, a
 watch with the attempt's identity, a final capture however the attempt
 ended; and ``restore_target``'s choice, row by row."""
 

@@ -1,4 +1,4 @@
-"""Kill -9 acceptance of the two halves together (docs/ENGINE.md, "Attempts
+"""Kill -9 acceptance of the two halves together (docs/how-to/runs.md, "Attempts
 checkpoint themselves", "Where a re-run starts", "Parallel tasks and
 worktrees"): isolated tasks running two at once checkpoint themselves in
 their own worktrees, a task killed twice resumes in its own worktree (never

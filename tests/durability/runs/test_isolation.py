@@ -1,4 +1,4 @@
-"""Isolated worktrees (docs/ENGINE.md, "Parallel tasks and worktrees"):
+"""Isolated worktrees (docs/how-to/runs.md, "Parallel tasks and worktrees"):
 parallel tasks in their own jj workspaces or git worktrees, merged back;
 conflicts; a kill -9 mid-task; the load-time refusal of parallel writers of
 one shared worktree.  Real jj, real git, the installed CLI."""

@@ -1,4 +1,4 @@
-"""Resolving an isolated task's merge conflict, as docs/ENGINE.md tells
+"""Resolving an isolated task's merge conflict, as docs/how-to/runs.md tells
 (``A conflict``): the resolution in the task's worktree alone conflicts
 again (the merge base stays the task's start), the same resolution in both
 trees lands on resume.  Real jj and git, the installed CLI."""

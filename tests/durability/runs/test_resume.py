@@ -1,4 +1,4 @@
-"""The resume contract (docs/ENGINE.md) against real processes killed with SIGKILL at random
+"""The resume contract (docs/how-to/runs.md) against real processes killed with SIGKILL at random
 (seeded) points of a four-task workflow writing to a real jj worktree."""
 
 from __future__ import annotations

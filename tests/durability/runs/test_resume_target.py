@@ -1,4 +1,4 @@
-"""Where a re-run starts (docs/ENGINE.md, "Where a re-run starts"), against
+"""Where a re-run starts (docs/how-to/runs.md, "Where a re-run starts"), against
 real processes killed with SIGKILL, on jj and plain git worktrees.
 
 The tasks kill their own process (``os.kill(os.getpid(), SIGKILL)``) at the

@@ -143,7 +143,7 @@ def test_a_write_waits_for_the_writers_lock_then_fails_one_line(
 
 def test_a_path_that_is_not_utf8_is_found_again_but_reads_back_escaped(
         db_location: Path | str) -> None:
-    # PostgreSQL text must be UTF-8: such a path is stored escaped (docs/ENGINE.md).
+    # PostgreSQL text must be UTF-8: such a path is stored escaped (docs/how-to/runs.md).
     odd = "/w/caf\udce9"
     with Store(db_location) as store:
         store.record_checkpoint(NewCheckpoint(key=AttemptKey("r", "n", 0, 1), commit_id="a" * 40,

@@ -392,7 +392,7 @@ def test_idle_watch_takes_no_cpu(manager: Any, settings: Settings, repo: Path) -
 
 
 def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path: Path) -> None:
-    """The watcher-informed capture (docs/GIT_BACKEND.md): paths only when no
+    """The watcher-informed capture (docs/explanation/git-backend.md): paths only when no
     event can have been lost, and the checkpoint still holds every change."""
     grepo = make_git_repo(tmp_path / "g").resolve()
     store = Store(settings.database)
