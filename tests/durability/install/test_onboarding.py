@@ -242,7 +242,7 @@ def test_launcher_spool_is_where_the_toolkit_reads_it(tmp_path: Path, home_set: 
     payload = {"session_id": "spool-where", "cwd": str(tmp_path)}
     done = _run(f'/bin/sh "{root}/durability/run-hook.sh"', payload, env=env)
     assert done.returncode == 0
-    where = subprocess.run([sys.executable, "-c", "from durability import paths; "
+    where = subprocess.run([sys.executable, "-c", "from durability.ground import paths; "
                             "print(paths.spool_dir())"], env=env, capture_output=True,
                            text=True, check=True, timeout=60).stdout.strip()
     expected = Path(where) / "spool-where.gaps.ndjson"
