@@ -21,8 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from durability.runs.context import TaskContext
-from durability.runs.workflow import Workflow
+from durability.runs import TaskContext, Workflow
 
 workflow = Workflow("hello", max_parallel=1)
 

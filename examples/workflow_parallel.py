@@ -22,8 +22,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from durability.runs.context import TaskContext
-from durability.runs.workflow import Workflow
+from durability.runs import TaskContext, Workflow
 
 # Two tasks that write may run at once: each needs its own worktree (a
 # shared one is refused at load, unless shared_worktree_ok=True says so).

@@ -23,8 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from durability.runs.context import TaskContext
-from durability.runs.workflow import Workflow
+from durability.runs import TaskContext, Workflow
 
 workflow = Workflow("shared", max_parallel=2, shared_worktree_ok=True)
 

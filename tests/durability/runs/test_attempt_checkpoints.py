@@ -17,7 +17,7 @@ from durability.store.models import Checkpoint
 from durability.worktree_ops.ops import DurabilityOps
 from tests.helpers import cli, cli_json, make_jj_repo, state_database
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workflow_hello.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workflow_hello.py"
 
 
 def test_every_attempt_of_workflow_hello_has_checkpoints(tmp_path: Path, repo: Path) -> None:

@@ -13,7 +13,7 @@ from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
 from tests.helpers import cli, cli_json, state_database
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_workflow_shared_runs_two_writers_of_one_worktree(tmp_path: Path) -> None:
