@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from durability.ground import errors
-from durability.store.exceptions import NotFound, StoreUnavailable
+from durability.ground.store_errors import NotFound, StoreUnavailable
 from tests.helpers import cli, git, make_git_repo, start_service
 
 
