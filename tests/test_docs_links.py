@@ -1,7 +1,7 @@
-"""Every relative link in README.md, every page under docs/ and bench/RESULTS.md
-resolves: the file exists and, for a link into a Markdown page, so does the
-anchor (a heading, GitHub's way, or an ``<a id>``).  Nothing links outside the
-repository."""
+"""Every relative link in README.md, every page under docs/, bench/RESULTS.md
+and CHANGELOG.md resolves: the file exists and, for a link into a Markdown
+page, so does the anchor (a heading, GitHub's way, or an ``<a id>``).  Nothing
+links outside the repository."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ PAGES = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").rglob("*.md")),
     ROOT / "bench" / "RESULTS.md",
+    ROOT / "CHANGELOG.md",
 ]
 # [text](target), not an image; the target has no spaces.
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
