@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/*.md resolves: the file exists
+"""Every relative link in README.md and docs/**/*.md resolves: the file exists
 and, for a link into a Markdown page, so does the anchor (a heading, GitHub's
 way, or an ``<a id>``).  Nothing links outside the repository."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # [text](target), not an image; the target has no spaces.
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")
@@ -63,7 +63,7 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []
 
