@@ -1,7 +1,7 @@
-"""Every relative link in README.md, every page under docs/, bench/RESULTS.md
-and CHANGELOG.md resolves: the file exists and, for a link into a Markdown
-page, so does the anchor (a heading, GitHub's way, or an ``<a id>``).  Nothing
-links outside the repository."""
+"""Every relative link in README.md, CONTRIBUTING.md, CHANGELOG.md, every page
+under docs/ and bench/RESULTS.md resolves: the file exists and, for a link into
+a Markdown page, so does the anchor (a heading, GitHub's way, or an ``<a id>``).
+Nothing links outside the repository."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
     *sorted((ROOT / "docs").rglob("*.md")),
     ROOT / "bench" / "RESULTS.md",
     ROOT / "CHANGELOG.md",

@@ -1,5 +1,5 @@
-"""Every exit status the README documents, reached through the installed CLI,
-and the table they come from (``durability.ground.errors``)."""
+"""Every exit status docs/reference/exit-codes.md documents, reached through
+the installed CLI, and the table they come from (``durability.ground.errors``)."""
 
 from __future__ import annotations
 
