@@ -27,7 +27,7 @@ from durability.config import Settings
 from durability.ground import ids
 from durability.ground.errors import InvalidInput
 from durability.mcp import models as m
-from durability.output.records import entry_out
+from durability.output.records import entry_out, files_out
 from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
 from durability.store.models import Attempt, Session
 
@@ -251,17 +251,9 @@ def show(here: Here, args: m.PickIn) -> m.ShowOut:
 
     with here.store() as store:
         shown = describe(store, _pick(here, store, args))
-    files, totals = _files(shown.changes)
+    files, totals = files_out(shown.changes)
     return m.ShowOut(checkpoint=_checkpoint(shown.checkpoint), base=_side(shown.base),
                      files=files, totals=totals)
-
-
-def _files(changes: Changes | None) -> tuple[list[m.FileChangeOut], m.TotalsOut]:
-    """The files ``changes`` holds and their totals (none: no base)."""
-    if changes is None:
-        return [], m.TotalsOut(files=0, additions=0, deletions=0)
-    return ([m.FileChangeOut.from_record(f) for f in changes.files()],
-            m.TotalsOut.from_record(changes.totals()))
 
 
 def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
@@ -287,7 +279,7 @@ def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
             shown = describe(store, a, paths=paths)
             changes, old, new = shown.changes, _side(shown.base), _side(a)
     patch, cut = _patch(changes, args) if args.patch and changes is not None else (None, False)
-    files, totals = _files(changes)
+    files, totals = files_out(changes)
     return m.DiffOut.model_validate({"from": old, "to": new, "files": files, "totals": totals,
                                      "patch": patch, "patch_truncated": cut})
 
@@ -411,33 +403,15 @@ def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
         "run_id": target.run_id, "node_id": target.node_id, "iteration": target.iteration,
         "attempt": target.attempt, "seq": target.seq, "paths": list(args.paths) or None}
     if args.dry_run:
-        seen = preview(here.settings, **which)
-        return m.RestoreOut(dry_run=True, worktree=seen.worktree, target=_must(_side(seen.target)),
-                            paths=list(seen.paths) if seen.paths is not None else None,
-                            written=[p for p, _ in seen.changes.write],
-                            deleted=list(seen.changes.delete),
-                            left=[{"path": p, "why": why} for p, why in seen.changes.left])
+        return m.RestoreOut.of_preview(preview(here.settings, **which))
     # Every restore takes its pre-restore checkpoint first (contract 7): the undo.
     done = do_restore(here.settings, **which)
     r = done.undo_key  # the attempt the pre-restore checkpoint went on
-    pre = m.SideOut(run_id=r.run_id, node_id=r.node_id, iteration=r.iteration,
-                    attempt=r.attempt, seq=done.pre_restore_seq,
-                    commit_id=done.pre_restore_commit)
     undo = {"run_id": r.run_id, "node_id": r.node_id, "iteration": r.iteration,
             "attempt": r.attempt, "seq": done.pre_restore_seq}
     command = (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)}"
                f" --iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
-    return m.RestoreOut(dry_run=False, worktree=done.worktree,
-                        target=_must(_side(done.restored)),
-                        paths=list(done.paths) if done.paths is not None else None,
-                        written=[p for p, _ in done.changes.write],
-                        deleted=list(done.changes.delete), pre_restore=pre,
-                        undo=m.UndoOut(arguments=undo, command=command))
-
-
-def _must(side: m.SideOut | None) -> m.SideOut:
-    assert side is not None
-    return side
+    return m.RestoreOut.of_restored(done, m.UndoOut(arguments=undo, command=command))
 
 
 def runs(here: Here, args: m.NoIn) -> m.RunsOut:

@@ -10,56 +10,64 @@ import this room: the store stands alone and the hook's fast path and the
 service's capture path never load pydantic) and printed with ``dump()``,
 which is what ``--json`` prints and what an MCP answer carries.
 
-Importing this package loads pydantic (about 60 ms): a command imports it
-only when it prints JSON."""
+Importing this package is cheap: a model is loaded (with pydantic, about
+60 ms) on first use, so a command can name ``output.FooOut`` in its JSON
+branch and pay for pydantic only when it prints JSON."""
 
 from __future__ import annotations
 
-from durability.output.answers import (
-    AttemptsOut,
-    ChangesOut,
-    CheckpointListedOut,
-    CheckpointsOut,
-    DecisionOut,
-    DiffOut,
-    ErrorOut,
-    GapsOut,
-    GcPreviewOut,
-    LogOut,
-    LogsOut,
-    PreviewOut,
-    RemotesOut,
-    RestoredOut,
-    RestoreOut,
-    RunsOut,
-    RunStatusOut,
-    ServiceStatusOut,
-    SessionsOut,
-    ShownOut,
-    ShowOut,
-    SnapshotOut,
-    StartedOut,
-    StoppedOut,
-    UndoOut,
-)
-from durability.output.base import Out, mirror
-from durability.output.records import (
-    AttemptOut,
-    CheckpointOut,
-    CheckpointRecordOut,
-    EventOut,
-    FileChangeOut,
-    GapOut,
-    LogCheckpointOut,
-    LogGapOut,
-    PointOut,
-    RemoteOut,
-    RemoteRowOut,
-    SessionOut,
-    SideOut,
-    TableCopyOut,
-    TotalsOut,
-)
+# typing is not imported at run time (as in durability/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from durability.output.answers import (
+        AttemptsOut,
+        ChangesOut,
+        CheckpointListedOut,
+        CheckpointsOut,
+        DecisionOut,
+        DiffOut,
+        ErrorOut,
+        GapsOut,
+        GcPreviewOut,
+        LogOut,
+        LogsOut,
+        PreviewOut,
+        RemotesOut,
+        RestoredOut,
+        RestoreOut,
+        RunsOut,
+        RunStatusOut,
+        ServiceStatusOut,
+        SessionsOut,
+        ShownOut,
+        ShowOut,
+        SnapshotOut,
+        StartedOut,
+        StoppedOut,
+        UndoOut,
+    )
+    from durability.output.base import Out, mirror
+    from durability.output.records import (
+        AttemptOut,
+        CheckpointOut,
+        CheckpointRecordOut,
+        EventOut,
+        FileChangeOut,
+        GapOut,
+        LogCheckpointOut,
+        LogGapOut,
+        PointOut,
+        RemoteOut,
+        RemoteRowOut,
+        SessionOut,
+        SideOut,
+        TableCopyOut,
+        TotalsOut,
+        entry_out,
+        files_out,
+    )
 
 __all__ = [
     "AttemptOut",
@@ -103,5 +111,22 @@ __all__ = [
     "TableCopyOut",
     "TotalsOut",
     "UndoOut",
+    "entry_out",
+    "files_out",
     "mirror",
 ]
+
+
+#: The modules the names live in, searched in this order.
+_MODULES = ("durability.output.records", "durability.output.answers", "durability.output.base")
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import importlib
+
+        for module in _MODULES:
+            found = getattr(importlib.import_module(module), name, None)
+            if found is not None:
+                return found
+    raise AttributeError(f"module 'durability.output' has no attribute {name!r}")

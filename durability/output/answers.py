@@ -7,7 +7,7 @@ has its own, built from the same parts (``records``)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -25,6 +25,9 @@ from durability.output.records import (
     SideOut,
     TotalsOut,
 )
+
+if TYPE_CHECKING:
+    from durability.restore.apply import Preview, Restored
 
 __all__ = ["AttemptsOut", "ChangesOut", "CheckpointListedOut", "CheckpointsOut", "DecisionOut",
            "DiffOut", "ErrorOut", "GapsOut", "GcPreviewOut", "LogOut", "LogsOut", "PreviewOut",
@@ -78,6 +81,21 @@ class RestoredOut(Out):
     written: int
     deleted: int
 
+    @classmethod
+    def of(cls, done: Restored) -> RestoredOut:
+        return cls(worktree=done.worktree, restored=PointOut.from_record(done.restored),
+                   pre_restore=_pre_restore(done),
+                   paths=list(done.paths) if done.paths is not None else None,
+                   written=len(done.changes.write), deleted=len(done.changes.delete))
+
+
+def _pre_restore(done: Restored) -> SideOut:
+    """The checkpoint a restore took of the tree first: its undo."""
+    key = done.undo_key  # the attempt the pre-restore checkpoint went on
+    return SideOut(run_id=key.run_id, node_id=key.node_id, iteration=key.iteration,
+                   attempt=key.attempt, seq=done.pre_restore_seq,
+                   commit_id=done.pre_restore_commit)
+
 
 class WriteOut(Out):
     path: str
@@ -99,6 +117,18 @@ class PreviewOut(Out):
     write: list[WriteOut]
     delete: list[str]
     left: list[LeftOut]
+
+    @classmethod
+    def of(cls, seen: Preview) -> PreviewOut:
+        """The order is part of the format, whatever order a backend's plan
+        came in: each group by path (by code point: for UTF-8 names, their
+        byte order)."""
+        changes = seen.changes
+        return cls(worktree=seen.worktree, target=PointOut.from_record(seen.target),
+                   paths=list(seen.paths) if seen.paths is not None else None,
+                   write=[WriteOut(path=p, how=how) for p, how in sorted(changes.write)],
+                   delete=sorted(changes.delete),
+                   left=[LeftOut(path=p, why=why) for p, why in sorted(changes.left)])
 
 
 class StartedOut(Out):
@@ -199,6 +229,24 @@ class RestoreOut(Out):
     pre_restore: SideOut | None = Field(default=None, description="The checkpoint of the tree "
                                         "before the restore (None on a dry run).")
     undo: UndoOut | None = None
+
+    @classmethod
+    def of_preview(cls, seen: Preview) -> RestoreOut:
+        """A dry run (in the plan's order, as the tool always answered)."""
+        return cls(dry_run=True, worktree=seen.worktree, target=SideOut.from_record(seen.target),
+                   paths=list(seen.paths) if seen.paths is not None else None,
+                   written=[p for p, _ in seen.changes.write],
+                   deleted=list(seen.changes.delete),
+                   left=[{"path": p, "why": why} for p, why in seen.changes.left])
+
+    @classmethod
+    def of_restored(cls, done: Restored, undo: UndoOut) -> RestoreOut:
+        return cls(dry_run=False, worktree=done.worktree,
+                   target=SideOut.from_record(done.restored),
+                   paths=list(done.paths) if done.paths is not None else None,
+                   written=[p for p, _ in done.changes.write],
+                   deleted=list(done.changes.delete), pre_restore=_pre_restore(done),
+                   undo=undo)
 
 
 class RunsOut(Out):

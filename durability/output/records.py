@@ -19,11 +19,13 @@ from durability.store.events import Event
 from durability.store.models import Attempt, Checkpoint, Gap, Session
 
 if TYPE_CHECKING:
+    from durability.inspect.diff import Changes
     from durability.inspect.timeline import Entry
 
 __all__ = ["AttemptOut", "CheckpointOut", "CheckpointRecordOut", "EventOut", "FileChangeOut",
            "GapOut", "LogCheckpointOut", "LogGapOut", "PointOut", "RemoteOut", "RemoteRowOut",
-           "SessionOut", "SideOut", "TableCopyOut", "TotalsOut", "entry_out"]
+           "SessionOut", "SideOut", "TableCopyOut", "TotalsOut", "entry_out",
+           "files_out"]
 
 
 # The mirrors carry no docstring: it would become the schema's description.
@@ -103,8 +105,13 @@ class TotalsOut(Out):
     deletions: int
 
 
-#: No changes (a checkpoint with no base).
-NO_TOTALS: dict[str, int] = {"files": 0, "additions": 0, "deletions": 0}
+def files_out(changes: Changes | None) -> tuple[list[FileChangeOut], TotalsOut]:
+    """The files ``changes`` holds and their totals (None, a checkpoint
+    with no base: none)."""
+    if changes is None:
+        return [], TotalsOut(files=0, additions=0, deletions=0)
+    return ([FileChangeOut.from_record(f) for f in changes.files()],
+            TotalsOut.from_record(changes.totals()))
 
 
 class LogCheckpointOut(mirror(Checkpoint,  # type: ignore[misc]

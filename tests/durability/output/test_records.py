@@ -64,16 +64,16 @@ def test_a_mirror_answers_what_the_record_holds() -> None:
 
 def test_a_log_entry_dumps_as_log_json_prints_it() -> None:
     c, base = _checkpoint(2), _checkpoint(1)
-    entry = o.records.entry_out(Entry(c.created_at_ms, c, base, Totals(1, 2, 3))).dump()
+    entry = o.entry_out(Entry(c.created_at_ms, c, base, Totals(1, 2, 3))).dump()
     assert list(entry) == ["kind", *_names(Checkpoint), "base", "totals"]
     assert entry["kind"] == "checkpoint" and entry["seq"] == 2
     assert entry["base"] == {"run_id": "run", "node_id": "n", "iteration": 0, "attempt": 1,
                              "seq": 1, "commit_id": "c1"}
     assert entry["totals"] == {"files": 1, "additions": 2, "deletions": 3}
-    first = o.records.entry_out(Entry(c.created_at_ms, c)).dump()
+    first = o.entry_out(Entry(c.created_at_ms, c)).dump()
     assert first["base"] is None and first["totals"] is None
     gap = Gap(5, "run", "req", "jj-failed")
-    assert o.records.entry_out(Entry(5, gap=gap)).dump() == {"kind": "gap",
+    assert o.entry_out(Entry(5, gap=gap)).dump() == {"kind": "gap",
                                                              **dataclasses.asdict(gap)}
 
 
