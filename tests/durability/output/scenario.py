@@ -79,6 +79,17 @@ def cli_answers(tmp_path: Path) -> dict[str, Any]:
         out["restore path"] = run("restore", "ra", "--seq", "3", "--path", "a.txt", "--json")
         out["status"] = run("status", "--json", code=NOT_FOUND_EXIT)
         out["stop"] = run("stop", "--json")
+    project = tmp_path / "project"
+    project.mkdir()
+    out["install-hook"] = run("install-hook", "--scope", "project", "--project-dir",
+                              str(project), "--mcp", "--json")
+    # Its notes depend on the machine (a login shell's PATH): a list of
+    # lines, pinned as a key and a type, not as a count.
+    notes = out["install-hook"]["notes"]
+    assert isinstance(notes, list) and all(isinstance(n, str) for n in notes)
+    out["install-hook"]["notes"] = ["a note"]
+    out["install-hook uninstall"] = run("install-hook", "--scope", "project", "--project-dir",
+                                        str(project), "--mcp", "--uninstall", "--json")
     flow = tmp_path / "quick.py"
     flow.write_text(WORKFLOW)
     out["run"] = run("run", str(flow), "--run-id", "q0", "--worktree", str(repo), "--json")
