@@ -105,7 +105,12 @@ class Outcome:
                    gap_recorded=bool(answer.get("gap_recorded")))
 
     def to_dict(self) -> dict[str, Any]:
-        """The outcome as the socket and the CLI's JSON show it."""
+        """The outcome as the socket and the CLI's JSON show it.
+
+        A plain dict, not a model of ``durability.output``: the service
+        answers every hook with it and the hook's in-process capture builds
+        it, paths that never load pydantic (measured: 0.13 us here against
+        3.3 us to build and dump a model, and pydantic's ~60 ms import)."""
         if self.ok:
             done: dict[str, Any] = {"seq": self.seq, "commit_id": self.commit_id,
                                     "deduped": self.deduped}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from durability import output
 from durability.backends.base import MOVING
 from durability.cli import options
 from durability.ground import ids
@@ -45,6 +46,7 @@ def snapshot(path: Path | None, run_id: str, node_id: str, iteration: int, attem
                               key=AttemptKey(run_id, node_id, iteration, attempt),
                               path=where, label=label, request_id=str(uuid.uuid4()))
     if as_json:
+        # The service's answer on the socket (a plain dict: see Outcome.to_dict).
         options.emit(result.to_dict())
     else:
         left = [s for s in result.skipped if s.reason != MOVING]
@@ -81,8 +83,9 @@ def sessions(worktree: Path | None, as_json: bool) -> None:
     rows = store.sessions(worktree=root)
     from durability.cli.table import sessions_table
 
-    options.listing([s.to_dict() for s in rows], as_json, lambda: sessions_table(rows),
-                    "no sessions recorded yet" + (f" for {root}" if root else ""))
+    options.listing(rows, as_json, lambda: sessions_table(rows),
+                    "no sessions recorded yet" + (f" for {root}" if root else ""),
+                    lambda s: output.SessionOut.from_record(s))
 
 
 @click.command()
@@ -107,17 +110,15 @@ def snapshots(run_id: str | None, latest: bool, node_id: str | None, as_json: bo
         if nodes:
             raise NotFound(f"run {run_id!r} has no node {node_id!r} (its nodes: "
                            f"{', '.join(nodes)})")
-    keys = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
-            "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
-            "agent_type")
     from durability.cli.table import checkpoints_table
     from durability.store.remote_rows import Remotes
 
     # {remote: pushed | pending | failed}; {} when the worktree has no remote.
     states = Remotes(store.location).states(rows) if as_json else {}
-    options.listing([{**{k: getattr(r, k) for k in keys},
-                      "replicated": states.get(r.request_id, {})} for r in rows], as_json,
-             lambda: checkpoints_table(rows), f"no checkpoints for run {run_id}")
+    options.listing(rows, as_json, lambda: checkpoints_table(rows),
+                    f"no checkpoints for run {run_id}",
+                    lambda r: output.CheckpointListedOut.from_record(
+                        r, replicated=states.get(r.request_id, {})))
 
 
 @click.command()
@@ -262,8 +263,8 @@ def gaps(run_id: str | None, latest: bool, as_json: bool) -> None:
     rows = store.gaps(run_id)
     from durability.cli.table import gaps_table
 
-    options.listing([g.to_dict() for g in rows], as_json, lambda: gaps_table(rows),
-             f"no gaps for run {run_id}")
+    options.listing(rows, as_json, lambda: gaps_table(rows), f"no gaps for run {run_id}",
+                    lambda g: output.GapOut.from_record(g))
 
 
 @click.command()
@@ -280,8 +281,9 @@ def attempts(run_id: str | None, latest: bool, as_json: bool) -> None:
     rows = store.attempts(options.resolve_run(store, run_id, latest))
     from durability.cli.table import attempts_table
 
-    options.listing([a.to_dict() for a in rows], as_json, lambda: attempts_table(rows),
-             f"no attempts for run {run_id}")
+    options.listing(rows, as_json, lambda: attempts_table(rows),
+                    f"no attempts for run {run_id}",
+                    lambda a: output.AttemptOut.from_record(a))
 
 
 COMMANDS = [sessions, snapshot, snapshots, restore, gaps, attempts]

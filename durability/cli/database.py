@@ -40,7 +40,10 @@ def migrate_command(target: str, source: Path | None, as_json: bool) -> None:
     if source is None or source.resolve() == settings.db_path.resolve():
         _note_running_service(settings)
     if as_json:
-        options.emit({"to": redact(target), "tables": [t.to_dict() for t in copied],
+        from durability import output
+
+        options.emit({"to": redact(target),
+                      "tables": [output.TableCopyOut.from_record(t).dump() for t in copied],
                       "verified": True})
         return
     for t in copied:

@@ -76,7 +76,7 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     replicated = Remotes(store.location).states([shown.checkpoint]).get(
         shown.checkpoint.request_id, {})
     if as_json:
-        return options.emit({**shown.to_dict(), "replicated": replicated})
+        return options.emit(_shown(shown, replicated))
     click.echo(_show_text(shown, replicated))
 
 
@@ -175,17 +175,31 @@ def _validated(run_id: str | None) -> str | None:
         raise InvalidInput(str(exc)) from None
 
 
-_Side = dict[str, object] | str | None
+#: A side of a diff: a checkpoint, ``"worktree"`` (the files now), or None (no base).
+_Side = Checkpoint | str | None
 
 
 def _json(changes: Changes | None, old: _Side, new: _Side) -> dict[str, object]:
     """``diff --json``: the two sides, the files and their totals."""
-    from durability.inspect.diff import Totals
+    from durability import output
 
-    files = changes.files() if changes else []
-    totals = changes.totals() if changes else Totals(0, 0, 0)
-    return {"from": old, "to": new, "files": [f.to_dict() for f in files],
-            "totals": totals.to_dict()}
+    def side(c: _Side) -> output.SideOut | str | None:
+        return c if c is None or isinstance(c, str) else output.SideOut.of(c)
+
+    files, totals = output.files_out(changes)
+    return output.ChangesOut.model_validate({"from": side(old), "to": side(new),
+                                             "files": files, "totals": totals}).dump()
+
+
+def _shown(shown: Shown, replicated: dict[str, str]) -> dict[str, object]:
+    """``show --json``: the whole checkpoint, its base, what it changed."""
+    from durability import output
+
+    files, totals = output.files_out(shown.changes)
+    out: dict[str, object] = output.ShownOut.from_record(
+        shown.checkpoint, base=output.SideOut.of(shown.base), files=files, totals=totals,
+        replicated=replicated).dump()
+    return out
 
 
 def _changes(store: Store, a: Checkpoint, to_seq: int | None, to_worktree: bool,
@@ -196,12 +210,12 @@ def _changes(store: Store, a: Checkpoint, to_seq: int | None, to_worktree: bool,
     from durability.inspect.timeline import describe
 
     if to_worktree:
-        return compare.with_worktree(a, paths=paths), _side(a), "worktree"
+        return compare.with_worktree(a, paths=paths), a, "worktree"
     if to_seq is not None:
         b = store.checkpoint(a.key, to_seq)
-        return compare.checkpoints(a, b, paths=paths), _side(a), _side(b)
+        return compare.checkpoints(a, b, paths=paths), a, b
     shown = describe(store, a, paths=paths)
-    return shown.changes, _side(shown.base), _side(a)
+    return shown.changes, shown.base, a
 
 
 def _print_changes(changes: Changes, *, stat: bool, name_only: bool, color: str) -> None:
@@ -229,13 +243,6 @@ def _print_changes(changes: Changes, *, stat: bool, name_only: bool, color: str)
                        f"+{t.additions} -{t.deletions}")
     else:
         _write(patches, _coloured(color))
-
-
-def _side(c: Checkpoint | None) -> dict[str, object] | None:
-    if c is None:
-        return None
-    return {"run_id": c.run_id, "node_id": c.node_id, "iteration": c.iteration,
-            "attempt": c.attempt, "seq": c.seq, "commit_id": c.commit_id}
 
 
 def _relative(paths: Sequence[str], root: Path) -> list[str]:
@@ -349,10 +356,12 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
         entries = timeline(store, root, limit=None if every else limit + 1, progress=bar)
     more = not every and len(entries) > limit
     entries = entries[:limit] if more else entries
-    options.listing([e.to_dict() for e in entries], as_json, lambda: timeline_table(entries),
+    from durability import output
+
+    options.listing(entries, as_json, lambda: timeline_table(entries),
                     f"nothing recorded yet for {root}; a checkpoint recorded in another "
                     f"worktree restores here with: durability restore RUN --seq N "
-                    f"--worktree {root}")
+                    f"--worktree {root}", lambda e: output.entry_out(e))
     if more and not as_json:
         click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
                    err=True)

@@ -44,7 +44,9 @@ def _line(event: Event) -> str:
 def _emit(events: list[Event], as_json: bool) -> None:
     for event in events:
         if as_json:  # one object a line: a tool can read it as it comes
-            click.echo(json.dumps(event.to_dict(), sort_keys=True))
+            from durability import output
+
+            click.echo(json.dumps(output.EventOut.from_record(event).dump(), sort_keys=True))
         else:
             click.echo(_line(event))
 

@@ -6,9 +6,9 @@ Imported by every command module; imports none of them (the CLI's ground)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,7 +20,11 @@ from durability.store import NotFound, Store
 __all__ = ["anchor", "attempt_options", "emit", "json_option", "listing", "only_node",
            "resolve_run", "run_argument", "run_id", "settings", "store"]
 
+if TYPE_CHECKING:
+    from durability.output import Out
+
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -105,11 +109,12 @@ def emit(data: Any) -> None:
     click.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
-def listing(rows: list[dict[str, Any]], as_json: bool, table: Callable[[], str],
-            empty: str) -> None:
-    """A listing command's output: JSON rows, a table, or a note on stderr."""
+def listing(rows: Sequence[T], as_json: bool, table: Callable[[], str], empty: str,
+            out: Callable[[T], Out]) -> None:
+    """A listing command's output: JSON rows (``out``: a row's answer model,
+    built only for JSON), a table, or a note on stderr."""
     if as_json:
-        emit(rows)
+        emit([out(row).dump() for row in rows])
     elif rows:
         click.echo("\n".join(ids.printable(line) for line in table().splitlines()))
     else:

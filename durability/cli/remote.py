@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from durability import output
 from durability.cli import options
 from durability.cli.table import remotes_table
 from durability.ground import ids
@@ -83,7 +84,7 @@ def remote_add(name: str, url: str, worktree: Path | None, as_json: bool) -> Non
     key = worktree_key(worktree)
     added = _shown(Remotes(options.settings().database).add(key, name, url))
     if as_json:
-        return options.emit(added.to_dict())
+        return options.emit(output.RemoteRowOut.from_record(added).dump())
     click.echo(f"remote {name} added for {ids.printable(key)}: {added.url}")
 
 
@@ -108,9 +109,9 @@ def remote_list(worktree: Path | None, every: bool, as_json: bool) -> None:
 
     key = None if every else worktree_key(worktree)
     rows = [_shown(r) for r in Remotes(options.settings().database).all(key)]
-    options.listing([r.to_dict() for r in rows], as_json,
-                    lambda: remotes_table(rows),
-                    "no remotes" + (f" for {key}" if key else ""))
+    options.listing(rows, as_json, lambda: remotes_table(rows),
+                    "no remotes" + (f" for {key}" if key else ""),
+                    lambda r: output.RemoteRowOut.from_record(r))
 
 
 @remote_group.command("remove")
@@ -133,7 +134,7 @@ def remote_remove(name: str, worktree: Path | None, as_json: bool) -> None:
     key = worktree_key(worktree)
     gone = _shown(Remotes(options.settings().database).remove(key, name))
     if as_json:
-        return options.emit(gone.to_dict())
+        return options.emit(output.RemoteRowOut.from_record(gone).dump())
     click.echo(f"remote {name} removed for {ids.printable(key)}")
 
 

@@ -1,9 +1,10 @@
-"""What ``durability restore`` prints: the JSON shapes and the lines of a
-dry run (documented in docs/how-to/restore.md; the shapes are tested).
+"""What ``durability restore`` prints: the lines of a dry run, and its
+JSON (the models ``output.RestoredOut`` and ``output.PreviewOut``;
+documented in docs/how-to/restore.md; the shapes are tested).
 
 A dry run's order is part of its format, whatever order a backend's plan
 came in: the paths to write, then those to delete, then those left, each
-group by path (``_ordered``)."""
+group by path (``_ordered``; the JSON sorts them alike)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 from durability.backends import Changes
 from durability.ground import ids
 from durability.restore.apply import Preview, Restored
-from durability.store import AttemptKey
 
 __all__ = ["preview_dict", "preview_lines", "restored_dict"]
 
@@ -22,29 +22,16 @@ _COLUMN = 10
 
 def restored_dict(done: Restored) -> dict[str, Any]:
     """``restore --json``."""
-    return {"worktree": done.worktree,
-            "restored": {"seq": done.restored.seq, "commit_id": done.restored.commit_id},
-            "pre_restore": {**_attempt(done.undo_key), "seq": done.pre_restore_seq,
-                            "commit_id": done.pre_restore_commit},
-            "paths": list(done.paths) if done.paths is not None else None,
-            "written": len(done.changes.write), "deleted": len(done.changes.delete)}
+    from durability import output
 
-
-def _attempt(key: AttemptKey) -> dict[str, Any]:
-    """Where a pre-restore checkpoint is: the restore that undoes one names it."""
-    return {"run_id": key.run_id, "node_id": key.node_id, "iteration": key.iteration,
-            "attempt": key.attempt}
+    return output.RestoredOut.of(done).dump()
 
 
 def preview_dict(seen: Preview) -> dict[str, Any]:
     """``restore --dry-run --json``."""
-    changes = _ordered(seen.changes)
-    return {"dry_run": True, "worktree": seen.worktree,
-            "target": {"seq": seen.target.seq, "commit_id": seen.target.commit_id},
-            "paths": list(seen.paths) if seen.paths is not None else None,
-            "write": [{"path": p, "how": how} for p, how in changes.write],
-            "delete": list(changes.delete),
-            "left": [{"path": p, "why": why} for p, why in changes.left]}
+    from durability import output
+
+    return output.PreviewOut.of(seen).dump()
 
 
 def preview_lines(seen: Preview) -> list[str]:

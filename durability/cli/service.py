@@ -38,7 +38,9 @@ def serve(socket_path: Path | None, detach: bool, autostarted: bool, as_json: bo
         return
     started = daemon.start_detached(settings)
     if as_json:
-        options.emit(started.to_dict())
+        from durability import output
+
+        options.emit(output.StartedOut.from_record(started).dump())
     elif started.already_running:
         click.echo(f"already running (pid {started.pid}) on {started.socket}")
     else:
@@ -63,7 +65,9 @@ def stop(socket_path: Path | None, timeout_s: float, kill: bool, as_json: bool) 
 
     done = daemon.stop(_with_socket(socket_path), timeout_s=timeout_s, kill=kill)
     if as_json:
-        options.emit(done.to_dict())
+        from durability import output
+
+        options.emit(output.StoppedOut.from_record(done).dump())
     elif not done.was_running:
         click.echo(f"not running on {done.socket}")
     else:

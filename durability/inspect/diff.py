@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffFind
@@ -55,18 +54,12 @@ class FileChange:
     additions: int
     deletions: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Totals:
     files: int
     additions: int
     deletions: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Changes:

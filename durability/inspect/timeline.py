@@ -29,25 +29,8 @@ from durability.inspect.diff import Changes, Totals
 from durability.inspect.repository import open_checkpoints
 from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
 
-__all__ = ["Entry", "Shown", "base_dict", "base_of", "bases", "checkpoint_dict",
-           "describe", "run_timeline", "timeline", "timeline_order"]
-
-_KEYS = ("run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "change_id",
-         "operation_id", "worktree", "source", "tool_use_id", "label", "request_id",
-         "created_at_ms", "harness", "agent_id", "agent_type")
-
-
-def checkpoint_dict(c: Checkpoint) -> dict[str, Any]:
-    return {k: getattr(c, k) for k in _KEYS}
-
-
-def base_dict(c: Checkpoint | None) -> dict[str, Any] | None:
-    """A base as --json names it: which checkpoint, and its commit."""
-    if c is None:
-        return None
-    return {k: getattr(c, k) for k in ("run_id", "node_id", "iteration", "attempt", "seq",
-                                       "commit_id")}
-
+__all__ = ["Entry", "Shown", "base_of", "bases", "describe", "run_timeline", "timeline",
+           "timeline_order"]
 
 def timeline_order(c: Checkpoint) -> tuple[Any, ...]:
     """Oldest first: by time, ties broken by attempt and seq (stable)."""
@@ -89,17 +72,12 @@ def _id(c: Checkpoint) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Shown:
-    """One checkpoint, its base, and what it changed against it."""
+    """One checkpoint, its base, and what it changed against it
+    (``show --json`` prints it as ``output.ShownOut``)."""
 
     checkpoint: Checkpoint
     base: Checkpoint | None
     changes: Changes | None
-
-    def to_dict(self) -> dict[str, Any]:
-        files = self.changes.files() if self.changes else []
-        totals = self.changes.totals() if self.changes else Totals(0, 0, 0)
-        return {**checkpoint_dict(self.checkpoint), "base": base_dict(self.base),
-                "files": [f.to_dict() for f in files], "totals": totals.to_dict()}
 
 
 def describe(store: Store, checkpoint: Checkpoint, *, paths: Sequence[str] = (),
@@ -115,21 +93,14 @@ def describe(store: Store, checkpoint: Checkpoint, *, paths: Sequence[str] = (),
 @dataclass(frozen=True)
 class Entry:
     """One line of a timeline: a checkpoint (with what it changed, None when
-    it has no base or its commits cannot be read) or a gap."""
+    it has no base or its commits cannot be read) or a gap (``log --json``
+    prints it as ``output.entry_out`` makes it)."""
 
     time_ms: int
     checkpoint: Checkpoint | None = None
     base: Checkpoint | None = None
     totals: Totals | None = None
     gap: Gap | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.gap is not None:
-            return {"kind": "gap", **self.gap.to_dict()}
-        assert self.checkpoint is not None
-        return {"kind": "checkpoint", **checkpoint_dict(self.checkpoint),
-                "base": base_dict(self.base),
-                "totals": self.totals.to_dict() if self.totals else None}
 
 
 def timeline(store: Store, worktree: Path, *, limit: int | None = None,

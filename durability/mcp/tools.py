@@ -27,6 +27,7 @@ from durability.config import Settings
 from durability.ground import ids
 from durability.ground.errors import InvalidInput
 from durability.mcp import models as m
+from durability.output.records import entry_out, files_out
 from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
 from durability.store.models import Attempt, Session
 
@@ -155,14 +156,11 @@ def _pick(here: Here, store: Store, args: m.PickIn) -> Checkpoint:
 
 
 def _side(c: Checkpoint | None) -> m.SideOut | None:
-    if c is None:
-        return None
-    return m.SideOut(run_id=c.run_id, node_id=c.node_id, iteration=c.iteration,
-                     attempt=c.attempt, seq=c.seq, commit_id=c.commit_id)
+    return m.SideOut.of(c)
 
 
 def _checkpoint(c: Checkpoint) -> m.CheckpointOut:
-    return m.CheckpointOut.model_validate(c.to_dict(), from_attributes=False, strict=False)
+    return m.CheckpointOut.from_record(c)
 
 
 def _ingest(here: Here, store: Store) -> int:
@@ -233,7 +231,7 @@ def sessions(here: Here, args: m.SessionsIn) -> m.SessionsOut:
             rows = [_session_in(store, r, root, cps[r.run_id], gps[r.run_id]) for r in rows]
             rows.sort(key=lambda r: (-r.last_ms, r.run_id))
     kept = rows[:args.limit] if args.limit is not None else rows  # newest first
-    return m.SessionsOut(sessions=[m.SessionOut(**s.to_dict()) for s in kept], total=len(rows))
+    return m.SessionsOut(sessions=[m.SessionOut.from_record(s) for s in kept], total=len(rows))
 
 
 def snapshots(here: Here, args: m.SnapshotsIn) -> m.CheckpointsOut:
@@ -253,12 +251,9 @@ def show(here: Here, args: m.PickIn) -> m.ShowOut:
 
     with here.store() as store:
         shown = describe(store, _pick(here, store, args))
-    files = shown.changes.files() if shown.changes else []
-    totals = shown.changes.totals() if shown.changes else None
+    files, totals = files_out(shown.changes)
     return m.ShowOut(checkpoint=_checkpoint(shown.checkpoint), base=_side(shown.base),
-                     files=[m.FileChangeOut(**f.to_dict()) for f in files],
-                     totals=m.TotalsOut(**(totals.to_dict() if totals else
-                                           {"files": 0, "additions": 0, "deletions": 0})))
+                     files=files, totals=totals)
 
 
 def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
@@ -284,12 +279,9 @@ def diff(here: Here, args: m.DiffIn) -> m.DiffOut:
             shown = describe(store, a, paths=paths)
             changes, old, new = shown.changes, _side(shown.base), _side(a)
     patch, cut = _patch(changes, args) if args.patch and changes is not None else (None, False)
-    files = changes.files() if changes else []
-    totals = changes.totals().to_dict() if changes else {"files": 0, "additions": 0,
-                                                         "deletions": 0}
-    return m.DiffOut.model_validate(
-        {"from": old, "to": new, "files": [f.to_dict() for f in files], "totals": totals,
-         "patch": patch, "patch_truncated": cut})
+    files, totals = files_out(changes)
+    return m.DiffOut.model_validate({"from": old, "to": new, "files": files, "totals": totals,
+                                     "patch": patch, "patch_truncated": cut})
 
 
 def _patch(changes: Changes, args: m.DiffIn) -> tuple[str, bool]:
@@ -312,7 +304,7 @@ def log(here: Here, args: m.LogIn) -> m.LogOut:
     with here.store() as store:
         _ingest(here, store)
         entries = timeline(store, root, limit=args.limit)
-    return m.LogOut(worktree=str(root), entries=[e.to_dict() for e in entries])
+    return m.LogOut(worktree=str(root), entries=[entry_out(e).dump() for e in entries])
 
 
 def gaps(here: Here, args: m.GapsIn) -> m.GapsOut:
@@ -324,7 +316,7 @@ def gaps(here: Here, args: m.GapsIn) -> m.GapsOut:
         if root is not None:
             rows = _records_in(root, store.checkpoints(run_id), rows)[1]
     kept = _newest_gaps(rows, args.limit)
-    return m.GapsOut(run_id=run_id, gaps=[m.GapOut(**g.to_dict()) for g in kept],
+    return m.GapsOut(run_id=run_id, gaps=[m.GapOut.from_record(g) for g in kept],
                      total=len(rows), torn_spool_lines=torn)
 
 
@@ -343,7 +335,7 @@ def attempts(here: Here, args: m.RunIdIn) -> m.AttemptsOut:
         root = _scope(here)
         if root is not None:
             rows = _attempts_in(root, rows, store.checkpoints(run_id))
-    return m.AttemptsOut(run_id=run_id, attempts=[m.AttemptOut(**a.to_dict()) for a in rows])
+    return m.AttemptsOut(run_id=run_id, attempts=[m.AttemptOut.from_record(a) for a in rows])
 
 
 def _attempts_in(root: str, rows: list[Attempt], checkpoints: list[Checkpoint]
@@ -411,33 +403,15 @@ def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
         "run_id": target.run_id, "node_id": target.node_id, "iteration": target.iteration,
         "attempt": target.attempt, "seq": target.seq, "paths": list(args.paths) or None}
     if args.dry_run:
-        seen = preview(here.settings, **which)
-        return m.RestoreOut(dry_run=True, worktree=seen.worktree, target=_must(_side(seen.target)),
-                            paths=list(seen.paths) if seen.paths is not None else None,
-                            written=[p for p, _ in seen.changes.write],
-                            deleted=list(seen.changes.delete),
-                            left=[{"path": p, "why": why} for p, why in seen.changes.left])
+        return m.RestoreOut.of_preview(preview(here.settings, **which))
     # Every restore takes its pre-restore checkpoint first (contract 7): the undo.
     done = do_restore(here.settings, **which)
     r = done.undo_key  # the attempt the pre-restore checkpoint went on
-    pre = m.SideOut(run_id=r.run_id, node_id=r.node_id, iteration=r.iteration,
-                    attempt=r.attempt, seq=done.pre_restore_seq,
-                    commit_id=done.pre_restore_commit)
     undo = {"run_id": r.run_id, "node_id": r.node_id, "iteration": r.iteration,
             "attempt": r.attempt, "seq": done.pre_restore_seq}
     command = (f"durability restore {ids.printable(r.run_id)} --node {ids.printable(r.node_id)}"
                f" --iteration {r.iteration} --attempt {r.attempt} --seq {done.pre_restore_seq}")
-    return m.RestoreOut(dry_run=False, worktree=done.worktree,
-                        target=_must(_side(done.restored)),
-                        paths=list(done.paths) if done.paths is not None else None,
-                        written=[p for p, _ in done.changes.write],
-                        deleted=list(done.changes.delete), pre_restore=pre,
-                        undo=m.UndoOut(arguments=undo, command=command))
-
-
-def _must(side: m.SideOut | None) -> m.SideOut:
-    assert side is not None
-    return side
+    return m.RestoreOut.of_restored(done, m.UndoOut(arguments=undo, command=command))
 
 
 def runs(here: Here, args: m.NoIn) -> m.RunsOut:
@@ -489,7 +463,7 @@ def logs(here: Here, args: m.LogsIn) -> m.LogsOut:
             every, _ = r.newest_events(run_id, _ALL_EVENTS)
             shown = _events_in(root, every, cps)
             events, total = shown[-args.limit:], len(shown)
-    return m.LogsOut(run_id=run_id, events=[m.EventOut(**e.to_dict()) for e in events],
+    return m.LogsOut(run_id=run_id, events=[m.EventOut.from_record(e) for e in events],
                      total=total)
 
 
@@ -582,10 +556,10 @@ def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
         for name, state in per_remote.items():
             counts.setdefault(name, Counter())[state] += 1
     return m.RemotesOut(worktree=root, checkpoints=len(rows), remotes=[
-        m.RemoteOut(**{**r.to_dict(), "url": redact(r.url)},
-                    pushed=counts.get(r.name, Counter())["pushed"],
-                    pending=counts.get(r.name, Counter())["pending"],
-                    failed=counts.get(r.name, Counter())["failed"])
+        m.RemoteOut.from_record(r, url=redact(r.url),
+                                pushed=counts.get(r.name, Counter())["pushed"],
+                                pending=counts.get(r.name, Counter())["pending"],
+                                failed=counts.get(r.name, Counter())["failed"])
         for r in named.all(root)])
 
 

@@ -39,9 +39,6 @@ class Started:
     socket: str
     already_running: bool
 
-    def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class Stopped:
@@ -52,9 +49,6 @@ class Stopped:
     pid: int | None = None
     killed: bool = False
     waited_s: float = 0.0
-
-    def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def with_socket(settings: Settings, path: Path) -> Settings:

@@ -11,7 +11,7 @@ from the state tables.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from durability.store.db import Connection
@@ -46,9 +46,6 @@ class Event:
     attempt: int | None
     seq: int | None
     detail: dict[str, Any] | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def append(conn: Connection, run_id: str | bytes | None, kind: str, ts_ms: int, *,

@@ -70,10 +70,6 @@ class Remote:
     url: str
     created_at_ms: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "url": self.url, "worktree": self.worktree,
-                "created_at_ms": self.created_at_ms}
-
 
 @dataclass(frozen=True)
 class Pending:

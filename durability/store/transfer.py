@@ -21,7 +21,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from durability.ground.store_errors import CopyMismatch, InvalidValue, StoreUnavailable
 from durability.store import db, postgres
@@ -40,10 +39,6 @@ class TableCopy:
     table: str
     source_rows: int
     target_rows: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "source_rows": self.source_rows,
-                "target_rows": self.target_rows}
 
 
 def copy_store(source: Path, target_url: str) -> list[TableCopy]:

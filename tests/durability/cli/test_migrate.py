@@ -73,6 +73,8 @@ def test_migrate_copies_every_table_verified_and_again_idempotently(
     done = cli("migrate", "--to", url, "--from", str(source), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert list(report) == ["to", "tables", "verified"]  # the wire format, in order
+    assert all(list(t) == ["table", "source_rows", "target_rows"] for t in report["tables"])
     counts = {t["table"]: t["target_rows"] for t in report["tables"]}
     assert set(counts) == _tables(source)  # every table, whatever migrations made them
     assert all(n > 0 for n in counts.values()), counts

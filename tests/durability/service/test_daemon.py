@@ -30,6 +30,7 @@ def test_serve_detach_twice_starts_one_service_and_says_so() -> None:
         second = cli("serve", "--detach", "--json")
         assert second.returncode == 0, second.stderr
         answer = json.loads(second.stdout)
+        assert list(answer) == ["pid", "socket", "already_running"]  # the wire format
         assert answer["already_running"] is True and answer["socket"] == str(sock)
         assert f"(pid {answer['pid']})" in first.stdout
         again = cli("serve", "--detach")
