@@ -111,8 +111,8 @@ TABLE: dict[str, Entry] = {
 }
 
 
-def load(name: str, entry: Entry) -> click.Command:
-    """Import the family that defines command ``name`` and return the command."""
+def load(entry: Entry) -> click.Command:
+    """Import the family that defines the command of ``entry`` and return it."""
     # __import__ rather than importlib.import_module: the same import, and one
     # that ``-X importtime`` reports (the start-up test reads it).
     command = getattr(__import__(entry.module, fromlist=[entry.attr]), entry.attr)
@@ -133,7 +133,7 @@ class _Commands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         found = self.loaded.get(name)
         if found is None:
-            found = self.loaded[name] = load(name, self.table[name])  # KeyError: no such
+            found = self.loaded[name] = load(self.table[name])  # KeyError: no such
         return found
 
     def __setitem__(self, name: str, command: click.Command) -> None:
@@ -158,7 +158,9 @@ class _Group(click.Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.commands = _Commands(TABLE)
+        lazy = _Commands(TABLE)
+        lazy.loaded.update(self.commands)  # any given up front stay, as in click.Group
+        self.commands = lazy
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self.commands)
