@@ -45,7 +45,8 @@ def defined() -> dict[str, tuple[str, click.Command]]:
 
 def test_the_table_names_every_command_the_families_define_and_no_other() -> None:
     real = defined()
-    assert set(main.TABLE) == set(real)
+    # A new command goes in its family's COMMANDS and in main.TABLE.
+    assert set(main.TABLE) == set(real), "durability/cli/main.py TABLE differs from the families"
     for name, (module, command) in real.items():
         entry = main.TABLE[name]
         assert entry.module == module, name
@@ -99,6 +100,15 @@ def test_commands_resolve_on_demand_and_unknown_names_fail_as_before() -> None:
     assert done.exit_code == 2
     assert done.output.strip() == ("durability: invalid-value: No such command 'lg'. "
                                    "(Did you mean one of: 'log', 'logs'?)")
+
+
+def test_commands_given_up_front_are_kept_beside_the_table() -> None:
+    extra = click.Command("extra", help="An extra command.", callback=lambda: click.echo("ran"))
+    group = main._Group(name="durability", commands={"extra": extra})
+    assert "extra" in group.list_commands(click.Context(group))
+    assert set(group.list_commands(click.Context(group))) == set(main.TABLE) | {"extra"}
+    assert "An extra command." in _help(group, 100)
+    assert CliRunner().invoke(group, ["extra"]).output == "ran\n"
 
 
 def _imported(stderr: str) -> set[str]:
