@@ -14,7 +14,7 @@ from durability.ground.errors import InvalidInput
 __all__ = ["DEFAULT_MAX_NEW_FILE_SIZE", "ENVIRONMENT_VARIABLES", "Settings", "database_location"]
 
 #: Every ``DURABILITY_*`` variable the toolkit reads, and what it means: the
-#: one list (README's configuration table and the tests are checked against
+#: one list (docs/reference/environment.md is generated from it; the tests check
 #: it).  ``Settings`` resolves the process-wide ones; the hook's fast path and
 #: the plugin launcher read a few by the same names without importing this
 #: module (``envms`` holds the ``_MS`` defaults and their validation, shared

@@ -1,6 +1,7 @@
-"""Every relative link in README.md and docs/*.md resolves: the file exists
-and, for a link into a Markdown page, so does the anchor (a heading, GitHub's
-way, or an ``<a id>``).  Nothing links outside the repository."""
+"""Every relative link in README.md, CONTRIBUTING.md, CHANGELOG.md, every page
+under docs/ and bench/RESULTS.md resolves: the file exists and, for a link into
+a Markdown page, so does the anchor (a heading, GitHub's way, or an ``<a id>``).
+Nothing links outside the repository."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "bench" / "RESULTS.md",
+    ROOT / "CHANGELOG.md",
+]
 # [text](target), not an image; the target has no spaces.
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")
@@ -63,7 +70,7 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []
 

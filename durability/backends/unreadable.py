@@ -37,7 +37,7 @@ def find_unreadable(
     (``""``: the whole worktree) that cannot be read, sorted.
 
     ``files=False`` checks folders only: one listing per folder and no
-    call per file (see docs/RELIABILITY.md for what each costs).
+    call per file (see bench/RESULTS.md, unreadable paths, for what each costs).
 
     ``ignored(path)`` (a folder's path ends with ``/``) prunes what the
     backend would not capture anyway, so it is never reported.

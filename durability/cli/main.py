@@ -16,7 +16,6 @@ Every failure is one line on stderr,
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any, NamedTuple
 
@@ -24,6 +23,7 @@ import click
 
 from durability.ground import ids
 from durability.ground.errors import DurabilityError, InvalidInput, exit_code
+from durability.ground.store_errors import EngineError
 
 __all__ = ["TABLE", "Entry", "cli", "main"]
 
@@ -190,34 +190,22 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except Exception as exc:
-            if isinstance(exc, _ours()):
-                if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
-                    click.echo(f"durability: {getattr(exc, 'code', '')}: "
-                               f"{ids.printable(_one_line(str(exc)))}", err=True)
-                ctx.exit(exit_code(exc))
-            if isinstance(exc, click.UsageError):
-                # A bad option is a user error too: one line with its code, like the rest.
-                error = InvalidInput(exc.format_message())
-                click.echo(f"durability: {error.code}: {error}", err=True)
-                ctx.exit(exit_code(error))
-            if isinstance(exc, OSError):
-                # A file the command needed could not be read or written (a
-                # settings file, the launcher's folder): one line, not a traceback.
-                where = f" {exc.filename}" if exc.filename else ""
-                click.echo(f"durability: invalid-value:{where}: {exc.strerror or exc}",
+        except (DurabilityError, EngineError) as exc:
+            if not getattr(exc, "quiet", False):  # a lost race for a run says nothing
+                click.echo(f"durability: {exc.code}: {ids.printable(_one_line(str(exc)))}",
                            err=True)
-                ctx.exit(exit_code(InvalidInput("")))
-            raise
-
-
-def _ours() -> tuple[type[Exception], ...]:
-    """The errors that carry a code: the toolkit's, and the state store's once
-    it is imported (an ``EngineError`` cannot be raised before its module is
-    loaded, and importing the store here would cost every command, ``--version``
-    too, its start-up)."""
-    store = sys.modules.get("durability.store.exceptions")
-    return (DurabilityError,) if store is None else (DurabilityError, store.EngineError)
+            ctx.exit(exit_code(exc))
+        except click.UsageError as exc:
+            # A bad option is a user error too: one line with its code, like the rest.
+            error = InvalidInput(exc.format_message())
+            click.echo(f"durability: {error.code}: {error}", err=True)
+            ctx.exit(exit_code(error))
+        except OSError as exc:
+            # A file the command needed could not be read or written (a
+            # settings file, the launcher's folder): one line, not a traceback.
+            where = f" {exc.filename}" if exc.filename else ""
+            click.echo(f"durability: invalid-value:{where}: {exc.strerror or exc}", err=True)
+            ctx.exit(exit_code(InvalidInput("")))
 
 
 def _one_line(message: str) -> str:

@@ -27,12 +27,12 @@ from durability.config import Settings
 from durability.ground.errors import InvalidInput
 from durability.ground.ids import safe_filename
 from durability.ground.paths import ensure_private_dir
+from durability.ground.store_errors import RunFailed, RunOwnerAlive, RunStillRunning
 from durability.runs.budget import Limits
 from durability.runs.execute import EngineConfig, resume_run, start_run
 from durability.runs.fence import Claim, Owner, host_id
 from durability.runs.run_rows import Runs
 from durability.runs.runner import RunOutcome
-from durability.store.exceptions import RunFailed, RunOwnerAlive, RunStillRunning
 
 __all__ = ["COMMANDS"]
 

@@ -12,7 +12,7 @@ import click
 from durability.cli import options
 from durability.config import Settings
 from durability.ground.errors import CHECK_FAILED_EXIT, ServiceError, exit_code
-from durability.store.exceptions import NotFound
+from durability.ground.store_errors import NotFound
 
 
 @click.command()

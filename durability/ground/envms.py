@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_MS", "MS_SETTINGS", "InvalidSetting", "first_invalid", "read_ms", "read_size"]
 
-#: name -> (default in ms, whether 0 is allowed).  Documented in README.md and
+#: name -> (default in ms, whether 0 is allowed).  Documented in docs/reference/environment.md and
 #: docs/RELIABILITY.md.
 MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # Ceiling on one jj command; a capture that takes longer is a jj-timeout gap.

@@ -345,7 +345,7 @@ def from_code(code: str, message: str) -> Exception:
     ``not-found`` and ``store-unavailable`` the engine's, a restore code a
     ``RestoreError``, anything else a ``DurabilityError`` with that code."""
     if code in ("not-found", "store-unavailable"):
-        from durability.store.exceptions import (  # lazily: the hook imports us
+        from durability.ground.store_errors import (  # lazily: the hook imports us
             NotFound,
             StoreUnavailable,
         )

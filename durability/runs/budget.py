@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from durability.store.exceptions import BudgetExceeded, InvalidValue
+from durability.ground.store_errors import BudgetExceeded, InvalidValue
 
 __all__ = ["Limits", "Usage", "check"]
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from durability.store.exceptions import QuotaExhausted, TaskStopped
+from durability.ground.store_errors import QuotaExhausted, TaskStopped
 from durability.store.models import AttemptKey
 
 __all__ = ["TaskContext"]

@@ -13,6 +13,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from durability.ground.store_errors import (
+    ClaimLost,
+    EngineError,
+    InvalidValue,
+    NotFound,
+    ResumeMetadataMismatch,
+    WorkflowInvalid,
+)
 from durability.runs.budget import Limits
 from durability.runs.fence import Claim, Owner
 from durability.runs.isolated import Isolation, IsolationOps
@@ -24,14 +32,6 @@ from durability.runs.runner import Runner, RunOutcome
 from durability.runs.workflow import validate_id
 from durability.runs.worktree import NullWorktreeOps, WorktreeOps
 from durability.store.clock import Clock, system_clock
-from durability.store.exceptions import (
-    ClaimLost,
-    EngineError,
-    InvalidValue,
-    NotFound,
-    ResumeMetadataMismatch,
-    WorkflowInvalid,
-)
 
 __all__ = ["EngineConfig", "drive", "new_run_id", "resume_run", "start_run"]
 

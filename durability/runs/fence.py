@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from durability.ground.store_errors import ClaimLost, StoreUnavailable
 from durability.store.database import DB_ERRORS, Connection
 from durability.store.db import write_transaction
-from durability.store.exceptions import ClaimLost, StoreUnavailable
 from durability.store.host import host_id
 from durability.store.store import Store
 

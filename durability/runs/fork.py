@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.ground.store_errors import InvalidValue, NotFound, WorkflowInvalid
 from durability.runs.budget import Limits
 from durability.runs.execute import EngineConfig, drive, new_run_id
 from durability.runs.fence import Claim, Owner
@@ -28,7 +29,6 @@ from durability.runs.runner import RunOutcome
 from durability.runs.workflow import validate_id
 from durability.store.database import Connection
 from durability.store.events import append
-from durability.store.exceptions import InvalidValue, NotFound, WorkflowInvalid
 from durability.store.models import AttemptKey, Checkpoint
 
 __all__ = ["ForkPoint", "Restore", "find_point", "fork_run", "forked_from"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from durability.ground.store_errors import ClaimLost, StoreUnavailable
 from durability.runs.fence import Claim
 from durability.runs.run_rows import Runs
-from durability.store.exceptions import ClaimLost, StoreUnavailable
 
 __all__ = ["Heartbeat"]
 

@@ -125,7 +125,7 @@ class Isolation:
     def merge_back(self, node_id: str, iteration: int, key: AttemptKey) -> str:
         """Merge the task's tree into the shared worktree; ``WorktreeConflict``
         marks the row ``conflict`` (the worktree is kept) and propagates."""
-        from durability.store.exceptions import WorktreeConflict
+        from durability.ground.store_errors import WorktreeConflict
 
         row = self.row(node_id, iteration)
         if row is None:

@@ -10,8 +10,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from durability.ground.store_errors import WorkflowInvalid
 from durability.runs.workflow import Workflow
-from durability.store.exceptions import WorkflowInvalid
 
 __all__ = ["Loaded", "load_workflow"]
 

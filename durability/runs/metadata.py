@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from durability.store.exceptions import ResumeMetadataMismatch
+from durability.ground.store_errors import ResumeMetadataMismatch
 
 __all__ = ["Metadata", "compute", "find_repo_root", "verify"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from durability.ground.store_errors import WorkflowInvalid
 from durability.runs.records import AttemptInfo, RunState
 from durability.runs.workflow import Task, Workflow
-from durability.store.exceptions import WorkflowInvalid
 
 __all__ = ["INTERRUPTED", "Step", "assess", "hydrate"]
 

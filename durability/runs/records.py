@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from durability.ground.store_errors import InvalidValue, NotFound, StoreUnavailable
 from durability.runs.budget import Usage
 from durability.runs.fence import Claim, FencedStore
 from durability.store.database import DB_ERRORS
 from durability.store.events import Event, append, append_for
 from durability.store.events import newest as newest_events
 from durability.store.events import read as read_events
-from durability.store.exceptions import InvalidValue, NotFound, StoreUnavailable
 from durability.store.models import AttemptKey
 
 __all__ = ["AttemptInfo", "RunState", "TaskRecords"]

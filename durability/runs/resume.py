@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
+from durability.ground.store_errors import ClaimFailed, RunOwnerAlive, RunStillRunning
 from durability.runs.fence import Claim, Owner, host_id
 from durability.runs.run_rows import RunRow, Runs
-from durability.store.exceptions import ClaimFailed, RunOwnerAlive, RunStillRunning
 
 __all__ = ["DEFAULT_STALE_AFTER_MS", "check_claimable", "claim_run", "pid_alive"]
 

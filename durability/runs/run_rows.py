@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from durability.ground.store_errors import InvalidValue, NotFound, RunNotActive
 from durability.runs.fence import Claim, Owner
 from durability.runs.records import TaskRecords
 from durability.store.database import Connection
 from durability.store.events import append
-from durability.store.exceptions import InvalidValue, NotFound, RunNotActive
 
 __all__ = ["ACTIVE", "PARKED", "STATES", "Claim", "Owner", "RunRow", "Runs"]
 

@@ -19,6 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from durability.ground.store_errors import (
+    BudgetExceeded,
+    ClaimLost,
+    QuotaExhausted,
+    TaskStopped,
+    WorktreeConflict,
+)
 from durability.runs import budget
 from durability.runs.attempt_checkpoints import checkpointed, restore_target
 from durability.runs.budget import Limits
@@ -30,13 +37,6 @@ from durability.runs.plan import Step, assess
 from durability.runs.run_rows import Runs
 from durability.runs.workflow import Task, Workflow
 from durability.runs.worktree import WorktreeOps
-from durability.store.exceptions import (
-    BudgetExceeded,
-    ClaimLost,
-    QuotaExhausted,
-    TaskStopped,
-    WorktreeConflict,
-)
 from durability.store.models import AttemptKey
 
 __all__ = ["RunOutcome", "Runner"]

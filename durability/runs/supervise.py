@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from durability.ground.store_errors import EngineError
 from durability.runs.fence import Claim, Owner
 from durability.runs.run_rows import RunRow, Runs
 from durability.store.clock import Clock, system_clock
-from durability.store.exceptions import EngineError
 
 __all__ = ["Child", "Supervisor"]
 

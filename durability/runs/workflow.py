@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from durability.ground.store_errors import WorkflowInvalid
 from durability.runs.budget import Limits
-from durability.store.exceptions import WorkflowInvalid
 
 __all__ = ["WORKTREE_MODES", "Task", "Workflow", "validate_id"]
 

@@ -5,7 +5,7 @@ It never imports ``durability`` and knows nothing of jj, click or watchdog.
 
 from __future__ import annotations
 
-from durability.store.exceptions import (
+from durability.ground.store_errors import (
     EngineError,
     InvalidValue,
     NotFound,

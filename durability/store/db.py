@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from durability.store.exceptions import StoreUnavailable
+from durability.ground.store_errors import StoreUnavailable
 from durability.store.host import host_id, sql_literal
 
 __all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect", "migrate",

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from durability.ground.store_errors import StoreUnavailable
 from durability.store.db import DB_ERRORS, Connection, write_transaction
-from durability.store.exceptions import StoreUnavailable
 from durability.store.models import AttemptKey, Checkpoint
 from durability.store.store import Store
 from durability.store.text import row_from_db, to_db

@@ -35,8 +35,8 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from durability.ground.store_errors import StoreUnavailable
 from durability.store.db import DatabaseError, bind_host, migrations, statements, write_transaction
-from durability.store.exceptions import StoreUnavailable
 from durability.store.host import host_id
 from durability.store.text import escape_nul, unescape_nul
 

@@ -27,9 +27,9 @@ from threading import RLock
 from typing import Any
 from urllib.parse import unquote
 
+from durability.ground.store_errors import CredentialInURL, InvalidValue, NotFound, StoreUnavailable
 from durability.store.database import Location, is_url, migrate, open_database
 from durability.store.db import DB_ERRORS, Connection, write_transaction
-from durability.store.exceptions import CredentialInURL, InvalidValue, NotFound, StoreUnavailable
 from durability.store.host import host_id
 from durability.store.models import Checkpoint
 from durability.store.outbox import missing, queue_checkpoint, queue_missing, queue_remote

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from durability.ground.store_errors import NotFound, RecordRefused, StoreUnavailable
 from durability.store.clock import system_clock
 from durability.store.database import (
     DB_ERRORS,
@@ -28,7 +29,6 @@ from durability.store.database import (
 )
 from durability.store.db import BUSY_TIMEOUT_MS, write_transaction
 from durability.store.events import append, append_for
-from durability.store.exceptions import NotFound, RecordRefused, StoreUnavailable
 from durability.store.host import host_id
 from durability.store.models import (
     Attempt,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.ground.store_errors import CopyMismatch, InvalidValue, StoreUnavailable
 from durability.store import db, postgres
-from durability.store.exceptions import CopyMismatch, InvalidValue, StoreUnavailable
 from durability.store.postgres import PgConnection, PgError, redact
 
 __all__ = ["TableCopy", "copy_store"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from durability.ground.store_errors import StoreUnavailable
 from durability.store.database import (
     DB_ERRORS,
     Connection,
@@ -22,7 +23,6 @@ from durability.store.database import (
     open_database,
 )
 from durability.store.db import write_transaction
-from durability.store.exceptions import StoreUnavailable
 from durability.store.host import host_id
 from durability.store.models import AttemptKey
 from durability.store.store import now_ms

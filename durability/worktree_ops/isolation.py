@@ -43,9 +43,9 @@ from durability.config import Settings
 from durability.ground import proc
 from durability.ground.errors import CaptureError, JjFailed, LockTimeout
 from durability.ground.paths import ensure_private_dir
+from durability.ground.store_errors import WorktreeConflict
 from durability.runs.isolated import Made, TaskWorktree
 from durability.store import AttemptKey
-from durability.store.exceptions import WorktreeConflict
 
 __all__ = ["REF_PREFIX", "DurabilityIsolation", "worktree_name"]
 

@@ -1,5 +1,5 @@
-"""Every exit status the README documents, reached through the installed CLI,
-and the table they come from (``durability.ground.errors``)."""
+"""Every exit status docs/reference/exit-codes.md documents, reached through
+the installed CLI, and the table they come from (``durability.ground.errors``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from durability.ground import errors
-from durability.store.exceptions import NotFound, StoreUnavailable
+from durability.ground.store_errors import NotFound, StoreUnavailable
 from tests.helpers import cli, git, make_git_repo, start_service
 
 

@@ -471,12 +471,13 @@ def test_doctor_checks_an_installed_plugin(tmp_path: Path) -> None:
     assert "not on PreToolUse" in plugin["detail"] and "call-unfinished" in plugin["detail"]
 
 
-def test_readme_snippets_are_what_install_hook_writes() -> None:
-    """Each README snippet with the launcher command has the exact shape of the
-    entry install-hook adds for its harness (paths are placeholders there)."""
+def test_harness_page_snippets_are_what_install_hook_writes() -> None:
+    """Each snippet of docs/how-to/harnesses.md with the launcher command has the
+    exact shape of the entry install-hook adds for its harness (paths are
+    placeholders there)."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "how-to" / "harnesses.md").read_text()
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", readme, re.S)
               if "run-hook.sh" in b]
     seen = set()

@@ -433,7 +433,7 @@ def test_a_key_in_the_users_unpublished_history_names_the_remedy_and_is_walked_o
 ])
 def test_the_store_refuses_a_credential_url_whoever_calls(url: str, tmp_path: Path) -> None:
     """`Remotes.add` itself, not only the CLI: no caller stores one."""
-    from durability.store.exceptions import EngineError
+    from durability.ground.store_errors import EngineError
 
     remotes = Remotes(Settings.from_env().database)
     with pytest.raises(EngineError) as caught:

@@ -8,11 +8,11 @@ import threading
 import time
 from pathlib import Path
 
+from durability.ground.store_errors import ClaimLost
 from durability.runs.execute import EngineConfig, start_run
 from durability.runs.fence import Owner
 from durability.runs.resume import claim_run
 from durability.runs.run_rows import Runs
-from durability.store.exceptions import ClaimLost
 from tests.durability.runs import wfkit
 from tests.helpers import wait_for
 

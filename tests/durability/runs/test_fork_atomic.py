@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import durability.runs.fork
+from durability.ground.store_errors import InvalidValue, NotFound
 from durability.runs.execute import EngineConfig, start_run
 from durability.runs.fork import find_point, fork_run, forked_from
 from durability.runs.run_rows import Runs
-from durability.store.exceptions import InvalidValue, NotFound
 from durability.store.models import AttemptKey, Checkpoint, NewCheckpoint
 from tests.durability.runs import isokit, wfkit
 from tests.durability.runs.test_fork import run_chain

@@ -236,8 +236,8 @@ def test_parallel_writers_of_one_shared_worktree_are_refused_at_load(tmp_path: P
     assert done.returncode == 13, done.stderr
     assert done.stderr.startswith("durability: WORKFLOW_INVALID: ")
     assert "'one' and 'two' both write the shared worktree" in done.stderr
+    from durability.ground.store_errors import WorkflowInvalid
     from durability.runs.loader import load_workflow
-    from durability.store.exceptions import WorkflowInvalid
 
     for extra, two in ((", shared_worktree_ok=True", ""), ("", "worktree='read'"),
                        (", worktree='isolated'", ""), ("", "deps=['one']")):
@@ -251,8 +251,8 @@ def test_parallel_writers_of_one_shared_worktree_are_refused_at_load(tmp_path: P
 
 
 def test_worktree_modes_default_from_the_workflow_and_are_checked() -> None:
+    from durability.ground.store_errors import WorkflowInvalid
     from durability.runs.workflow import Workflow
-    from durability.store.exceptions import WorkflowInvalid
 
     wf = Workflow("modes", max_parallel=2, worktree="isolated")
     wf.task("a")(lambda ctx: 1)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from durability.ground.store_errors import WorktreeConflict
 from durability.runs.execute import EngineConfig, resume_run, start_run
 from durability.runs.isolated import Made, TaskWorktree, task_worktrees
 from durability.runs.run_rows import Runs
-from durability.store.exceptions import WorktreeConflict
 from durability.store.models import AttemptKey
 from tests.durability.runs import wfkit
 

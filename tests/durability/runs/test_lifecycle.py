@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from durability.ground.store_errors import ClaimFailed, ClaimLost, RunOwnerAlive, RunStillRunning
 from durability.runs.execute import EngineConfig, resume_run, start_run
 from durability.runs.fence import Claim, Owner
 from durability.runs.resume import claim_run
@@ -18,7 +19,6 @@ from durability.runs.runner import RunOutcome
 from durability.runs.supervise import Supervisor
 from durability.runs.worktree import NullWorktreeOps
 from durability.store.clock import ManualClock
-from durability.store.exceptions import ClaimFailed, ClaimLost, RunOwnerAlive, RunStillRunning
 from durability.store.models import AttemptKey, Checkpoint
 from tests.durability.runs import wfkit
 from tests.helpers import wait_for

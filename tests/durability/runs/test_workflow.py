@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from durability.ground.store_errors import ResumeMetadataMismatch, WorkflowInvalid
 from durability.runs.execute import EngineConfig, start_run
 from durability.runs.loader import load_workflow
 from durability.runs.metadata import compute, verify
 from durability.runs.run_rows import Runs
 from durability.runs.workflow import Workflow
-from durability.store.exceptions import ResumeMetadataMismatch, WorkflowInvalid
 from tests.durability.runs import wfkit
 
 FAST = EngineConfig(heartbeat_s=0.02)

@@ -1,4 +1,8 @@
-"""Errors of the state layer.
+"""Errors of the state store and the workflow runner (``EngineError``).
+
+Standard library only, in the ground: the hook's error path
+(``errors.from_code``) turns a code that crossed the socket back into one of
+these without importing the store.
 
 Hierarchy::
 
