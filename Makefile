@@ -48,6 +48,7 @@ lint: setup
 
 bench: setup $(VENV)/postgres-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/bench_capture.py
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/bench_startup.py
 
 clean:
 	rm -rf $(VENV)

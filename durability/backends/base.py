@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from durability.store import AttemptKey
 
-__all__ = ["Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp"]
+if TYPE_CHECKING:
+    import pygit2
+
+__all__ = ["Backend", "Changes", "Progress", "Skipped", "Snapshot", "Stamp", "backend_type"]
 
 #: Called as ``progress(done, total)`` while a restore writes and deletes
 #: files (the CLI draws it; the library never prints).
@@ -136,3 +139,27 @@ class Backend(Protocol):
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         """The id of ``commit_id``'s tree, for verifying a restore."""
         ...
+
+    @staticmethod
+    def checkpoint_repository(worktree: Path) -> pygit2.Repository:
+        """The git repository that holds ``worktree``'s checkpoints, opened
+        afresh (the caller may set its working folder or ignore rules): for
+        git the worktree's own (a linked worktree's shares the main one's
+        objects and refs), for jj the git store behind jj.  Raises
+        ``pygit2.GitError`` when it cannot be opened.  A static method: it
+        needs no backend (no jj binary) to answer."""
+        ...
+
+
+def backend_type(name: str) -> type[Backend]:
+    """The backend class called ``name`` (``jj`` or ``git``, as
+    ``backends.backend_name`` answers), for what needs no instance of it."""
+    if name == "git":
+        from durability.backends.git import GitBackend
+
+        return GitBackend
+    if name == "jj":
+        from durability.backends.jj import JjBackend
+
+        return JjBackend
+    raise ValueError(f"no backend called {name!r}")

@@ -127,6 +127,15 @@ class GitBackend:
         with state.lock, _git_errors(worktree):
             return str(_commit(state.repo, worktree, commit_id).tree_id)
 
+    @staticmethod
+    def checkpoint_repository(worktree: Path) -> pygit2.Repository:
+        """The worktree's own repository (see ``Backend.checkpoint_repository``),
+        opened as a capture opens it, but a new object: never the one kept
+        open with the private index."""
+        if not worktree.is_dir():
+            raise WorktreeMissing(f"worktree {worktree} does not exist")
+        return pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+
 
 def _commit(repo: pygit2.Repository, worktree: Path, commit_id: str) -> pygit2.Commit:
     try:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.moving import MAX_TRIES, is_snapshot_race, pause
@@ -41,6 +41,9 @@ from durability.ground.errors import (
     WorktreeMissing,
 )
 from durability.ground.fsutil import replace_file
+
+if TYPE_CHECKING:
+    import pygit2
 
 __all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
 
@@ -331,6 +334,16 @@ class JjBackend:
             return str(repo[commit_id].peel(pygit2.Commit).tree_id)
         except (KeyError, ValueError) as exc:
             raise JjFailed(f"commit {commit_id} is not in {worktree}'s store") from exc
+
+    @staticmethod
+    def checkpoint_repository(worktree: Path) -> pygit2.Repository:
+        """The git store behind jj (see ``Backend.checkpoint_repository``):
+        ``.git`` when colocated, else ``.jj/repo/store/git`` (bare), as
+        ``git_dir`` finds it; a second workspace's is the first one's."""
+        import pygit2
+
+        return pygit2.Repository(str(git_dir(worktree)),
+                                 pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
 
 
 class _StillMoving(JjFailed):

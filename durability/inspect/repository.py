@@ -2,7 +2,7 @@
 
 A git worktree's checkpoints are commits in its own repository; a jj working
 copy's are commits in the git store behind jj (``.git`` when colocated, else
-``.jj/repo/store/git``, see ``backends.jj.git_dir``).  Either way the
+``.jj/repo/store/git``): ``Backend.checkpoint_repository`` says which.  Either way the
 repository object's working folder is set to the worktree, so the worktree
 itself can be compared with a checkpoint (``worktree_diff``) without
 capturing it: nothing is staged, no index is written.
@@ -21,6 +21,7 @@ from pygit2.enums import DiffOption
 from pygit2.ffi import ffi
 
 from durability.backends import backend_name
+from durability.backends.base import backend_type
 from durability.ground.errors import GitFailed, WorktreeMissing
 from durability.store import NotFound
 
@@ -41,13 +42,9 @@ def open_checkpoints(worktree: str | Path, env: Mapping[str, str] = os.environ
         raise WorktreeMissing(f"worktree {root} does not exist: its checkpoints cannot be read "
                               f"(moved? from its new place its records follow it; a restore "
                               f"names it with --worktree PATH)")
-    where = root
-    if backend_name(root, env) == "jj":
-        from durability.backends.jj import git_dir
-
-        where = git_dir(root)
+    backend = backend_type(backend_name(root, env))
     try:
-        repo = pygit2.Repository(str(where), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        repo = backend.checkpoint_repository(root)
         if repo.workdir is None or Path(repo.workdir).resolve() != root.resolve():
             # A non-colocated jj store is bare, and a second jj workspace's
             # store belongs to the first: read the worktree that was captured.

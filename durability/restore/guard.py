@@ -18,7 +18,7 @@ import pygit2
 
 from durability.backends import MOVING, Backend, Skipped
 from durability.backends.selection import touches
-from durability.ground.errors import RestoreError
+from durability.ground.errors import GitFailed, RestoreError
 
 __all__ = ["refuse_unrecorded", "repository"]
 
@@ -64,10 +64,7 @@ def _overlap(a: str, b: str) -> bool:
 
 def repository(backend: Backend, root: Path) -> pygit2.Repository:
     """The git store that holds ``root``'s checkpoints (for jj, the one behind jj)."""
-    if backend.name == "git":
-        from durability.backends.git import worktree_index
-
-        return worktree_index(root).repo
-    from durability.backends.jj import git_dir
-
-    return pygit2.Repository(str(git_dir(root)))
+    try:
+        return backend.checkpoint_repository(root)
+    except pygit2.GitError as exc:
+        raise GitFailed(f"cannot open the repository of {root}: {exc}") from exc

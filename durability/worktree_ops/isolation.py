@@ -44,7 +44,6 @@ from durability.ground import proc
 from durability.ground.errors import CaptureError, JjFailed, LockTimeout
 from durability.ground.paths import ensure_private_dir
 from durability.ground.store_errors import WorktreeConflict
-from durability.restore.guard import repository
 from durability.runs.isolated import Made, TaskWorktree
 from durability.store import AttemptKey
 
@@ -89,7 +88,7 @@ class DurabilityIsolation:
                      "-r", f"parents({base})", str(path))
             self._jj(path, "restore", "--from", base)
         else:
-            repo = repository(backend, root)
+            repo = backend.checkpoint_repository(root)
             repo.references.create(REF_PREFIX + name, pygit2.Oid(hex=base), force=True)
             self._git(root, "worktree", "add", "--detach", str(path), base)
             self._git(path, "symbolic-ref", "HEAD", REF_PREFIX + name)
@@ -110,7 +109,7 @@ class DurabilityIsolation:
         with self._locked(capturer, shared):
             backend = capturer.backend(shared)
             ours = backend.snapshot(shared).commit_id
-            repo = repository(backend, shared)
+            repo = backend.checkpoint_repository(shared)
             journal = _Journal(repo, row.name)
             index = repo.merge_trees(_tree(repo, row.base_commit),
                                      journal.ours(_tree(repo, ours)),
@@ -144,9 +143,9 @@ class DurabilityIsolation:
         sig = signature()
         commit = repo.create_commit(None, sig, sig, "durability: merge back\n", tree, [])
         if backend.name == "jj":
-            from durability.backends.jj import git_dir, pin
+            from durability.backends.jj import pin
 
-            pin(git_dir(shared), str(commit))  # jj reads it from the store: keep it there
+            pin(Path(repo.path), str(commit))  # jj reads it from the store: keep it there
         backend.restore(shared, str(commit), pre_restore=ours)
 
     # -- removing -----------------------------------------------------------
