@@ -74,6 +74,10 @@ class Timer(Protocol):
         """``cond.wait(timeout)`` (the caller holds ``cond``): False on a timeout."""
         ...
 
+    def condition(self) -> threading.Condition:
+        """A condition for ``wait_on`` (a manual timer must see its notifies)."""
+        ...
+
 
 class SystemTimer:
     """The real timer: ``time.monotonic``, the wall clock, real waits."""
@@ -90,6 +94,9 @@ class SystemTimer:
     def wait_on(self, cond: threading.Condition, timeout: float | None) -> bool:
         return cond.wait(timeout)
 
+    def condition(self) -> threading.Condition:
+        return threading.Condition()
+
 
 SYSTEM_TIMER = SystemTimer()
 
@@ -101,6 +108,19 @@ class _Waiter:
         self.deadline = deadline
         self.event = event
         self.looks = 0  # times it looked and found nothing to return for
+
+
+class _Counted(threading.Condition):
+    """A condition that counts its notifies: a notify that races a timed
+    wait's timeout makes that wait return False, and is seen here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notifies = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notifies += 1  # under the lock, as notify requires
+        super().notify(n)
 
 
 class ManualTimer:
@@ -175,11 +195,17 @@ class ManualTimer:
         finally:
             self._leave(waiter)
 
+    def condition(self) -> threading.Condition:
+        return _Counted()
+
     def wait_on(self, cond: threading.Condition, timeout: float | None) -> bool:
+        if not isinstance(cond, _Counted):
+            raise TypeError("wait_on needs a condition from this timer's condition()")
         waiter = self._enter(timeout, None)
+        notifies = cond.notifies
         try:
             while True:
-                if cond.wait(self.LOOK_S):
+                if cond.wait(self.LOOK_S) or cond.notifies != notifies:
                     return True
                 if self._looked(waiter):
                     return False

@@ -47,7 +47,7 @@ class Debouncer:
         self.settle_s = settle_s
         self.max_delay_s = max(max_delay_s, settle_s)
         self._timer = timer
-        self._cond = threading.Condition()
+        self._cond = timer.condition()
         self._first: float | None = None  # first event not yet covered by a capture
         self._last = 0.0
         # Wall time of the first event since the last capture began, and of

@@ -66,7 +66,7 @@ class WatchManager:
         self.poll_interval_s = poll_interval_s
         self._watches: dict[Path, Watch] = {}
         self._lock = threading.RLock()
-        self._wake = threading.Condition()
+        self._wake = timer.condition()
         self._missing: list[Watch] = []
         self._closed = False
         self._overflow = OverflowListener(self.on_overflow, self._events_lost)

@@ -16,7 +16,7 @@ def test_the_system_timer_waits_for_real() -> None:
     event.set()
     assert SYSTEM_TIMER.wait(event, 0) is True
     assert SYSTEM_TIMER.monotonic() <= SYSTEM_TIMER.monotonic()
-    cond = threading.Condition()
+    cond = SYSTEM_TIMER.condition()
     with cond:
         assert SYSTEM_TIMER.wait_on(cond, 0) is False
 
@@ -75,7 +75,8 @@ def test_a_deadline_counts_from_the_time_the_thread_last_read() -> None:
 
 
 def test_a_condition_wait_ends_on_notify_or_its_deadline() -> None:
-    timer, cond = ManualTimer(), threading.Condition()
+    timer = ManualTimer()
+    cond = timer.condition()
 
     def waits() -> bool:
         with cond:
@@ -102,3 +103,30 @@ def test_wall_time_moves_with_the_timer() -> None:
 def test_until_waiting_says_when_nothing_comes_to_wait() -> None:
     with pytest.raises(AssertionError, match="fewer than 1 thread"):
         ManualTimer().until_waiting(timeout_s=0.05)
+
+
+def test_a_notify_that_races_a_look_is_not_lost() -> None:
+    """A notify landing as a look's short real wait times out makes that
+    wait return False; the timer's condition counts notifies, so the wait
+    still ends as notified (else an idle debouncer would miss its event)."""
+    timer = ManualTimer()
+    cond = timer.condition()
+    ended: list[bool] = []
+    for _ in range(50):
+        thread, out = _in_thread(lambda: _wait_once(timer, cond))
+        timer.until_waiting()
+        with cond:
+            cond.notify()
+        thread.join(10)
+        ended += out  # type: ignore[arg-type]
+    assert ended == [True] * 50
+
+
+def _wait_once(timer: ManualTimer, cond: threading.Condition) -> bool:
+    with cond:
+        return timer.wait_on(cond, None)
+
+
+def test_a_manual_wait_needs_the_timers_own_condition() -> None:
+    with pytest.raises(TypeError, match="condition"), threading.Condition() as cond:
+        ManualTimer().wait_on(cond, 1)
