@@ -76,6 +76,24 @@ def test_a_quiet_tree_is_captured_exactly_settle_after_the_last_event(
     assert fired.reasons == ["settle"]
 
 
+def test_a_burst_within_the_settle_window_is_one_capture(
+        debouncer: Debouncer, timer: ManualTimer, fired: _Fired) -> None:
+    """200 events, each less than settle_s after the one before: one capture,
+    settle_s after the last (the service test's 200 writes, without the
+    machine's speed deciding whether they fit in the window)."""
+    for _ in range(200):
+        debouncer.touch()
+        timer.advance(1 / 1024)  # 200 of them: 0.195 s, each well within settle
+    timer.until_waiting()
+    assert fired.reasons == []
+    _step(timer, SETTLE_S - 2 / 1024)  # just before settle_s after the last event
+    assert fired.reasons == []
+    _step(timer, 1 / 1024)
+    assert fired.reasons == ["settle"]
+    assert fired.at == [199 / 1024 + SETTLE_S]
+    assert debouncer.events == 200
+
+
 def test_continuous_writes_are_captured_every_max_delay_first_by_max_delay(
         debouncer: Debouncer, timer: ManualTimer, fired: _Fired) -> None:
     """A write every 62.5 ms never leaves the tree quiet for settle_s, so the
