@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from durability.ground.ids import printable
 from durability.inspect.repository import open_checkpoints
 from durability.remote import manifest, secrets, transport
 from durability.remote.transport import RemoteFailed
-from durability.store import Checkpoint, EngineError, Store, now_ms
+from durability.store import Checkpoint, EngineError, Store
+from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.store.remote_rows import FAILED, PUSHED, Pending, Remotes
 
 __all__ = ["GAP_REASON", "WITHHELD_REASON", "Replicator", "pin_ref"]
@@ -74,10 +74,12 @@ def pin_ref(repo: pygit2.Repository, c: Checkpoint) -> str:
 
 class Replicator:
     def __init__(self, settings: Settings, store: Callable[[], Store],
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], *, timer: Timer = SYSTEM_TIMER) -> None:
         self.settings = settings
         self._store = store
         self._env = env
+        #: Decides the burst's quiet, the idle look, the back-off and the bound.
+        self._timer = timer
         #: One connection for the thread's life: its look every ``POLL_S``
         #: would otherwise open one (tens of ms under PostgreSQL).
         self._remotes = Remotes(settings.database, keep_open=True)
@@ -141,7 +143,7 @@ class Replicator:
         _lower_priority()
         self._repair()
         while not self._stop.is_set():
-            if self._wake.wait(self._idle_s()):
+            if self._timer.wait(self._wake, self._idle_s()):
                 self._gather()
             self._wake.clear()
             if self._stop.is_set():
@@ -166,10 +168,10 @@ class Replicator:
         """Wait out a burst: until no checkpoint came for ``QUIET_S``, at most
         ``MAX_DEFER_S``.  Pushing in the middle of one would compete with its
         captures for the CPU and the store, and push it piecemeal."""
-        first = time.monotonic()
+        first = self._timer.monotonic()
         self._wake.clear()
-        while not self._stop.is_set() and time.monotonic() - first < MAX_DEFER_S:
-            if not self._wake.wait(QUIET_S):
+        while not self._stop.is_set() and self._timer.monotonic() - first < MAX_DEFER_S:
+            if not self._timer.wait(self._wake, QUIET_S):
                 return
             self._wake.clear()
 
@@ -177,7 +179,7 @@ class Replicator:
         if not self._backoff:
             return POLL_S
         soonest = min(at for at, _ in self._backoff.values())
-        return min(POLL_S, max(soonest - time.monotonic(), 0.01))
+        return min(POLL_S, max(soonest - self._timer.monotonic(), 0.01))
 
     def run_once(self) -> int:
         """Push what is due; returns how many checkpoints were pushed.
@@ -221,7 +223,7 @@ class Replicator:
         sent: list[Pending] = []
         unpinned: list[Pending] = []
         withheld: list[Pending] = []
-        if time.monotonic() >= at:
+        if self._timer.monotonic() >= at:
             self._pushing = True
             try:
                 patterns = secrets.load(self._env)
@@ -235,7 +237,7 @@ class Replicator:
                 self._errors.pop(key, None)
             except (DurabilityError, EngineError, pygit2.GitError, OSError) as exc:
                 delay = min(max(delay * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
-                self._backoff[key] = (time.monotonic() + delay, delay)
+                self._backoff[key] = (self._timer.monotonic() + delay, delay)
                 self._errors[key] = str(exc)
                 log.warning("replication of %s to %s failed (next try in %gs): %s",
                             key[0], key[1], delay, exc)
@@ -273,7 +275,8 @@ class Replicator:
         if not items:
             return there, lost, held
         entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
-        sent = {e.ref: tips[e.ref] for e in entries}
+        # Every tip is there: the items whose pin is gone were left out above.
+        sent = {e.ref: tip for e in entries if (tip := tips[e.ref]) is not None}
         for p in items:
             mode = MODES_PREFIX + p.checkpoint.commit_id
             target = _target(repo, mode)
@@ -390,7 +393,7 @@ class Replicator:
 
     def _file_overdue(self, items: list[Pending], error: str) -> None:
         """File one replication-failed gap per checkpoint past the bound."""
-        now = now_ms()
+        now = self._timer.wall_ms()
         bound = self.settings.replication_bound_ms
         late = [p for p in items if p.state != FAILED and now - p.since_ms >= bound]
         for p in late:

@@ -30,7 +30,8 @@ from durability.ground.fsutil import replace_file
 from durability.ground.paths import ensure_private_dir
 from durability.retention.gc import extra_keepers, run_gc
 from durability.retention.policy import HOUR_MS, load_policy
-from durability.store import EngineError, Store, now_ms
+from durability.store import EngineError, Store
+from durability.store.clock import SYSTEM_TIMER, Timer
 
 __all__ = ["ENV", "GcSchedule", "interval_ms"]
 
@@ -61,11 +62,14 @@ class GcSchedule:
     """Runs gc when it is due, on its own thread, until ``stop`` is set."""
 
     def __init__(self, settings: Settings, store: Callable[[], Store],
-                 env: Mapping[str, str], stop: threading.Event) -> None:
+                 env: Mapping[str, str], stop: threading.Event, *,
+                 timer: Timer = SYSTEM_TIMER) -> None:
         self.settings = settings
         self._store = store
         self._env = env
         self._stop = stop
+        #: When gc is due, and what the marker records (a test moves it).
+        self._timer = timer
         self.runs = 0
 
     @property
@@ -84,7 +88,7 @@ class GcSchedule:
         if self._last() is None:
             self._mark()
         log.info("scheduled gc every %.3g h", every / HOUR_MS)
-        while not self._stop.wait(min(_CHECK_S, every / 1000)):
+        while not self._timer.wait(self._stop, min(_CHECK_S, every / 1000)):
             self.tick(every)
 
     def tick(self, every: int) -> bool:
@@ -94,7 +98,7 @@ class GcSchedule:
         try:
             with filelock.FileLock(ensure_private_dir(self.settings.lock_dir)
                                    / "gc-schedule.lock", timeout=0):
-                if now_ms() - (self._last() or 0) < every:
+                if self._timer.wall_ms() - (self._last() or 0) < every:
                     return False
                 self.run_once()
                 return True
@@ -111,7 +115,7 @@ class GcSchedule:
         started = time.monotonic()
         try:
             policy = load_policy(self._env)
-            report = run_gc(self.settings, self._store(), policy, now_ms=now_ms(),
+            report = run_gc(self.settings, self._store(), policy, now_ms=self._timer.wall_ms(),
                             keepers=extra_keepers(self.settings), env=self._env).to_dict()
         except (DurabilityError, EngineError, OSError) as exc:
             log.warning("scheduled gc failed: %s", exc)
@@ -135,6 +139,6 @@ class GcSchedule:
 
     def _mark(self) -> None:
         try:
-            replace_file(self.marker, f"{now_ms()}\n".encode(), mode=0o600)
+            replace_file(self.marker, f"{self._timer.wall_ms()}\n".encode(), mode=0o600)
         except OSError as exc:
             log.warning("cannot write %s: %s", self.marker, exc)

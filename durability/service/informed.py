@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey, EngineError, NotFound, Store
+from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import Informed
 from durability.watch.ignore import open_repository
 from durability.watch.tracked import Tracker
@@ -43,9 +43,11 @@ class InformedCaptures:
     """Runs the coalescer's batches: informed, quiet, or a full capture."""
 
     def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store],
-                 *, rescan_s: float = 60.0) -> None:
+                 *, rescan_s: float = 60.0, timer: Timer = SYSTEM_TIMER) -> None:
         self.capturer = capturer
         self.rescan_s = rescan_s
+        #: Decides when a rescan is due (a test moves it).
+        self.timer = timer
         #: Per worktree: when its last full capture began (monotonic).
         self._full_at: dict[Path, float] = {}
         self.tracker = tracker
@@ -87,7 +89,7 @@ class InformedCaptures:
         else:
             self.full += 1
             with self._lock:
-                self._full_at[worktree] = time.monotonic()
+                self._full_at[worktree] = self.timer.monotonic()
         outcomes = self.capturer.capture(requests, lock_timeout_s=lock_timeout_s)
         self._remember(worktree, requests, outcomes)
         return outcomes
@@ -124,7 +126,7 @@ class InformedCaptures:
             return False
         with self._lock:
             at = self._full_at.get(worktree)
-        return at is None or time.monotonic() - at >= self.rescan_s
+        return at is None or self.timer.monotonic() - at >= self.rescan_s
 
     def stats(self) -> dict[str, Any]:
         """The counters the ping answer carries under ``informed``."""

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Protocol
+
+from durability.store.clock import SYSTEM_TIMER, Timer
 
 __all__ = ["Debouncer", "Window"]
 
@@ -36,22 +37,17 @@ class Window(Protocol):
     def clear(self) -> None: ...
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Debouncer:
     """Turns a stream of ``touch()`` calls into settle captures."""
 
     def __init__(self, fire: Fire, *, settle_s: float, max_delay_s: float, name: str,
-                 clock: Callable[[], float] = time.monotonic,
-                 window: Window | None = None) -> None:
+                 timer: Timer = SYSTEM_TIMER, window: Window | None = None) -> None:
         self._fire = fire
         self._window = window
         self.settle_s = settle_s
         self.max_delay_s = max(max_delay_s, settle_s)
-        self._clock = clock
-        self._cond = threading.Condition()
+        self._timer = timer
+        self._cond = timer.condition()
         self._first: float | None = None  # first event not yet covered by a capture
         self._last = 0.0
         # Wall time of the first event since the last capture began, and of
@@ -68,13 +64,13 @@ class Debouncer:
 
     def touch(self) -> None:
         """An event that should end in a capture."""
-        now = self._clock()
+        now = self._timer.monotonic()
         with self._cond:
             self.events += 1
             self._last = now
             if self._first is None:
                 self._first = now
-                self._first_ms = _wall_ms()
+                self._first_ms = self._timer.wall_ms()
                 self._cond.notify()
             if self._unanswered_ms is None and not self._stopping:
                 self._open_window(self._first_ms)
@@ -129,13 +125,13 @@ class Debouncer:
                 if self._stopping:
                     return "final" if self._final else None
                 if self._first is None:
-                    self._cond.wait()
+                    self._timer.wait_on(self._cond, None)
                     continue
-                now = self._clock()
+                now = self._timer.monotonic()
                 settle_at = self._last + self.settle_s
                 cap_at = self._first + self.max_delay_s
                 due = min(settle_at, cap_at)
                 if now >= due:
                     self._first = None
                     return "settle" if settle_at <= cap_at else "max-delay"
-                self._cond.wait(due - now)
+                self._timer.wait_on(self._cond, due - now)

@@ -24,6 +24,7 @@ from durability.config import Settings
 from durability.gaps import spool
 from durability.gaps.ingest import write_gap
 from durability.store import AttemptKey, Store
+from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.inotify import (
     OverflowListener,
     default_observer,
@@ -52,8 +53,11 @@ class WatchManager:
     def __init__(self, *, capture: Capture, settings: Settings,
                  store: Callable[[], Store] | None = None, registry: Any = None,
                  observer_factory: ObserverFactory | None = None,
-                 poll_interval_s: float = DEFAULT_POLL_S) -> None:
+                 poll_interval_s: float = DEFAULT_POLL_S,
+                 timer: Timer = SYSTEM_TIMER) -> None:
         self.capture = capture
+        #: The settle windows' and the housekeeper's time (a test moves it).
+        self.timer = timer
         self.settings = settings
         self._store = store
         self.registry = registry  # durability.store.watch_rows.Watches, or None (foreground)
@@ -62,7 +66,7 @@ class WatchManager:
         self.poll_interval_s = poll_interval_s
         self._watches: dict[Path, Watch] = {}
         self._lock = threading.RLock()
-        self._wake = threading.Condition()
+        self._wake = timer.condition()
         self._missing: list[Watch] = []
         self._closed = False
         self._overflow = OverflowListener(self.on_overflow, self._events_lost)
@@ -84,7 +88,7 @@ class WatchManager:
             self._teardown(old, final=True)
         window = WindowMarker(self.settings.window_dir, spec.worktree, spec.key)
         watch = Watch(spec, capture=self.capture, on_missing=self._report_missing,
-                      window=window)
+                      window=window, timer=self.timer)
         watch.catch_up = catch_up
         watch.start()
         try:
@@ -279,7 +283,7 @@ class WatchManager:
         while True:
             with self._wake:
                 if not self._missing and not self._closed:
-                    self._wake.wait(_CHECK_S)
+                    self.timer.wait_on(self._wake, _CHECK_S)
                 if self._closed:
                     return
                 missing, self._missing = self._missing, []

@@ -19,6 +19,7 @@ from typing import Any
 
 from durability.capture.capturer import CaptureRequest, Outcome
 from durability.store import AttemptKey
+from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import ChangedPaths
 from durability.watch.debounce import Debouncer
 from durability.watch.ignore import IgnoreRules
@@ -62,7 +63,7 @@ class Watch:
 
     def __init__(self, spec: WatchSpec, *, capture: Capture,
                  on_missing: Callable[[Watch], None],
-                 window: WindowMarker | None = None) -> None:
+                 window: WindowMarker | None = None, timer: Timer = SYSTEM_TIMER) -> None:
         self.spec = spec
         #: The next capture catches up a window a dead watcher missed (its label says so).
         self.catch_up = False
@@ -78,7 +79,8 @@ class Watch:
         self._inode = _inode(spec.worktree)
         self.debouncer = Debouncer(self._fire, settle_s=spec.settle_ms / 1000,
                                    max_delay_s=spec.max_delay_ms / 1000,
-                                   name=f"watch-settle:{spec.worktree}", window=window)
+                                   name=f"watch-settle:{spec.worktree}", window=window,
+                                   timer=timer)
         self.poller: Poller | None = None
         self.observed: Any = None  # the watchdog ObservedWatch, in inotify mode
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
+import filelock
 import pytest
 
 from durability.config import Settings
@@ -33,6 +33,21 @@ def _seqs(settings: Settings) -> list[int]:
         return [c.seq for c in store.checkpoints(KEY.run_id)]
 
 
+def _schedule_busy(settings: Settings) -> bool:
+    """Whether a scheduled gc holds the schedule's lock now (taken and let
+    go at once when free: the schedule's tick that finds it taken only
+    skips, and the next one runs)."""
+    lock = filelock.FileLock(settings.lock_dir / "gc-schedule.lock", timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return True
+    except OSError:
+        return False  # no lock folder yet: no tick so far
+    lock.release()
+    return False
+
+
 def test_scheduled_gc_waits_for_the_worktree_lock_then_runs(
         tmp_path: Path, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
     wt = make_repo("git", tmp_path / "wt")
@@ -44,10 +59,12 @@ def test_scheduled_gc_waits_for_the_worktree_lock_then_runs(
     caplog.set_level(logging.INFO, logger="durability")
     with Service(settings, env=_env(tmp_path, "50")) as svc:
         assert svc.gc is not None
-        held = threading.Event()
         wait_for(lambda: (tmp_path / "state" / "gc-last").exists())
-        held.wait(0.5)  # several intervals pass while the lock is held
+        # A due gc is under way (it holds the schedule's lock), waiting for
+        # the capture's worktree lock: nothing is dropped meanwhile.
+        wait_for(lambda: _schedule_busy(settings), timeout=60)
         assert _seqs(settings) == [1, 2, 3]
+        assert svc.gc.runs == 0
         lock.release()
         wait_for(lambda: _seqs(settings) == [3], timeout=60)
         wait_for(lambda: svc.gc is not None and svc.gc.runs >= 1)

@@ -15,7 +15,6 @@ import mmap
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 
 from durability.config import Settings
 from durability.service.server import Service
+from durability.store.clock import ManualTimer
 from tests.durability.service.informedkit import make_worktree
 from tests.helpers import commit_manifest, git, jj, make_git_repo, make_jj_repo, tree_manifest
 
@@ -299,16 +299,18 @@ def test_a_write_no_event_reports_is_taken_by_the_periodic_full_capture(
     once the worktree's last full capture is older than the rescan bound."""
     outside = tmp_path / "outside"
     outside.mkdir()
-    # The bound starts long, so a loaded machine's two first captures are
-    # surely within it (the second is the quiet one), then drops to 1 s.
+    # The bound is on the service's timer, moved by the test: a loaded
+    # machine's two first captures are within it (the second is the quiet
+    # one) however slow they are.
     rescan = dataclasses.replace(settings, informed_rescan_ms=600_000)
+    timer = ManualTimer()
     with Service(rescan) as svc, open(worktree / "src" / "a.txt", "r+b") as f:
         assert svc.informed is not None
+        svc.informed.timer = timer
         m = mmap.mmap(f.fileno(), 0)
         _capture(svc, worktree)
         _capture(svc, worktree)
         assert svc.informed.quiet == 1
-        svc.informed.rescan_s = 1.0
         os.link(worktree / "README.md" if (worktree / "README.md").exists()
                 else worktree / ".gitignore", outside / "link")
         with open(outside / "link", "ab") as linked:
@@ -316,7 +318,10 @@ def test_a_write_no_event_reports_is_taken_by_the_periodic_full_capture(
         m[0:1] = b"M"
         m.flush()
         m.close()
-        time.sleep(1.05)
+        timer.advance(600 - 0.125)
+        _capture(svc, worktree)  # within the bound: no full capture yet
+        assert svc.informed.full == 1
+        timer.advance(0.125)
         _assert_captured(svc, worktree)
         assert svc.informed.full == 2
 

@@ -22,6 +22,7 @@ from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
 from durability.ground import client
 from durability.store import AttemptKey, Checkpoint, Gap, Store
+from durability.store.clock import ManualTimer
 from durability.watch.debounce import Debouncer
 from durability.watch.window import WindowMarker, file_missed
 from tests.helpers import ServiceProcess, cli, durability_exe, jj, start_service, wait_for
@@ -303,9 +304,11 @@ class _Recorder:
         self.calls.append(("clear", 0))
 
 
-def _debouncer(window: _Recorder, fire: Any) -> Debouncer:
-    d = Debouncer(fire, settle_s=0.05, max_delay_s=10, name="test-window", window=window)
+def _debouncer(window: _Recorder, fire: Any, timer: ManualTimer) -> Debouncer:
+    d = Debouncer(fire, settle_s=0.05, max_delay_s=10, name="test-window", window=window,
+                  timer=timer)
     d.start()
+    timer.until_waiting()
     return d
 
 
@@ -316,12 +319,14 @@ def test_a_burst_marks_its_window_once_and_its_capture_clears_it() -> None:
         fired.set()
         return True
 
-    d = _debouncer(window, fire)
+    timer = ManualTimer()
+    d = _debouncer(window, fire, timer)
     try:
         for _ in range(100):
             d.touch()
-        assert fired.wait(10)
-        wait_for(lambda: len(window.calls) == 2)
+        timer.advance(0.05)
+        timer.until_waiting()  # captured, answered, and idle again
+        assert fired.is_set()
     finally:
         d.stop(final=False)
     assert [c[0] for c in window.calls] == ["mark", "clear"]
@@ -336,15 +341,20 @@ def test_events_during_a_capture_open_the_next_window() -> None:
         assert go.wait(10)
         return next(answers)
 
-    d = _debouncer(window, fire)
+    timer = ManualTimer()
+    d = _debouncer(window, fire, timer)
     try:
         d.touch()
+        timer.advance(0.05)
         assert started.wait(10)
         started.clear()
-        time.sleep(0.01)
+        timer.advance(0.01)
         d.touch()  # during the capture: not answered by it
         go.set()
-        wait_for(lambda: len(window.calls) == 3, timeout=60)
+        timer.until_waiting()  # the first capture answered, the next window due
+        timer.advance(0.05)
+        assert started.wait(10)
+        timer.until_waiting()
     finally:
         d.stop(final=False)
     (m1, t1), (m2, t2), (c, _) = window.calls
@@ -359,11 +369,15 @@ def test_a_capture_not_on_record_keeps_the_window() -> None:
         fired.set()
         return False  # failed, and no gap could be filed
 
-    d = _debouncer(window, fire)
+    timer = ManualTimer()
+    d = _debouncer(window, fire, timer)
     try:
         d.touch()
-        assert fired.wait(10)
-        time.sleep(0.2)
+        timer.advance(0.05)
+        timer.until_waiting()  # the capture came back unanswered: idle again
+        assert fired.is_set()
+        timer.advance(10)  # nothing clears it later either
+        timer.until_waiting()
     finally:
         d.stop(final=False)
     assert window.calls == [("mark", window.calls[0][1])]

@@ -125,11 +125,13 @@ def test_continuous_writes_are_captured_at_least_every_max_delay(
     during = [r for r in _rows(settings) if r.created_at_ms >= start_ms]
     shown = [(r.created_at_ms - start_ms, r.label) for r in during]
     assert len(during) >= 2, "max-delay captures never fired under continuous writes"
-    # A write every 50 ms never leaves the tree quiet for settle_ms from the
-    # start, so the first capture is the max-delay one, taken while the
-    # writes still went on.
+    # Captures were taken while the writes still went on, each by one of the
+    # two deadlines.  Which one comes first is decided by the time a loaded
+    # machine gives the writer, so it is not asserted here: the debouncer's
+    # own tests move its clock (tests/durability/watch/test_debounce.py).
+    assert {r.label for r in during} <= {"watch max-delay", "watch settle"}, shown
+    assert during[0].created_at_ms <= stop_ms, (shown, stop_ms - start_ms)
     max_delay = [r for r in during if r.label == "watch max-delay"]
-    assert max_delay and max_delay[0].created_at_ms <= stop_ms, (shown, stop_ms - start_ms)
     # A max-delay capture is decided at most every max_delay_ms (its deadline
     # counts from the first write after the previous decision).
     assert len(max_delay) <= writing_ms // max_delay_ms + 1, shown
@@ -362,6 +364,31 @@ def test_event_queue_overflow_files_a_gap_and_captures(manager: Any, settings: S
         "Inotify queue overflowed; filesystem events were lost")
     wait_for(lambda: "watch-degraded" in _gap_reasons(settings))
     wait_for(lambda: watch.captures > captures)
+
+
+def test_a_worktree_moved_away_silently_is_ended_by_the_next_housekeeping_look(
+        manager: Any, settings: Settings, tmp_path: Path) -> None:
+    """Moving a folder above the worktree sends the watch no event: the
+    housekeeper's look every ``_CHECK_S`` ends it with a worktree-missing gap
+    (on the manager's timer: the look comes when the test moves it)."""
+    from durability.store.clock import ManualTimer
+    from durability.watch import manager as manager_module
+
+    worktree = make_jj_repo(tmp_path / "above" / "wt").resolve()
+    timer = ManualTimer()
+    m = manager(timer=timer)
+    m.add(_spec(worktree))
+    timer.advance(0.2)  # the baseline capture's settle window
+    _wait_rows(settings, 1)
+    timer.until_waiting(2)  # the settle thread, idle, and the housekeeper
+    os.rename(tmp_path / "above", tmp_path / "moved")
+    timer.advance(manager_module._CHECK_S - 0.5)
+    timer.until_waiting(2)  # looked before its time: nothing decided
+    assert m.get(worktree) is not None
+    assert "worktree-missing" not in _gap_reasons(settings)
+    timer.advance(0.5)
+    wait_for(lambda: m.get(worktree) is None)
+    wait_for(lambda: "worktree-missing" in _gap_reasons(settings))
 
 
 def test_ignore_cache_stays_bounded(repo: Path) -> None:
