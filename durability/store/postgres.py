@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["URL_SCHEMES", "PgConnection", "PgError", "bind_placeholders", "connect", "convert",
-           "is_url", "migrate", "redact"]
+           "is_url", "migrate", "redact", "scrub"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -48,9 +48,57 @@ def is_url(location: object) -> bool:
     return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
+# A password given as a parameter of the URL (libpq reads password= and sslpassword=).
+_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl)?password=)([^&#]*)")
+
+
+def _userinfo(url: str) -> tuple[int, int] | None:
+    """Where the user information of ``url`` lies (``start``, the ``@``):
+    everything up to the last ``@`` before the query, so a password that
+    holds a ``@`` or a ``/`` (unencoded) is all of it."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    start += 3
+    query = url.find("?", start)
+    at = url.rfind("@", start, len(url) if query < 0 else query)
+    return (start, at) if at >= 0 else None
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for messages and listings."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """``url`` without its password (the user information's and a
+    ``password=`` parameter's), for messages and listings."""
+    found = _userinfo(url)
+    if found is not None and ":" in url[found[0]:found[1]]:
+        start, at = found
+        user = url[start:at].split(":", 1)[0]
+        url = f"{url[:start]}{user}:***{url[at:]}"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
+
+
+def _secrets(url: str) -> list[str]:
+    """The passwords in ``url``, as written and decoded, longest first."""
+    from urllib.parse import unquote
+    found = []
+    where = _userinfo(url)
+    if where is not None and ":" in url[where[0]:where[1]]:
+        found.append(url[where[0]:where[1]].split(":", 1)[1])
+    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)]
+    # libpq splits a password holding an unencoded @ or / elsewhere (part
+    # of it becomes the host): each longer piece is a secret too.
+    found += [piece for s in found for piece in re.split(r"[@/:]", s) if len(piece) >= 3]
+    every = {s for s in found if s} | {unquote(s) for s in found if s}
+    return sorted(every, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (what libpq or psycopg said about ``url``) without the
+    passwords of ``url``: libpq quotes the part of a URL it cannot read,
+    which may be a password, or the whole URL."""
+    text = text.replace(url, redact(url))
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 def bind_placeholders(sql: str) -> str:
@@ -268,7 +316,8 @@ def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
             conn.close()
             raise
     except psycopg.Error as exc:
-        raise PgError(_message(exc)) from exc
+        # from None: psycopg's own exception may quote the URL too.
+        raise PgError(scrub(_message(exc), url)) from None
     return conn
 
 
