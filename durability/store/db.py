@@ -65,6 +65,12 @@ class Connection(Protocol):
 BUSY_TIMEOUT_MS = 10_000
 
 
+#: The SQLite this Python runs, and the oldest the store's SQL needs (the
+#: upserts' ``INSERT ... ON CONFLICT ... DO UPDATE``).
+SQLITE_VERSION: tuple[int, int, int] = sqlite3.sqlite_version_info
+SQLITE_MIN = (3, 24, 0)
+
+
 def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open ``path`` with the pragmas every connection needs; a write waits up
     to ``busy_timeout_ms`` for another writer's lock.
@@ -73,6 +79,11 @@ def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Co
     exists but is empty, not a database or unreadable is ``StoreUnavailable``,
     never replaced by a fresh one (its seq numbering would restart at 1).
     """
+    if SQLITE_VERSION < SQLITE_MIN:
+        raise StoreUnavailable(
+            f"SQLite {'.'.join(map(str, SQLITE_VERSION))} is too old for the state database "
+            f"(needs {'.'.join(map(str, SQLITE_MIN))} or later): use a Python built with a "
+            "newer SQLite")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
