@@ -11,6 +11,7 @@ from durability.ground.store_errors import InvalidValue, NotFound, StoreUnavaila
 from durability.runs.budget import Usage
 from durability.runs.fence import Claim, FencedStore
 from durability.store.database import DB_ERRORS
+from durability.store.dialect import dialect_of
 from durability.store.events import Event, append, append_for
 from durability.store.events import newest as newest_events
 from durability.store.events import read as read_events
@@ -75,8 +76,9 @@ class TaskRecords(FencedStore):
         now = self._clock()
         with self.fenced(claim) as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO task_outputs (run_id, node_id, iteration, attempt, "
-                "output_json, created_at_ms) VALUES (?,?,?,?,?,?)", (*_key(key), output_json, now))
+                "INSERT INTO task_outputs (run_id, node_id, iteration, attempt, "
+                "output_json, created_at_ms) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (*_key(key), output_json, now))
             conn.execute(
                 "UPDATE attempts SET state='succeeded', finished_at_ms=? WHERE run_id=? AND "
                 "node_id=? AND iteration=? AND attempt=?", (now, *_key(key)))
@@ -92,7 +94,7 @@ class TaskRecords(FencedStore):
     def _run_state(self, run_id: str) -> RunState:
         state = RunState()
         with self._conn() as conn:
-            conn.execute("BEGIN")  # one snapshot for the three reads
+            dialect_of(conn).begin_read(conn)  # one snapshot for the three reads
             try:
                 for node, it, out in conn.execute(
                         "SELECT node_id, iteration, output_json FROM task_outputs "
@@ -131,8 +133,10 @@ class TaskRecords(FencedStore):
             if node_id not in {t["id"] for t in json.loads(row[1] or "[]")}:
                 raise NotFound(f"run {run_id} has no task {node_id!r}")
             conn.execute(
-                "INSERT OR REPLACE INTO approvals (run_id, node_id, decision, reason, "
-                "decided_at_ms) VALUES (?,?,?,?,?)",
+                "INSERT INTO approvals (run_id, node_id, decision, reason, decided_at_ms) "
+                "VALUES (?,?,?,?,?) ON CONFLICT (run_id, node_id) DO UPDATE SET "
+                "decision=excluded.decision, reason=excluded.reason, "
+                "decided_at_ms=excluded.decided_at_ms",
                 (run_id, node_id, decision, reason, self._clock()))
             append(conn, run_id, "approval", self._clock(), node_id=node_id,
                    detail={"decision": decision, "reason": reason})
@@ -163,7 +167,8 @@ class TaskRecords(FencedStore):
     def add_usage(self, run_id: str, *, turns: int, tokens: int, cost: float) -> Usage:
         """Count a progress event; returns the run's totals after it."""
         with self._write() as conn:
-            conn.execute("INSERT OR IGNORE INTO run_usage (run_id) VALUES (?)", (run_id,))
+            conn.execute("INSERT INTO run_usage (run_id) VALUES (?) ON CONFLICT DO NOTHING",
+                         (run_id,))
             conn.execute("UPDATE run_usage SET turns=turns+?, tokens=tokens+?, cost=cost+? "
                          "WHERE run_id=?", (turns, tokens, cost, run_id))
             row = conn.execute("SELECT turns, tokens, cost FROM run_usage WHERE run_id=?",

@@ -97,8 +97,8 @@ class Runs(TaskRecords):
             if row is not None and row[0] is not None:
                 raise InvalidValue(f"run {run_id!r} already exists: resume it instead")
             # A row without a state was made by a hook that fired first; adopt it.
-            conn.execute("INSERT OR IGNORE INTO runs (run_id, created_at_ms) VALUES (?, ?)",
-                         (run_id, now))
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?) "
+                         "ON CONFLICT DO NOTHING", (run_id, now))
             conn.execute(
                 "UPDATE runs SET state='running', workflow_path=?, repo_root=?, worktree=?, "
                 "metadata_json=?, plan_json=?, limits_json=?, owner=?, owner_pid=?, "
@@ -106,7 +106,8 @@ class Runs(TaskRecords):
                 "updated_at_ms=? WHERE run_id=?",
                 (workflow_path, repo_root, worktree, metadata_json, plan_json, limits_json,
                  owner.name, owner.pid, owner.host, now, now, now, run_id))
-            conn.execute("INSERT OR IGNORE INTO run_usage (run_id) VALUES (?)", (run_id,))
+            conn.execute("INSERT INTO run_usage (run_id) VALUES (?) ON CONFLICT DO NOTHING",
+                         (run_id,))
             epoch = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",
                                  (run_id,)).fetchone()[0]
             append(conn, run_id, "run-started", now,

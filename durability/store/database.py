@@ -2,8 +2,9 @@
 
 A *location* is either a path (SQLite) or a ``postgresql://`` URL.  Both open
 to a connection with the same surface (``Connection``): SQLite's own, or
-``durability.store.postgres.PgConnection``, which translates the store's SQL.  The
-store, the run records and the watches are written once against it.
+``durability.store.postgres.PgConnection``.  The store, the run records and
+the watches are written once against it, in the SQL both databases read
+alike; what each spells its own way is in ``durability.store.dialect``.
 """
 
 from __future__ import annotations

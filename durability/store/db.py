@@ -1,10 +1,12 @@
 """SQLite connections and versioned migrations.
 
-Migrations are the ``migrations/NNNN_name.sql`` files of this package, applied
-in order and never edited once released: a change to the schema is a new file.
-``PRAGMA user_version`` records how far a database has come.  A file
-``NNNN_name.postgresql.sql`` beside one of them is that migration for
-PostgreSQL, where the translation of ``durability.store.postgres`` cannot carry it.
+Migrations are the ``migrations/<dialect>/NNNN_name.sql`` files of this
+package, one folder per database (``sqlite``, ``postgresql``), each written in
+its database's own SQL and types: the same versions, under the same file
+names, make the same schema on both.  They are applied in order and never
+edited once released: a change to the schema is a new file in both folders.
+``PRAGMA user_version`` records how far a SQLite database has come (under
+PostgreSQL: the rows of ``durability_schema``, ``durability.store.postgres``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from durability.ground.store_errors import StoreUnavailable
+from durability.store.dialect import dialect_of
 from durability.store.host import host_id, sql_literal
 
-__all__ = ["DB_ERRORS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect", "migrate",
-           "migrations", "statements", "write_transaction"]
+__all__ = ["DB_ERRORS", "DIALECTS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect",
+           "migrate", "migrations", "read_transaction", "statements", "write_transaction"]
 
 
 class DatabaseError(sqlite3.Error):
@@ -62,6 +65,12 @@ class Connection(Protocol):
 BUSY_TIMEOUT_MS = 10_000
 
 
+#: The SQLite this Python runs, and the oldest the store's SQL needs (the
+#: upserts' ``INSERT ... ON CONFLICT ... DO UPDATE``).
+SQLITE_VERSION: tuple[int, int, int] = sqlite3.sqlite_version_info
+SQLITE_MIN = (3, 24, 0)
+
+
 def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open ``path`` with the pragmas every connection needs; a write waits up
     to ``busy_timeout_ms`` for another writer's lock.
@@ -70,6 +79,11 @@ def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Co
     exists but is empty, not a database or unreadable is ``StoreUnavailable``,
     never replaced by a fresh one (its seq numbering would restart at 1).
     """
+    if SQLITE_VERSION < SQLITE_MIN:
+        raise StoreUnavailable(
+            f"SQLite {'.'.join(map(str, SQLITE_VERSION))} is too old for the state database "
+            f"(needs {'.'.join(map(str, SQLITE_MIN))} or later): use a Python built with a "
+            "newer SQLite")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:  # e.g. the state folder is a file: a clear error, not a traceback
@@ -153,11 +167,13 @@ def _check_existing(path: Path) -> None:
 
 @contextmanager
 def write_transaction(conn: Connection) -> Iterator[Connection]:
-    """One unit of work: ``BEGIN IMMEDIATE`` takes the write lock up front, so
-    the reads inside (the next seq) cannot be invalidated by another writer."""
+    """One unit of work holding the writers' lock from its start (SQLite:
+    ``BEGIN IMMEDIATE``; ``durability.store.dialect``), so the reads inside
+    (the next seq) cannot be invalidated by another writer."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        dialect_of(conn).begin_write(conn)
     except DB_ERRORS as exc:
+        _rollback(conn)
         raise StoreUnavailable(f"cannot begin a write: {exc}") from exc
     try:
         yield conn
@@ -171,6 +187,17 @@ def write_transaction(conn: Connection) -> Iterator[Connection]:
         raise StoreUnavailable(f"cannot commit: {exc}") from exc
 
 
+@contextmanager
+def read_transaction(conn: Connection) -> Iterator[Connection]:
+    """Reads of several tables that see one snapshot (``durability.store.dialect``)."""
+    dialect_of(conn).begin_read(conn)
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
 def _rollback(conn: Connection) -> None:
     if conn.in_transaction:
         try:
@@ -179,30 +206,24 @@ def _rollback(conn: Connection) -> None:
             pass  # the connection is unusable; the caller is already failing
 
 
-#: The dialects a migration may have its own file for.
-DIALECTS = ("postgresql",)
+#: The databases, each with its folder of migrations.
+DIALECTS = ("sqlite", "postgresql")
 
 
 def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
-    """``(version, name, sql)`` for every migration, in order: the portable
-    file, or its ``.<dialect>.sql`` override where there is one."""
+    """``(version, file name, sql)`` for every migration of ``dialect``
+    (``migrations/<dialect>/``), in order."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"no migrations for {dialect!r}")
     found = []
-    overrides: dict[int, tuple[str, str]] = {}
-    for entry in resources.files("durability.store.migrations").iterdir():
+    for entry in resources.files("durability.store.migrations").joinpath(dialect).iterdir():
         name = entry.name
-        if not (name.endswith(".sql") and name[:4].isdigit()):
-            continue
-        parts = name.split(".")
-        if len(parts) == 3 and parts[1] in DIALECTS:
-            if parts[1] == dialect:
-                overrides[int(name[:4])] = (name, entry.read_text(encoding="utf-8"))
-            continue
-        found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
     found.sort()
-    found = [(v, *overrides.get(v, (n, sql))) for v, n, sql in found]
     versions = [v for v, _, _ in found]
     if len(set(versions)) != len(versions):
-        raise RuntimeError(f"two migrations share a version: {versions}")
+        raise RuntimeError(f"two {dialect} migrations share a version: {versions}")
     return found
 
 

@@ -95,8 +95,10 @@ def record_undo_point(store: Store, key: AttemptKey, seq: int) -> None:
     named_at_ms = store._clock()
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
-            conn.execute("INSERT OR REPLACE INTO undo_points (run_id, node_id, iteration, "
-                         "attempt, host, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            conn.execute("INSERT INTO undo_points (run_id, node_id, iteration, attempt, "
+                         "host, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                         "ON CONFLICT (run_id, node_id, iteration, attempt, host, seq) "
+                         "DO UPDATE SET named_at_ms=excluded.named_at_ms",
                          (to_db(key.run_id), to_db(key.node_id), key.iteration, key.attempt,
                           store.host, seq, named_at_ms))
     except DB_ERRORS as exc:

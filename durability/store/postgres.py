@@ -1,26 +1,14 @@
-"""The state store in PostgreSQL: a connection that speaks the store's SQL.
+"""The state store in PostgreSQL: psycopg 3 behind the store's connection surface.
 
-The store's queries and migrations are written once, in the SQL both
-databases understand, plus a few SQLite spellings.  ``PgConnection`` wraps a
-psycopg 3 connection so that the store's code runs unchanged; it translates,
-and only translates, these (docs/how-to/runs.md, "PostgreSQL"):
-
-- ``?`` placeholders become ``%s`` (a literal ``%`` is doubled);
-- ``INSERT OR IGNORE INTO`` becomes ``INSERT INTO ... ON CONFLICT DO NOTHING``;
-- ``INSERT OR REPLACE INTO t (cols)`` becomes an upsert on ``t``'s primary key;
-- ``GROUP_CONCAT(x)`` becomes ``STRING_AGG(x, ',')``, ``IFNULL`` ``COALESCE``;
-- ``BEGIN IMMEDIATE`` (one writer at a time, reads inside it current) becomes
-  ``BEGIN`` plus a transaction-scoped advisory lock, so a write transaction
-  reads, decides and writes exactly as under SQLite's write lock; a plain
-  ``BEGIN`` (a consistent read of several tables) becomes a REPEATABLE READ
-  transaction, SQLite's snapshot;
-- in migrations, column types: ``INTEGER`` becomes ``BIGINT`` (times are
-  milliseconds), ``REAL`` ``DOUBLE PRECISION``, ``BLOB`` ``BYTEA`` and
-  ``TEXT`` ``TEXT COLLATE "C"`` (byte order, as SQLite sorts).
-
-A migration that translation cannot carry has a per-dialect override,
-``NNNN_name.postgresql.sql``, used instead of ``NNNN_name.sql``.  Applied
-versions are rows of ``durability_schema`` (SQLite: ``PRAGMA user_version``).
+``PgConnection`` runs the store's statements as they are written: the SQL
+both databases read alike, and what PostgreSQL spells its own way written
+for it in ``durability.store.dialect`` (transactions, the integrity check)
+and in ``migrations/postgresql/`` (its types).  Nothing is translated; the
+one change is binding: the store's ``?`` placeholders are bound as psycopg's
+``%s`` (``bind_placeholders``; a literal ``%`` is doubled), the same for
+every statement.  Values are converted as ``convert`` says (PostgreSQL's
+text is UTF-8 without NUL).  Applied versions are rows of
+``durability_schema`` (SQLite: ``PRAGMA user_version``).
 
 psycopg is an optional dependency (the ``postgres`` extra): it is imported
 only when a ``postgresql://`` location is opened.
@@ -37,14 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from durability.ground.store_errors import StoreUnavailable
 from durability.store.db import DatabaseError, bind_host, migrations, statements, write_transaction
+from durability.store.dialect import POSTGRESQL, PostgreSQLDialect
 from durability.store.host import host_id
 from durability.store.text import escape_nul, unescape_nul
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "connect", "convert", "is_url", "migrate",
-           "redact", "translate", "translate_ddl"]
+__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "bind_placeholders", "connect", "convert",
+           "is_url", "migrate", "redact", "scrub"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -59,70 +48,63 @@ def is_url(location: object) -> bool:
     return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
+# A password given as a parameter of the URL (libpq reads password= and sslpassword=).
+_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl)?password=)([^&#]*)")
+
+
+def _userinfo(url: str) -> tuple[int, int] | None:
+    """Where the user information of ``url`` lies (``start``, the ``@``):
+    everything up to the last ``@`` before the query, so a password that
+    holds a ``@`` or a ``/`` (unencoded) is all of it."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    start += 3
+    query = url.find("?", start)
+    at = url.rfind("@", start, len(url) if query < 0 else query)
+    return (start, at) if at >= 0 else None
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for messages and listings."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """``url`` without its password (the user information's and a
+    ``password=`` parameter's), for messages and listings."""
+    found = _userinfo(url)
+    if found is not None and ":" in url[found[0]:found[1]]:
+        start, at = found
+        user = url[start:at].split(":", 1)[0]
+        url = f"{url[:start]}{user}:***{url[at:]}"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
-# -- translation ------------------------------------------------------------
+def _secrets(url: str) -> list[str]:
+    """The passwords in ``url``, as written and decoded, longest first."""
+    from urllib.parse import unquote
+    found = []
+    where = _userinfo(url)
+    if where is not None and ":" in url[where[0]:where[1]]:
+        found.append(url[where[0]:where[1]].split(":", 1)[1])
+    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)]
+    # libpq splits a password holding an unencoded @ or / elsewhere (part
+    # of it becomes the host): each longer piece is a secret too.
+    found += [piece for s in found for piece in re.split(r"[@/:]", s) if len(piece) >= 3]
+    every = {s for s in found if s} | {unquote(s) for s in found if s}
+    return sorted(every, key=len, reverse=True)
 
-_OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
-_OR_REPLACE = re.compile(r"^\s*INSERT\s+OR\s+REPLACE\s+INTO\s+(\w+)\s*\(([^)]*)\)",
-                         re.IGNORECASE)
-_GROUP_CONCAT = re.compile(r"\bGROUP_CONCAT\s*\(\s*(DISTINCT\s+)?([^()]+?)\s*\)", re.IGNORECASE)
-_IFNULL = re.compile(r"\bIFNULL\s*\(", re.IGNORECASE)
-_DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)\b", re.IGNORECASE)
-_TYPES = (
-    (re.compile(r"\bINTEGER\b", re.IGNORECASE), "BIGINT"),
-    (re.compile(r"\bREAL\b", re.IGNORECASE), "DOUBLE PRECISION"),
-    (re.compile(r"\bBLOB\b", re.IGNORECASE), "BYTEA"),
-    (re.compile(r"\bTEXT\b(?!\s+COLLATE)", re.IGNORECASE), 'TEXT COLLATE "C"'),
-)
 
-
-def translate(sql: str, *, placeholders: bool = True,
-              primary_key: Any = None) -> str:
-    """``sql`` in PostgreSQL's spelling (see the module's docstring).
-
-    ``primary_key(table)`` names the key columns of ``table`` for an
-    ``INSERT OR REPLACE``; without it such a statement is refused.
-    """
-    text = _placeholders(sql) if placeholders else sql
-    text = _GROUP_CONCAT.sub(lambda m: f"STRING_AGG({m.group(1) or ''}{m.group(2)}, ',')", text)
-    text = _IFNULL.sub("COALESCE(", text)
-    if _OR_IGNORE.match(text):
-        return _OR_IGNORE.sub("INSERT INTO", text).rstrip().rstrip(";") + " ON CONFLICT DO NOTHING"
-    found = _OR_REPLACE.match(text)
-    if found:
-        if primary_key is None:
-            raise PgError("INSERT OR REPLACE needs the table's primary key")
-        table = found.group(1)
-        key = list(primary_key(table))
-        cols = [c.strip() for c in found.group(2).split(",")]
-        rest = [c for c in cols if c not in key]
-        action = (f"DO UPDATE SET {', '.join(f'{c}=EXCLUDED.{c}' for c in rest)}" if rest
-                  else "DO NOTHING")
-        text = _OR_REPLACE.sub(lambda m: f"INSERT INTO {m.group(1)} ({m.group(2)})", text)
-        return f"{text.rstrip().rstrip(';')} ON CONFLICT ({', '.join(key)}) {action}"
+def scrub(text: str, url: str) -> str:
+    """``text`` (what libpq or psycopg said about ``url``) without the
+    passwords of ``url``: libpq quotes the part of a URL it cannot read,
+    which may be a password, or the whole URL."""
+    text = text.replace(url, redact(url))
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
     return text
 
 
-def translate_ddl(sql: str) -> str:
-    """A migration statement in PostgreSQL's spelling: column types too."""
-    text = translate(sql, placeholders=False)
-    if _DDL.match(_strip_comments(text)):
-        for pattern, replacement in _TYPES:
-            text = pattern.sub(replacement, text)
-    return text
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(ln for ln in sql.splitlines() if not ln.strip().startswith("--"))
-
-
-def _placeholders(sql: str) -> str:
-    """``?`` outside string literals to ``%s``; every ``%`` doubled (psycopg
-    reads ``%`` as the start of a placeholder)."""
+def bind_placeholders(sql: str) -> str:
+    """``sql`` with its ``?`` placeholders (outside string literals) as
+    psycopg's ``%s`` and every other ``%`` doubled (psycopg reads ``%`` as
+    the start of a placeholder).  The statement is otherwise run as written."""
     out: list[str] = []
     quoted = False
     for ch in sql:
@@ -199,7 +181,9 @@ class PgCursor:
 class PgConnection:
     """A psycopg connection with the surface of ``sqlite3.Connection`` the
     store uses: ``execute``, ``executemany``, ``total_changes``,
-    ``in_transaction``, ``close``."""
+    ``in_transaction``, ``close``; its ``dialect`` is PostgreSQL's."""
+
+    dialect: PostgreSQLDialect = POSTGRESQL
 
     def __init__(self, conn: psycopg.Connection[Any], url: str, busy_timeout_ms: int) -> None:
         self._conn = conn
@@ -209,8 +193,7 @@ class PgConnection:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._close_when_dropped()
         self.total_changes = 0
-        self._keys: dict[str, list[str]] = {}
-        self._translated: dict[str, str] = {}
+        self._bound: dict[str, str] = {}
         self._guard = threading.Lock()
         schema = self._query("SELECT current_schema()", ())[0][0] or "public"
         #: The writers' lock: one per schema, so that databases that share a
@@ -248,19 +231,9 @@ class PgConnection:
         self._finalizer = weakref.finalize(self, self._conn.close)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
-        word = " ".join(sql.split()).upper().rstrip(";")
-        if word in ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"):
-            self._query("BEGIN", None)
-            self._query("SELECT pg_advisory_xact_lock(%s)", (self.lock_key,))
-            return PgCursor(None, -1)
-        if word in ("BEGIN", "BEGIN DEFERRED"):
-            self._query("BEGIN ISOLATION LEVEL REPEATABLE READ", None)
-            return PgCursor(None, -1)
-        if word.startswith("PRAGMA "):
-            return self._pragma(word)
-        text = self._translated.get(sql)
+        text = self._bound.get(sql)
         if text is None:  # the store's statements are a few dozen constants
-            text = self._translated[sql] = translate(sql, primary_key=self._primary_key)
+            text = self._bound[sql] = bind_placeholders(sql)
         return self._run(text, [convert(p) for p in parameters])
 
     def executemany(self, sql: str, seq: Iterator[Sequence[Any]] | Sequence[Sequence[Any]],
@@ -281,8 +254,8 @@ class PgConnection:
             raise PgError(_message(exc)) from exc
 
     def execute_migration(self, sql: str) -> None:
-        """One statement of a migration file, types translated, no placeholders."""
-        self._query(translate_ddl(sql), None)
+        """One statement of a migration file, run as written (no parameters)."""
+        self._query(sql, None)
 
     def _run(self, sql: str, params: Sequence[Any]) -> PgCursor:
         import psycopg
@@ -305,25 +278,6 @@ class PgConnection:
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
             raise PgError(_message(exc)) from exc
-
-    def _pragma(self, word: str) -> PgCursor:
-        # integrity_check: PostgreSQL checks its own pages; the probe is that
-        # the server answers.
-        if word == "PRAGMA INTEGRITY_CHECK":
-            self._query("SELECT 1", ())
-            return PgCursor([("ok",)], -1)
-        raise PgError(f"{word} has no PostgreSQL equivalent")
-
-    def _primary_key(self, table: str) -> list[str]:
-        if table not in self._keys:
-            rows = self._query(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
-                "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) "
-                "AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)", (table,))
-            if not rows:
-                raise PgError(f"table {table} has no primary key to replace on")
-            self._keys[table] = [str(r[0]) for r in rows]
-        return self._keys[table]
 
 
 def _message(exc: Exception) -> str:
@@ -362,11 +316,17 @@ def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
             conn.close()
             raise
     except psycopg.Error as exc:
-        raise PgError(_message(exc)) from exc
+        # from None: psycopg's own exception may quote the URL too.
+        raise PgError(scrub(_message(exc), url)) from None
     return conn
 
 
 # -- migrations ---------------------------------------------------------------
+
+
+#: The applied migrations: version and file name (``migrations/postgresql/``).
+_SCHEMA_TABLE = ('CREATE TABLE IF NOT EXISTS durability_schema ('
+                 'version BIGINT PRIMARY KEY, name TEXT COLLATE "C" NOT NULL)')
 
 
 def migrate(conn: PgConnection, *, host: str | None = None, upto: int | None = None) -> int:
@@ -382,8 +342,7 @@ def migrate(conn: PgConnection, *, host: str | None = None, upto: int | None = N
             if current >= version or (upto is not None and version > upto):
                 continue
             with write_transaction(conn):
-                conn.execute_migration("CREATE TABLE IF NOT EXISTS durability_schema ("
-                                       "version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+                conn.execute_migration(_SCHEMA_TABLE)
                 if _version(conn) < version:  # else another process won the race
                     for statement in statements(bind_host(sql, host)):
                         conn.execute_migration(statement)

@@ -12,8 +12,8 @@ replicator's look at an empty outbox costs the same whatever the history.
 Like ``watches``, each call opens its own connection, except with
 ``keep_open``: the replicator, which looks every 2 s for as long as the
 service runs, keeps one (a PostgreSQL connection costs a server process and
-tens of milliseconds to open, more than the look itself).  The SQL is portable (no ``INSERT OR``, no
-SQLite-only functions) for the PostgreSQL store.
+tens of milliseconds to open, more than the look itself).  The SQL is one text for both
+databases (no ``INSERT OR``, no SQLite-only functions).
 """
 
 from __future__ import annotations

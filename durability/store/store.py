@@ -28,6 +28,7 @@ from durability.store.database import (
     refused_value,
 )
 from durability.store.db import BUSY_TIMEOUT_MS, write_transaction
+from durability.store.dialect import POSTGRESQL, SQLITE, Dialect, dialect_of
 from durability.store.events import append, append_for
 from durability.store.host import host_id
 from durability.store.models import (
@@ -62,7 +63,7 @@ _KEY_WHERE = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
 _HOST_KEY_WHERE = _KEY_WHERE + " AND host=?"
 # One row per run id over checkpoints and gaps of this machine (every ``?``);
 # the worktree is that of the newest checkpoint, else of the newest gap.
-_SESSIONS_SQL = """
+_SESSIONS_SQLITE = """
 WITH events AS (
     SELECT run_id, created_at_ms AS ts, worktree, source, harness, 1 AS c, 0 AS g
       FROM workspace_checkpoints WHERE host = ?
@@ -83,6 +84,29 @@ SELECT run_id,
  GROUP BY run_id
  ORDER BY MAX(ts) DESC, run_id
 """
+# The same for PostgreSQL: its aggregate of distinct values is STRING_AGG.
+_SESSIONS_POSTGRESQL = """
+WITH events AS (
+    SELECT run_id, created_at_ms AS ts, worktree, source, harness, 1 AS c, 0 AS g
+      FROM workspace_checkpoints WHERE host = ?
+    UNION ALL
+    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps WHERE host = ?
+)
+SELECT run_id,
+       COALESCE(
+         (SELECT worktree FROM workspace_checkpoints w WHERE w.run_id = e.run_id
+             AND w.host = ?
+           ORDER BY created_at_ms DESC, seq DESC LIMIT 1),
+         (SELECT worktree FROM gaps x WHERE x.run_id = e.run_id AND x.worktree IS NOT NULL
+             AND x.host = ?
+           ORDER BY ts_ms DESC LIMIT 1)),
+       MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(STRING_AGG(DISTINCT source, ','), ''),
+       COALESCE(STRING_AGG(DISTINCT harness, ','), '')
+  FROM events e
+ GROUP BY run_id
+ ORDER BY MAX(ts) DESC, run_id
+"""
+_SESSIONS_SQL = {SQLITE.name: _SESSIONS_SQLITE, POSTGRESQL.name: _SESSIONS_POSTGRESQL}
 
 
 #: The store's default clock (kept under this name for its callers).
@@ -119,6 +143,8 @@ class Store:
         self.busy_timeout_ms = busy_timeout_ms
         self._db: Connection | None = open_database(self.location,
                                                     busy_timeout_ms=busy_timeout_ms)
+        #: the database's SQL where it has its own (``durability.store.dialect``)
+        self.dialect: Dialect = dialect_of(self._db)
         try:
             migrate(self._db, host=self.host)
         except BaseException:
@@ -234,11 +260,12 @@ class Store:
         self, conn: Connection, k: AttemptKey, worktree: str | None, now: int
     ) -> None:
         conn.execute(
-            "INSERT OR IGNORE INTO runs (run_id, created_at_ms) VALUES (?, ?)", (k.run_id, now)
+            "INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (k.run_id, now)
         )
         conn.execute(
-            "INSERT OR IGNORE INTO attempts (run_id, node_id, iteration, attempt, state, "
-            "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?)",
+            "INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
+            "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?) ON CONFLICT DO NOTHING",
             (k.run_id, k.node_id, k.iteration, k.attempt, now, to_db(worktree)),
         )
 
@@ -376,10 +403,10 @@ class Store:
             added = 0
             for row, gap in zip(rows, gaps_list, strict=True):
                 cur = conn.execute(
-                    f"INSERT OR IGNORE INTO gaps ({_GAP_COLS}, host) "
+                    f"INSERT INTO gaps ({_GAP_COLS}, host) "
                     "SELECT ?,?,?,?,?,?,?,?,?,?,?,? "
                     "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints "
-                    "WHERE request_id=?)", row)
+                    "WHERE request_id=?) ON CONFLICT DO NOTHING", row)
                 if cur.rowcount == 1:  # a new gap: the log says so once
                     added += 1
                     append(conn, to_db(gap.run_id), "gap", gap.ts_ms,
@@ -439,7 +466,7 @@ class Store:
         """Every run id with checkpoints or gaps, newest activity first; with
         ``worktree``, only those that touched it.  A session's worktree is the
         one of its newest checkpoint (else of its newest gap)."""
-        rows = self._read(_SESSIONS_SQL, (self.host,) * 4)
+        rows = self._read(_SESSIONS_SQL[self.dialect.name], (self.host,) * 4)
         found = [Session(*row) for row in rows]
         if worktree is not None:
             touched = {r[0] for r in self._read(
@@ -461,4 +488,8 @@ class Store:
     def integrity_check(self) -> str:
         """SQLite's own verdict on the file: ``"ok"`` when sound (PostgreSQL:
         ``"ok"`` when the server answers; it checks its own pages)."""
-        return str(self._read("PRAGMA integrity_check")[0][0])
+        try:
+            with self._conn() as conn:
+                return self.dialect.integrity_check(conn)
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(f"cannot read the state database: {exc}") from exc

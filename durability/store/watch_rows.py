@@ -75,8 +75,13 @@ class Watches:
                   row.settle_ms, row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
         try:
             with self._open() as conn, write_transaction(conn):
-                conn.execute(f"INSERT OR REPLACE INTO watches (host, {_COLS}) "
-                             "VALUES (?,?,?,?,?,?,?,?,?,?)", values)
+                conn.execute(f"INSERT INTO watches (host, {_COLS}) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (host, worktree) "
+                             "DO UPDATE SET run_id=excluded.run_id, node_id=excluded.node_id, "
+                             "iteration=excluded.iteration, attempt=excluded.attempt, "
+                             "settle_ms=excluded.settle_ms, max_delay_ms=excluded.max_delay_ms, "
+                             "created_at_ms=excluded.created_at_ms, poll=excluded.poll",
+                             values)
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record watch: {exc}") from exc
 

@@ -1,0 +1,3 @@
+-- A watch started with --poll (a filesystem inotify cannot see, such as a
+-- network mount) must poll again when a restarted service takes it up.
+ALTER TABLE watches ADD COLUMN poll BIGINT NOT NULL DEFAULT 0;

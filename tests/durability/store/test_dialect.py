@@ -1,0 +1,67 @@
+"""What each database spells its own way (durability/store/dialect.py): the
+writers' lock, the snapshot reads, the integrity check, the SQLite the
+store's SQL needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durability.store import AttemptKey, NewCheckpoint, Store, StoreUnavailable, db
+from durability.store.database import Location, is_url, open_database
+from durability.store.dialect import POSTGRESQL, SQLITE, dialect_of
+from durability.store.postgres import PgConnection
+from tests import pg
+
+KEY = AttemptKey("r", "n", 0, 1)
+
+
+def _checkpoint(request_id: str, commit: str) -> NewCheckpoint:
+    return NewCheckpoint(key=KEY, commit_id=commit * 40, worktree="/w", source="manual",
+                         request_id=request_id)
+
+
+def test_each_connection_knows_its_dialect(db_location: Location) -> None:
+    with Store(db_location) as store:
+        assert store.dialect is (POSTGRESQL if is_url(db_location) else SQLITE)
+        assert store.integrity_check() == "ok"
+        store.record_checkpoint(_checkpoint("q1", "a"))
+        [session] = store.sessions()
+        assert (session.run_id, session.sources) == ("r", "manual")
+    conn = open_database(db_location)
+    try:
+        assert dialect_of(conn) is store.dialect
+    finally:
+        conn.close()
+
+
+def test_a_write_that_timed_out_on_the_lock_leaves_the_store_usable(
+        pg_server: pg.PgServer) -> None:
+    # A long-lived store (the service's) that once waited too long for the
+    # writers' lock must write again once the lock is free: the failed
+    # start of the transaction is rolled back, not left aborted.
+    url = pg_server.fresh_url()
+    Store(url).close()
+    holder = open_database(url)
+    try:
+        with Store(url, busy_timeout_ms=200) as store:
+            assert isinstance(holder, PgConnection)
+            holder.execute("BEGIN")
+            holder.execute("SELECT pg_advisory_xact_lock(?)", (holder.lock_key,))
+            with pytest.raises(StoreUnavailable, match="locked"):
+                store.record_checkpoint(_checkpoint("q1", "a"))
+            holder.execute("ROLLBACK")
+            assert store.record_checkpoint(_checkpoint("q2", "b")).seq == 1
+    finally:
+        holder.close()
+
+
+def test_a_sqlite_too_old_for_the_stores_sql_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(db, "SQLITE_VERSION", (3, 23, 1))
+    with pytest.raises(StoreUnavailable) as err:
+        Store(tmp_path / "s.db")
+    assert str(err.value).startswith("SQLite 3.23.1 is too old for the state database "
+                                     "(needs 3.24.0 or later)")
+    assert not (tmp_path / "s.db").exists()
