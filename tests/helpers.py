@@ -72,6 +72,96 @@ def cli_json(*args: str, **kw: Any) -> Any:
     return json.loads(done.stdout)
 
 
+def run_cli(*args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the ``durability`` command in this process: what ``cli`` gives
+    (exit status, stdout, stderr), without ~0.3 s of interpreter start-up.
+
+    It calls the installed script's own entry, ``durability.__main__.main``
+    (so the hook's early dispatch, the click group and its one-line
+    ``durability: <code>: <message>`` error path with the exit status from
+    the code table are the ones the command runs), under click's
+    ``CliRunner`` isolation: its own stdin, stdout and stderr, and
+    ``os.environ`` made exactly ``env`` for the call (as the subprocess
+    would see it), in ``cwd``.  Only the teardown skip of the hook (an
+    ``os._exit``, which would end pytest) is left out; an exception the
+    command does not handle is a traceback on stderr and status 1, as in a
+    process.  ``timeout`` is accepted for the same signature and not
+    enforced.
+
+    What only a process can show stays with ``cli``: the launcher and the
+    script, ``os._exit`` paths, signals, a service process, start-up and
+    import budgets, and the tests that run the installed command itself on
+    purpose (``INSTALLED_COMMAND_TESTS`` below).
+    """
+    import contextlib
+    import io
+    import traceback
+
+    from click import formatting
+    from click.testing import CliRunner
+
+    import durability.__main__ as entry
+
+    del timeout
+    overlay: dict[str, str | None] = {}
+    if env is not None:
+        overlay = {name: None for name in os.environ if name not in env}
+        overlay.update(env)
+    runner = CliRunner()
+    with runner.isolation(input=input, env=overlay) as (out, err, _mixed):
+        # Help text wraps as in a process whose stdout is a pipe (the
+        # isolation forces 80 columns; restored when it ends).
+        formatting.FORCED_WIDTH = max(min(_columns(), 80) - 2, 50)
+        saved_argv, saved_skip = sys.argv, entry._skip_teardown
+        sys.argv = ["durability", *args]
+        entry._skip_teardown = lambda code: None  # type: ignore[assignment]
+        try:
+            with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+                entry.main()
+            code = 0
+        except SystemExit as exc:
+            code = _exit_status(exc.code)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.argv, entry._skip_teardown = saved_argv, saved_skip
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(ValueError, OSError):
+                    stream.flush()
+        assert isinstance(out, io.BytesIO) and isinstance(err, io.BytesIO)
+        stdout, stderr = out.getvalue(), err.getvalue()
+    return subprocess.CompletedProcess(["durability", *args], code,
+                                       stdout.decode("utf-8", "replace"),
+                                       stderr.decode("utf-8", "replace"))
+
+
+def _columns() -> int:
+    """The width ``shutil.get_terminal_size`` gives a process without a terminal."""
+    try:
+        return int(os.environ.get("COLUMNS", "")) or 80
+    except ValueError:
+        return 80
+
+
+def _exit_status(code: object) -> int:
+    """The status a process leaves with for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_cli_json(*args: str, **kw: Any) -> Any:
+    """``cli_json`` in this process (``run_cli``)."""
+    done = run_cli(*args, "--json", **kw)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def hook_payload(cwd: Path, *, session_id: str = "sess-1", tool_use_id: str = "toolu_1",
                  tool_name: str = "Write", file_path: str | None = None,
                  event: str = "PostToolUse", **extra: Any) -> dict[str, Any]:
