@@ -202,7 +202,8 @@ def test_a_restore_and_service_captures_never_interleave(
         with ThreadPoolExecutor(2) as pool:
             gated.close()
             # Processes: the restore and the capture race for the worktree
-            # lock, which is a process's (and one process's streams are shared).
+            # lock as a user's shell and a harness do (and the in-process
+            # runner swaps one process's streams: one call at a time).
             restoring = pool.submit(_restore, "--seq", "1", process=True,
                                     env={**os.environ, "DURABILITY_JJ": str(gated.path)})
             gated.wait_held()  # the restore holds the worktree lock, nothing written yet
