@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ServiceProcess, make_jj_repo, run_cli, run_cli_json, start_service
+from tests.helpers import ServiceProcess, cli, make_jj_repo, run_cli, run_cli_json, start_service
 
 RUN = "run-acc"
 
@@ -338,8 +338,9 @@ def test_usage_errors_are_one_line_too(args: list[str]) -> None:
 
 
 def test_version_and_help_succeed() -> None:
-    assert run_cli("--version").returncode == 0
-    done = run_cli("--help")
+    # The installed command itself (tests/helpers.py INSTALLED_COMMAND_TESTS).
+    assert cli("--version").returncode == 0
+    done = cli("--help")
     assert done.returncode == 0 and "snapshot-hook" in done.stdout
 
 
