@@ -131,7 +131,7 @@ def _run_cli(entry: Any, args: tuple[str, ...], input: str | bytes | None,
         formatting.FORCED_WIDTH = max(min(_columns(), 80) - 2, 50)
         saved_argv, saved_skip = sys.argv, entry._skip_teardown
         sys.argv = ["durability", *args]
-        entry._skip_teardown = lambda code: None  # type: ignore[assignment]
+        entry._skip_teardown = lambda code: None
         try:
             with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
                 entry.main()
