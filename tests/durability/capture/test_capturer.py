@@ -121,7 +121,7 @@ def test_seq_is_gap_free_across_service_restarts_and_in_process_captures(
         edit_and_snap(n)
     (repo / "counter.txt").write_text("hook\n")
     hooked = run_cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id=RUN)),
-                 env=_env(DURABILITY_NODE_ID="n"))
+                     env=_env(DURABILITY_NODE_ID="n"))
     assert hooked.returncode == 0 and hooked.stdout == "" and hooked.stderr == ""
     service = start_service(tmp_path)
     try:
@@ -160,7 +160,7 @@ def _failing_jj(tmp_path: Path, body: str) -> Path:
 def test_jj_exiting_1_is_a_jj_failed_gap(repo: Path, tmp_path: Path) -> None:
     fake = _failing_jj(tmp_path, 'echo "Error: the disk is on fire" >&2\nexit 1')
     done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n", "--json",
-               env=_env(DURABILITY_JJ=str(fake)))
+                   env=_env(DURABILITY_JJ=str(fake)))
     assert done.returncode == 5 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("durability: jj-failed: ")
     (gap,) = _gaps()
@@ -192,7 +192,7 @@ def test_a_slow_jj_is_a_jj_timeout_gap_and_is_killed(repo: Path, tmp_path: Path)
         f"sleep 300 &\necho $! >> {pids}\necho $$ >> {pids}\nwait"
     ))
     done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n",
-               env=_env(DURABILITY_JJ=str(fake), DURABILITY_JJ_TIMEOUT_MS="1500"))
+                   env=_env(DURABILITY_JJ=str(fake), DURABILITY_JJ_TIMEOUT_MS="1500"))
     assert done.returncode == 5 and "jj-timeout" in done.stderr
     (gap,) = _gaps()
     assert gap["reason"] == "jj-timeout" and "killed" in gap["detail"]
@@ -206,7 +206,7 @@ def test_a_missing_jj_is_a_jj_missing_gap(tmp_path: Path) -> None:
     # Not colocated: a colocated repository without jj is captured through git.
     repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
     done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n",
-               env=_env(DURABILITY_JJ=str(tmp_path / "no-jj")))
+                   env=_env(DURABILITY_JJ=str(tmp_path / "no-jj")))
     assert done.returncode == 5 and "jj-missing" in done.stderr
     assert [g["reason"] for g in _gaps()] == ["jj-missing"]
 

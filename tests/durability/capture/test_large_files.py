@@ -45,7 +45,7 @@ def test_a_file_still_over_the_limit_is_a_gap_never_unchanged(tmp_path: Path) ->
     (repo / "fits.bin").write_bytes(b"y" * 1000)
 
     human = run_cli("snapshot", str(repo), "--run", "r", "--node", "n",
-                env={**os.environ, **env})
+                    env={**os.environ, **env})
     assert human.returncode == 0, human.stderr
     assert "unchanged" not in human.stdout and "1 path(s) left out" in human.stdout
     assert 'file-too-large: deep dir/odd "name".bin' in human.stderr
@@ -89,7 +89,7 @@ def test_the_hook_files_one_invalid_value_gap_for_a_bad_size(tmp_path: Path) -> 
     repo = make_git_repo(tmp_path / "repo")
     env = {**os.environ, "DURABILITY_MAX_NEW_FILE_SIZE": "lots"}
     done = run_cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id="sess-size")),
-               env=env)
+                   env=env)
     assert (done.returncode, done.stdout) == (0, "")
     [gap] = run_cli_json("gaps", "sess-size")
     assert gap["reason"] == "invalid-value" and "DURABILITY_MAX_NEW_FILE_SIZE" in gap["detail"]

@@ -70,7 +70,7 @@ def test_a_restore_whose_worktree_is_gone_names_worktree(tmp_path: Path) -> None
     assert "worktree-missing" in done.stderr and "--worktree" in done.stderr
     # Named, it restores.
     done = run_cli("restore", "R", "--node", "n", "--seq", "1", "--worktree",
-               str(tmp_path / "elsewhere"), cwd=tmp_path)
+                   str(tmp_path / "elsewhere"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 
 

@@ -19,7 +19,7 @@ def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
         rec.capture()
     rec.close()
     dry = run_cli("gc", "--dry-run", "--keep-all-days", "0", "--hourly-days", "0",
-              "--daily-days", "0", "--json")
+                  "--daily-days", "0", "--json")
     assert dry.returncode == 0, dry.stderr
     data = json.loads(dry.stdout)
     assert data["dry_run"] is True
@@ -28,7 +28,7 @@ def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
     assert data["repositories"][0]["backend"] == "git"
     assert data["bytes"]["after"] is None  # nothing was collected
     done = run_cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
-               "--prune-grace", "0")
+                   "--prune-grace", "0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "dropped 2 of 3 checkpoints (kept: 1 newest)"
     assert done.stdout.splitlines()[1].startswith("refs ")

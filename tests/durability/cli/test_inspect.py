@@ -238,7 +238,7 @@ def _gap_here(repo: Path, session: str) -> None:
     payload = hook_payload(repo, session_id=session, tool_use_id="toolu_gap",
                            file_path=str(repo / "a.txt"))
     done = run_cli("snapshot-hook", input=json.dumps(payload),
-               env={**os.environ, "DURABILITY_BACKEND": "jj"})
+                   env={**os.environ, "DURABILITY_BACKEND": "jj"})
     assert (done.returncode, done.stdout) == (0, "")
 
 

@@ -112,10 +112,10 @@ def test_restore_path_is_relative_to_the_current_folder_inside_the_worktree(
     assert (repo / "x.txt").read_text() == "root v2\n"  # not the root's file
     # `..` climbs from here; `.` is here (the folder, not the whole tree).
     assert run_cli_json("restore", RUN, "--seq", "1", "--path", "../x.txt",
-                    cwd=sub)["paths"] == ["x.txt"]
+                        cwd=sub)["paths"] == ["x.txt"]
     assert (repo / "x.txt").read_text() == "root v1\n"
     assert run_cli_json("restore", RUN, "--seq", "1", "--path", ".", "--dry-run",
-                    cwd=sub)["paths"] == ["sub"]
+                        cwd=sub)["paths"] == ["sub"]
 
 
 def test_outside_the_worktree_paths_start_at_its_root(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_outside_the_worktree_paths_start_at_its_root(tmp_path: Path) -> None:
     _two_files(repo)
     try:
         names = run_cli("diff", RUN, "--seq", "1", "--worktree", "--name-only", "--", "x.txt",
-                    cwd=tmp_path)
+                        cwd=tmp_path)
         assert names.stdout == "x.txt\n"
         done = run_cli_json("restore", RUN, "--seq", "1", "--path", "x.txt", cwd=tmp_path)
         assert done["paths"] == ["x.txt"] and (repo / "x.txt").read_text() == "root v1\n"

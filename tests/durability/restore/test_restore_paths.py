@@ -109,7 +109,7 @@ def test_a_checkpoint_file_where_a_folder_is_now_is_not_written(work: Path) -> N
     before = state(work)
 
     seen = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "a/b/c.txt",
-               "--dry-run", "--json")
+                   "--dry-run", "--json")
     assert seen.returncode == 0, seen.stderr
     preview = json.loads(seen.stdout)
     assert (preview["write"], preview["delete"]) == ([], ["a/b/c.txt"])
@@ -142,7 +142,7 @@ def test_a_path_in_neither_the_checkpoint_nor_the_worktree_is_not_found(
     before, recorded = state(work), records(settings)
     extra = ("--dry-run",) if dry_run else ()
     done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "real.txt",
-               "--path", "no/such file.txt", *extra)
+                   "--path", "no/such file.txt", *extra)
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("durability: not-found: no/such file.txt: not in seq 1")
@@ -217,7 +217,7 @@ def test_a_submodule_under_a_path_is_left_and_the_restore_says_so(
     (repo / "lib" / "own.txt").write_text("own 2\n")
 
     preview = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib", "--dry-run",
-                  "--json")
+                      "--json")
     assert preview.returncode == 0, preview.stderr
     assert '"left": [\n    {\n      "path": "lib/sub",\n      "why": "submodule"' \
         in preview.stdout
@@ -254,4 +254,4 @@ def test_path_dot_is_the_whole_tree(tmp_path: Path) -> None:
     done = run_cli_json("restore", "rdot", "--seq", "1", "--path", ".", cwd=repo)
     assert done["paths"] is None and (repo / "a.txt").read_text() == "one\n"
     assert "at  to" not in run_cli("restore", "rdot", "--seq", "1", "--path", ".", "--dry-run",
-                               cwd=repo).stdout
+                                   cwd=repo).stdout

@@ -121,7 +121,7 @@ def test_the_human_dry_run_names_each_path(work: Path, settings: Settings) -> No
     _later_state(work)
     before, recorded = state(work), records(settings)
     done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--dry-run", "--path", "dir",
-               "--path", "added.txt")
+                   "--path", "added.txt")
     assert done.returncode == 0 and done.stderr == ""
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"dry run, nothing changed: restoring {work} at added.txt, dir "

@@ -400,10 +400,10 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
     there = tmp_path / "b"
     there.mkdir()
     assert run_cli("remote", "add", "backup", bare.as_uri(), "--worktree", str(there),
-               env=b_env).returncode == 0
+                   env=b_env).returncode == 0
     for seq in (1, 3):
         done = run_cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
-                   "--seq", str(seq), "--json", env=b_env)
+                       "--seq", str(seq), "--json", env=b_env)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["restored"] == {"seq": seq,
                                                        "commit_id": rows[seq - 1].commit_id}

@@ -95,7 +95,7 @@ def test_one_machine_s_gc_leaves_the_other_s_checkpoints_at_the_same_path(
         for c in before2:
             assert file_at(workspace, c.commit_id) == rec2.content[(KEY, c.seq)]
         assert run_cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "2"
-                        )["base"]["commit_id"] == before2[0].commit_id
+                            )["base"]["commit_id"] == before2[0].commit_id
         # And its own gc judges its own five, leaving machine 1's one.
         report = run_gc(m2, store2, AGE_ONLY, now_ms=T0 + 40 * DAY).to_dict()
         assert report["checkpoints"]["before"] == 5

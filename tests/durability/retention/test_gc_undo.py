@@ -57,7 +57,7 @@ def test_gc_with_every_window_at_zero_keeps_the_undo(kind: str, tmp_path: Path,
         rec = _restored_onto_a_hook_row(settings, wt)
         rec.close()
         done = run_cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
-                   "--json")
+                       "--json")
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["checkpoints"]["kept_by"].get("pre-restore") == 1, report

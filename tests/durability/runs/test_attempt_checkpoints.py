@@ -203,7 +203,7 @@ def test_with_a_service_up_the_service_watches_the_attempt(
     assert (own[0].source, own[0].label) == ("attempt", "attempt start")
     assert attempt.jj_pointer == own[-1].commit_id
     shown = run_cli("diff", "sv", "--node", "works", "--seq", "1", "--to", str(own[-1].seq),
-                "--name-only").stdout
+                    "--name-only").stdout
     assert "after.txt" in shown and "before.txt" in shown, shown
 
 

@@ -87,7 +87,7 @@ def test_parallel_isolated_tasks_both_land_in_the_shared_worktree(
     # A removed worktree's checkpoints stay restorable, into another worktree.
     task_tree = _task_tree(cps, left_path)
     back = run_cli("restore", "p1", "--node", "left", "--attempt", "1", "--seq",
-               str(task_tree.seq), "--worktree", str(repo))
+                   str(task_tree.seq), "--worktree", str(repo))
     assert back.returncode == 0, back.stderr
     assert sorted(p.name for p in repo.iterdir() if p.is_file() and p.name != ".git") == [
         "README.md", "left.txt", "notes.txt"]
@@ -146,7 +146,7 @@ def test_a_conflicting_merge_fails_with_worktree_conflict_and_keeps_both_sides(
     for source, where, text in (("merge", Path(row.path), f"from {loser}\n"),
                                 ("merge-conflict", repo, f"from {winner}\n")):
         back = run_cli("restore", "c1", "--node", loser, "--attempt", "1",
-                   "--seq", str(cps[source].seq))
+                       "--seq", str(cps[source].seq))
         assert back.returncode == 0, back.stderr
         assert (where / "README.md").read_text() == text
 
