@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -68,6 +69,139 @@ def cli(*args: str, input: str | bytes | None = None, env: Mapping[str, str] | N
 
 def cli_json(*args: str, **kw: Any) -> Any:
     done = cli(*args, "--json", **kw)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def run_cli(*args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the ``durability`` command in this process: what ``cli`` gives
+    (exit status, stdout, stderr), without ~0.3 s of interpreter start-up.
+
+    It calls the installed script's own entry, ``durability.__main__.main``
+    (so the hook's early dispatch, the click group and its one-line
+    ``durability: <code>: <message>`` error path with the exit status from
+    the code table are the ones the command runs), under click's
+    ``CliRunner`` isolation: its own stdin, stdout and stderr, and
+    ``os.environ`` made exactly ``env`` for the call (as the subprocess
+    would see it), in ``cwd``.  Only the teardown skip of the hook (an
+    ``os._exit``, which would end pytest) is left out; an exception the
+    command does not handle is a traceback on stderr and status 1, as in a
+    process.  ``timeout`` is accepted for the same signature and not
+    enforced.
+
+    What only a process can show stays with ``cli``: the launcher and the
+    script, ``os._exit`` paths, signals, a service process, start-up and
+    import budgets, and the tests that run the installed command itself on
+    purpose (``INSTALLED_COMMAND_TESTS`` below).
+    """
+    import durability.__main__ as entry
+
+    del timeout
+    if not _run_cli_lock.acquire(blocking=False):
+        # The isolation swaps this process's streams and environment: a
+        # second call at once would read the first's.  Threads use ``cli``.
+        raise RuntimeError("run_cli runs one command at a time; use cli() from threads")
+    try:
+        return _run_cli(entry, args, input, env, cwd)
+    finally:
+        _run_cli_lock.release()
+
+
+_run_cli_lock = threading.Lock()
+
+
+def _run_cli(entry: Any, args: tuple[str, ...], input: str | bytes | None,
+             env: Mapping[str, str] | None, cwd: Path | None) -> subprocess.CompletedProcess[str]:
+    import contextlib
+    import io
+    import traceback
+
+    from click import formatting
+    from click.testing import CliRunner
+
+    overlay: dict[str, str | None] = {}
+    if env is not None:
+        overlay = {name: None for name in os.environ if name not in env}
+        overlay.update(env)
+    runner = CliRunner()
+    with runner.isolation(input=input, env=overlay) as (out, err, _mixed):
+        # Help text wraps as in a process whose stdout is a pipe (the
+        # isolation forces 80 columns; restored when it ends).
+        formatting.FORCED_WIDTH = max(min(_columns(), 80) - 2, 50)
+        saved_argv, saved_skip = sys.argv, entry._skip_teardown
+        sys.argv = ["durability", *args]
+        entry._skip_teardown = lambda code: None
+        try:
+            with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+                entry.main()
+            code = 0
+        except SystemExit as exc:
+            code = _exit_status(exc.code)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.argv, entry._skip_teardown = saved_argv, saved_skip
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(ValueError, OSError):
+                    stream.flush()
+        assert isinstance(out, io.BytesIO) and isinstance(err, io.BytesIO)
+        stdout, stderr = out.getvalue(), err.getvalue()
+    return subprocess.CompletedProcess(["durability", *args], code,
+                                       stdout.decode("utf-8", "replace"),
+                                       stderr.decode("utf-8", "replace"))
+
+
+def _columns() -> int:
+    """The width ``shutil.get_terminal_size`` gives a process without a terminal."""
+    try:
+        return int(os.environ.get("COLUMNS", "")) or 80
+    except ValueError:
+        return 80
+
+
+def _exit_status(code: object) -> int:
+    """The status a process leaves with for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+#: Tests that run the installed ``durability`` command on purpose, because
+#: only a process shows what they check (the rest call ``run_cli``).  Runs
+#: and resumes of a workflow stay processes too, wherever they are: a run
+#: is owned by its process, and an in-process owner never dies.
+INSTALLED_COMMAND_TESTS = (
+    # The in-process runner answers as the installed command does.
+    "tests/durability/cli/test_inprocess_runner.py::test_run_cli_answers_as_the_installed_command",
+    # The launcher script starts and answers.
+    "tests/durability/cli/test_main.py::test_version_and_help_succeed",
+    # ``serve`` is a service process, with its own signal handlers.
+    "tests/durability/cli/test_exit_codes.py::test_service_running_exits_4",
+    # Colour on a terminal: a pty.
+    "tests/durability/cli/test_inspect.py::test_diff_is_coloured_on_a_terminal_unless_no_color",
+    # One capture as Claude Code makes it: the installed hook, the service.
+    "tests/durability/hook/test_entry.py::test_post_tool_use_through_the_service",
+    # The hook's budget: its watchdog ends the process with os._exit.
+    "tests/durability/hook/test_entry.py::test_hanging_jj_is_bounded_by_the_hook_budget",
+    "tests/durability/hook/test_entry.py::test_wedged_service_is_bounded_by_the_hook_budget",
+    # The hook's import budget, counted in a fresh interpreter.
+    "tests/durability/hook/test_entry.py::test_fast_path_imports_only_the_standard_library",
+    # The C stack and memory of a process hold for nested and huge input.
+    "tests/durability/hook/test_fuzz.py::test_deeply_nested",
+    "tests/durability/hook/test_fuzz.py::test_huge_input",
+    # The service a first hook call starts is a process of its own.
+    "tests/durability/hook/test_autostart.py::test_sixteen_first_calls_start_one_service_then_use_it",
+)
+
+
+def run_cli_json(*args: str, **kw: Any) -> Any:
+    """``cli_json`` in this process (``run_cli``)."""
+    done = run_cli(*args, "--json", **kw)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -6,27 +6,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.helpers import cli, cli_json, git, make_jj_repo
+from tests.helpers import git, make_jj_repo, run_cli, run_cli_json
 
 
 def test_a_colocated_repo_without_jj_is_captured_through_git(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo")  # colocated: .jj and .git
     (repo / "a.txt").write_text("one\n")
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj-here")}
-    first = cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
+    first = run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
     (repo / "a.txt").write_text("two\n")
-    second = cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
+    second = run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
     assert (first["seq"], second["seq"]) == (1, 2)
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/durability/").stdout
     assert "refs/durability/git/" in refs
     shown = git(repo, "show", f"{second['commit_id']}:a.txt").stdout
     assert shown == "two\n"
-    assert cli("gaps", "r", "--json", env=env).stdout.strip() == "[]"
+    assert run_cli("gaps", "r", "--json", env=env).stdout.strip() == "[]"
 
 
 def test_a_jj_only_repo_without_jj_is_still_a_jj_missing_gap(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo", colocate=False)
     env = {**os.environ, "DURABILITY_JJ": str(tmp_path / "no-jj-here")}
-    done = cli("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
+    done = run_cli("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
     assert done.returncode == 5
     assert done.stderr.startswith("durability: jj-missing: ")

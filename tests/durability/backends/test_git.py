@@ -31,7 +31,7 @@ from durability.ground.errors import (
     WorktreeMissing,
 )
 from durability.store import AttemptKey
-from tests.helpers import cli, cli_json, git, git_add_all_tree, make_git_repo, make_jj_repo
+from tests.helpers import git, git_add_all_tree, make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 KEY = AttemptKey("run-g", "node", 0, 1)
 
@@ -367,10 +367,10 @@ def test_a_restore_writes_through_the_shared_info_attributes_in_a_linked_worktre
     wt = _linked_with_attributes(grepo, tmp_path)
     (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
     try:
-        first = cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        first = run_cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
         (wt / "f.txt").write_bytes(b"changed\r\n")
-        cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
-        done = cli("restore", "r-attr", "--node", "n", "--seq", str(first["seq"]))
+        run_cli_json("snapshot", str(wt), "--run", "r-attr", "--node", "n")
+        done = run_cli("restore", "r-attr", "--node", "n", "--seq", str(first["seq"]))
         assert done.returncode == 0, done.stderr
         assert (wt / "f.txt").read_bytes() == b"a\r\nb\r\n"  # as git checkout writes it
     finally:

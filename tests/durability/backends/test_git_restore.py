@@ -20,7 +20,7 @@ from durability.config import Settings
 from durability.ground.errors import RestoreError
 from durability.restore.apply import restore
 from durability.store import AttemptKey, Store
-from tests.helpers import cli, cli_json, git, hook_payload, make_git_repo, start_service
+from tests.helpers import git, hook_payload, make_git_repo, run_cli, run_cli_json, start_service
 
 KEY = AttemptKey("run-r", "node", 0, 1)
 
@@ -182,16 +182,16 @@ def test_user_index_head_refs_and_stash_are_untouched(grepo: Path, settings: Set
 def test_cli_snapshot_snapshots_and_restore_on_plain_git(grepo: Path) -> None:
     index_before = (grepo / ".git" / "index").read_bytes()
     (grepo / "work.txt").write_text("first\n")
-    first = cli_json("snapshot", str(grepo), "--run", "run-e", "--node", "n")
+    first = run_cli_json("snapshot", str(grepo), "--run", "run-e", "--node", "n")
     (grepo / "work.txt").write_text("second\n")
-    done = cli("snapshot-hook", input=json.dumps(hook_payload(
+    done = run_cli("snapshot-hook", input=json.dumps(hook_payload(
         grepo, session_id="run-e", tool_use_id="toolu_g", file_path=str(grepo / "work.txt"))))
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    rows = cli_json("snapshots", "run-e")
+    rows = run_cli_json("snapshots", "run-e")
     assert [(r["node_id"], r["seq"], r["source"]) for r in rows] == \
         [("n", 1, "manual"), ("session", 1, "hook")]
     assert rows[1]["tool_use_id"] == "toolu_g" and rows[1]["worktree"] == str(grepo)
-    restored = cli_json("restore", "run-e", "--node", "n", "--seq", "1")
+    restored = run_cli_json("restore", "run-e", "--node", "n", "--seq", "1")
     assert restored["restored"]["commit_id"] == first["commit_id"]
     assert (grepo / "work.txt").read_text() == "first\n"
     assert (grepo / ".git" / "index").read_bytes() == index_before
@@ -203,7 +203,7 @@ def test_hook_through_the_service_on_plain_git(grepo: Path, tmp_path: Path) -> N
     service = start_service(tmp_path)
     try:
         (grepo / "a.txt").write_text("via service\n")
-        done = cli("snapshot-hook", input=json.dumps(hook_payload(
+        done = run_cli("snapshot-hook", input=json.dumps(hook_payload(
             grepo, session_id="run-s", tool_use_id="toolu_s")))
         assert (done.returncode, done.stderr) == (0, "")
     finally:
@@ -221,11 +221,11 @@ def test_restore_conflict_is_one_line_and_exit_7(grepo: Path) -> None:
     # meets is the conflict alone, not a restore-would-unignore refusal.
     (grepo / ".gitignore").write_text("out/\n")
     (grepo / "out").write_text("tracked\n")
-    cli_json("snapshot", str(grepo), "--run", "run-c", "--node", "n")
+    run_cli_json("snapshot", str(grepo), "--run", "run-c", "--node", "n")
     (grepo / "out").unlink()
     (grepo / "out").mkdir()
     (grepo / "out" / "junk").write_text("ignored\n")
-    done = cli("restore", "run-c", "--node", "n", "--seq", "1")
+    done = run_cli("restore", "run-c", "--node", "n", "--seq", "1")
     assert done.returncode == 7
     assert done.stderr.startswith("durability: restore-conflict: ")
     assert done.stderr.count("\n") == 1
@@ -234,9 +234,9 @@ def test_restore_conflict_is_one_line_and_exit_7(grepo: Path) -> None:
 def test_plain_folder_is_not_a_repo_for_the_hook(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = cli("snapshot-hook", input=json.dumps(hook_payload(plain, session_id="run-p")))
+    done = run_cli("snapshot-hook", input=json.dumps(hook_payload(plain, session_id="run-p")))
     assert done.returncode == 0 and "not-a-repo" in done.stderr
-    gaps = cli_json("gaps", "run-p")
+    gaps = run_cli_json("gaps", "run-p")
     assert [g["reason"] for g in gaps] == ["not-a-repo"]
 
 

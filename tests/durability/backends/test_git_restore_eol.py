@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import cli, cli_json, git, make_git_repo
+from tests.helpers import git, make_git_repo, run_cli, run_cli_json
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -30,14 +30,14 @@ def test_a_restored_text_file_has_the_line_endings_its_attributes_ask_for(
     repo = _repo(tmp_path)
     (repo / "a.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     (repo / "x.big").write_bytes(b"still not lfs\n")
-    first = cli_json("snapshot", str(repo), "--run", "eol", "--node", "n")
+    first = run_cli_json("snapshot", str(repo), "--run", "eol", "--node", "n")
     status = git(repo, "diff", "--stat").stdout
     (repo / "a.txt").write_bytes(b"changed\r\n")
     (repo / "raw.bin").write_bytes(b"changed\n")
     (repo / "x.big").write_bytes(b"changed\n")
-    cli_json("snapshot", str(repo), "--run", "eol", "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", "eol", "--node", "n")
 
-    done = cli("restore", "eol", "--seq", str(first["seq"]))
+    done = run_cli("restore", "eol", "--seq", str(first["seq"]))
 
     assert done.returncode == 0, done.stderr
     assert (repo / "a.txt").read_bytes() == b"one\r\ntwo\r\nthree\r\n"

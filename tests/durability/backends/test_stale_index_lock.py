@@ -21,7 +21,14 @@ from durability.backends.git import GitBackend
 from durability.backends.git_repo import private_index_path
 from durability.doctor.checks import run_checks
 from tests.durability.hook.test_entry import checkpoints, run_hook
-from tests.helpers import cli, cli_json, commit_manifest, hook_payload, make_git_repo, wait_for
+from tests.helpers import (
+    commit_manifest,
+    hook_payload,
+    make_git_repo,
+    run_cli,
+    run_cli_json,
+    wait_for,
+)
 
 # A real capture in its own process, whose index writer pauses once it holds
 # the lock file, as libgit2 does between creating ``<index>.lock`` and
@@ -94,7 +101,7 @@ def test_a_capture_killed_inside_the_index_lock_window_blocks_no_later_capture(
         run_hook(hook_payload(worktree, session_id="after-kill", tool_use_id=f"t{n}"))
     rows = checkpoints("after-kill")
     assert [r.seq for r in rows] == [1, 2, 3]
-    assert cli_json("gaps", "after-kill") == []
+    assert run_cli_json("gaps", "after-kill") == []
     assert not lock.exists()
     assert commit_manifest(worktree, rows[-1].commit_id)["f2.txt"][2] == b"edit 2\n"
 
@@ -114,13 +121,13 @@ def test_a_stale_index_lock_is_removed_with_a_warning(
     assert "new.txt" in commit_manifest(worktree, snap.commit_id)
     # a snapshot from the command line (a fresh process) after a second kill
     lock.write_bytes(b"DIRC")
-    done = cli("snapshot", str(worktree), "--run", "manual", "--node", "main")
+    done = run_cli("snapshot", str(worktree), "--run", "manual", "--node", "main")
     assert done.returncode == 0, done.stderr
     assert not lock.exists()
     # and a restore (its pre-restore capture clears it first)
     (worktree / "new.txt").write_text("changed\n")
     lock.write_bytes(b"DIRC")
-    done = cli("restore", "manual", "--node", "main", "--seq", "1", "--json")
+    done = run_cli("restore", "manual", "--node", "main", "--seq", "1", "--json")
     assert done.returncode == 0, done.stderr
     assert (worktree / "new.txt").read_text() == "new\n"
     assert not lock.exists()

@@ -21,8 +21,6 @@ from durability.service import server
 from durability.service.server import Service
 from durability.store import AttemptKey, Store
 from tests.helpers import (
-    cli,
-    cli_json,
     git,
     hook_payload,
     jj_at,
@@ -30,6 +28,8 @@ from tests.helpers import (
     make_jj_repo,
     pid_alive,
     ping,
+    run_cli,
+    run_cli_json,
     start_service,
     wait_for,
     write_script,
@@ -39,7 +39,8 @@ RUN = "run-cap"
 
 
 def _snap(repo: Path, *extra: str) -> dict[str, Any]:
-    result: dict[str, Any] = cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", *extra)
+    result: dict[str, Any] = run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n",
+                                          *extra)
     return result
 
 
@@ -49,7 +50,7 @@ def _rows(settings: Settings, run: str = RUN) -> list[Any]:
 
 
 def _gaps(run: str = RUN) -> list[dict[str, Any]]:
-    gaps: list[dict[str, Any]] = cli_json("gaps", run)
+    gaps: list[dict[str, Any]] = run_cli_json("gaps", run)
     return gaps
 
 
@@ -60,7 +61,7 @@ def test_a_capture_is_a_row_and_the_attempt_pointer(repo: Path, settings: Settin
     assert (row.seq, row.commit_id, row.source, row.label) == (1, first["commit_id"], "manual",
                                                                 "start")
     assert row.change_id and row.operation_id and row.worktree == str(repo.resolve())
-    (attempt,) = cli_json("attempts", RUN)
+    (attempt,) = run_cli_json("attempts", RUN)
     assert attempt["jj_pointer"] == first["commit_id"]
 
 
@@ -71,7 +72,7 @@ def test_an_unchanged_tree_names_the_existing_seq(repo: Path, settings: Settings
     again = _snap(repo)
     assert again == {"seq": 2, "commit_id": second["commit_id"], "deduped": True}
     assert [r.seq for r in _rows(settings)] == [1, 2]
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n")
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n")
     assert done.returncode == 0 and "unchanged" in done.stdout
     (repo / "a.txt").write_text("b\n")
     assert _snap(repo)["seq"] == 3
@@ -119,8 +120,8 @@ def test_seq_is_gap_free_across_service_restarts_and_in_process_captures(
     for n in range(3, 5):  # no service: in-process, under the same lock
         edit_and_snap(n)
     (repo / "counter.txt").write_text("hook\n")
-    hooked = cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id=RUN)),
-                 env=_env(DURABILITY_NODE_ID="n"))
+    hooked = run_cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id=RUN)),
+                     env=_env(DURABILITY_NODE_ID="n"))
     assert hooked.returncode == 0 and hooked.stdout == "" and hooked.stderr == ""
     service = start_service(tmp_path)
     try:
@@ -134,7 +135,7 @@ def test_seq_is_gap_free_across_service_restarts_and_in_process_captures(
     assert [a["seq"] for a in answers] == [1, 2, 3, 4, 5, 7, 8, 9]
     assert rows[5].source == "hook" and rows[5].tool_use_id == "toolu_1"
     assert len({r.commit_id for r in rows}) == 9
-    (attempt,) = cli_json("attempts", RUN)
+    (attempt,) = run_cli_json("attempts", RUN)
     assert attempt["jj_pointer"] == rows[-1].commit_id == answers[-1]["commit_id"]
 
 
@@ -158,8 +159,8 @@ def _failing_jj(tmp_path: Path, body: str) -> Path:
 
 def test_jj_exiting_1_is_a_jj_failed_gap(repo: Path, tmp_path: Path) -> None:
     fake = _failing_jj(tmp_path, 'echo "Error: the disk is on fire" >&2\nexit 1')
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n", "--json",
-               env=_env(DURABILITY_JJ=str(fake)))
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n", "--json",
+                   env=_env(DURABILITY_JJ=str(fake)))
     assert done.returncode == 5 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("durability: jj-failed: ")
     (gap,) = _gaps()
@@ -175,7 +176,7 @@ def test_a_corrupt_working_copy_is_a_jj_failed_gap_filed_once(
     service = start_service(tmp_path)
     try:
         payload = hook_payload(repo, session_id=RUN, tool_use_id="toolu_broken")
-        hooked = cli("snapshot-hook", input=json.dumps(payload))
+        hooked = run_cli("snapshot-hook", input=json.dumps(payload))
     finally:
         service.stop()
     assert hooked.returncode == 0 and hooked.stdout == ""
@@ -190,8 +191,8 @@ def test_a_slow_jj_is_a_jj_timeout_gap_and_is_killed(repo: Path, tmp_path: Path)
     fake = _failing_jj(tmp_path, (
         f"sleep 300 &\necho $! >> {pids}\necho $$ >> {pids}\nwait"
     ))
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n",
-               env=_env(DURABILITY_JJ=str(fake), DURABILITY_JJ_TIMEOUT_MS="1500"))
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n",
+                   env=_env(DURABILITY_JJ=str(fake), DURABILITY_JJ_TIMEOUT_MS="1500"))
     assert done.returncode == 5 and "jj-timeout" in done.stderr
     (gap,) = _gaps()
     assert gap["reason"] == "jj-timeout" and "killed" in gap["detail"]
@@ -204,8 +205,8 @@ def test_a_slow_jj_is_a_jj_timeout_gap_and_is_killed(repo: Path, tmp_path: Path)
 def test_a_missing_jj_is_a_jj_missing_gap(tmp_path: Path) -> None:
     # Not colocated: a colocated repository without jj is captured through git.
     repo = make_jj_repo(tmp_path / "jj-only", colocate=False)
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n",
-               env=_env(DURABILITY_JJ=str(tmp_path / "no-jj")))
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n",
+                   env=_env(DURABILITY_JJ=str(tmp_path / "no-jj")))
     assert done.returncode == 5 and "jj-missing" in done.stderr
     assert [g["reason"] for g in _gaps()] == ["jj-missing"]
 
@@ -223,7 +224,7 @@ def test_an_unopenable_store_still_captures_and_the_gap_names_the_commit(
     repo: Path, settings: Settings
 ) -> None:
     settings.db_path.mkdir(parents=True)  # a folder where the database should be
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n")
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n")
     assert done.returncode == 6, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(

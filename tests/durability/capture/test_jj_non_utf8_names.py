@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from durability.backends.jj import _not_utf8
-from tests.helpers import cli, cli_json, commit_manifest, make_jj_repo
+from tests.helpers import commit_manifest, make_jj_repo, run_cli, run_cli_json
 
 
 def snapshot(repo: Path) -> dict[str, Any]:
-    return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
+    return dict(run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
 
 
 def test_a_non_utf8_name_in_a_jj_repo_is_a_gap_never_unchanged(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_a_non_utf8_name_in_a_jj_repo_is_a_gap_never_unchanged(tmp_path: Path) -
     (repo / os.fsdecode(b"folder\xfe")).mkdir()
     (repo / os.fsdecode(b"folder\xfe") / "in.txt").write_text("in\n")
 
-    human = cli("snapshot", str(repo), "--run", "r", "--node", "n")
+    human = run_cli("snapshot", str(repo), "--run", "r", "--node", "n")
     assert human.returncode == 0, human.stderr
     assert "unchanged" not in human.stdout and "3 path(s) left out" in human.stdout
     assert "unreadable-path: bad\\xffname.txt" in human.stderr, human.stderr
@@ -44,7 +44,7 @@ def test_a_non_utf8_name_in_a_jj_repo_is_a_gap_never_unchanged(tmp_path: Path) -
     assert {s["reason"] for s in again["skipped"]} == {"unreadable-path"}
     assert again["seq"] == first["seq"]  # jj sees no change: the same checkpoint
     assert set(commit_manifest(repo, again["commit_id"])) == {"fine.txt"}
-    gaps = [g for g in cli_json("gaps", "r") if g["reason"] == "unreadable-path"]
+    gaps = [g for g in run_cli_json("gaps", "r") if g["reason"] == "unreadable-path"]
     assert len(gaps) == 3, gaps
     assert all("not UTF-8" in g["detail"] for g in gaps), gaps
 

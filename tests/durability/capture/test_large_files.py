@@ -16,12 +16,12 @@ import pytest
 
 from durability.config import DEFAULT_MAX_NEW_FILE_SIZE, Settings
 from durability.ground.errors import InvalidInput
-from tests.helpers import cli, cli_json, commit_manifest, make_jj_repo
+from tests.helpers import commit_manifest, make_jj_repo, run_cli, run_cli_json
 
 
 def snapshot(repo: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     full = {**os.environ, **(env or {})}
-    return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=full))
+    return dict(run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=full))
 
 
 def test_a_new_file_over_jjs_own_limit_is_captured_by_default(tmp_path: Path) -> None:
@@ -44,8 +44,8 @@ def test_a_file_still_over_the_limit_is_a_gap_never_unchanged(tmp_path: Path) ->
     (repo / "deep dir" / 'odd "name".bin').write_bytes(b"x" * 1001)
     (repo / "fits.bin").write_bytes(b"y" * 1000)
 
-    human = cli("snapshot", str(repo), "--run", "r", "--node", "n",
-                env={**os.environ, **env})
+    human = run_cli("snapshot", str(repo), "--run", "r", "--node", "n",
+                    env={**os.environ, **env})
     assert human.returncode == 0, human.stderr
     assert "unchanged" not in human.stdout and "1 path(s) left out" in human.stdout
     assert 'file-too-large: deep dir/odd "name".bin' in human.stderr
@@ -56,7 +56,7 @@ def test_a_file_still_over_the_limit_is_a_gap_never_unchanged(tmp_path: Path) ->
     tree = commit_manifest(repo, again["commit_id"])
     assert "fits.bin" in tree and 'deep dir/odd "name".bin' not in tree
     assert again["seq"] == first["seq"] + 1  # the human snapshot was seq 2, this one dedups
-    recorded = [g for g in cli_json("gaps", "r") if g["reason"] == "file-too-large"]
+    recorded = [g for g in run_cli_json("gaps", "r") if g["reason"] == "file-too-large"]
     assert len(recorded) == 1 and 'odd "name".bin' in recorded[0]["detail"]
 
     # Raised limit: the same file is captured.
@@ -84,12 +84,12 @@ def test_the_hook_files_one_invalid_value_gap_for_a_bad_size(tmp_path: Path) -> 
     import json
     import os
 
-    from tests.helpers import cli, cli_json, hook_payload, make_git_repo
+    from tests.helpers import hook_payload, make_git_repo
 
     repo = make_git_repo(tmp_path / "repo")
     env = {**os.environ, "DURABILITY_MAX_NEW_FILE_SIZE": "lots"}
-    done = cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id="sess-size")),
-               env=env)
+    done = run_cli("snapshot-hook", input=json.dumps(hook_payload(repo, session_id="sess-size")),
+                   env=env)
     assert (done.returncode, done.stdout) == (0, "")
-    [gap] = cli_json("gaps", "sess-size")
+    [gap] = run_cli_json("gaps", "sess-size")
     assert gap["reason"] == "invalid-value" and "DURABILITY_MAX_NEW_FILE_SIZE" in gap["detail"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, cli_json, git, tree_manifest
+from tests.helpers import git, run_cli, run_cli_json, tree_manifest
 
 KINDS = ("folder", "file", "link")
 SIBLINGS = ("a-b", "a.txt", "a0")
@@ -38,11 +38,11 @@ def make_kind(root: Path, kind: str, tag: str) -> None:
 
 
 def snapshot(repo: Path) -> dict[str, object]:
-    return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
+    return dict(run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
 
 
 def restore(repo: Path, seq: int) -> None:
-    done = cli("restore", "r", "--node", "n", "--seq", str(seq))
+    done = run_cli("restore", "r", "--node", "n", "--seq", str(seq))
     assert done.returncode == 0, done.stderr
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import commit_manifest, durability_exe, git, make_jj_repo
+from tests.helpers import commit_manifest, durability_exe, git, make_jj_repo, run_cli_json
 
 DROP = ["--bounding-set", "-dac_override,-dac_read_search"]
 
@@ -331,9 +331,8 @@ def test_through_the_service_the_answer_names_the_paths_and_gaps_are_filed_once(
 
 def cli_snapshot(repo: Path) -> dict[str, Any]:
     """``durability snapshot`` as root: the capture itself runs in the service."""
-    from tests.helpers import cli_json
 
-    return dict(cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
+    return dict(run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n"))
 
 
 JJ_REPEAT = r"""

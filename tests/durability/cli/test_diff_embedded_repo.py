@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, cli_json, git, make_git_repo, make_jj_repo
+from tests.helpers import git, make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 
 @pytest.mark.parametrize("kind", ["jj", "git"])
@@ -24,12 +24,12 @@ def test_an_embedded_repository_is_a_gitlink_in_the_worktree_diff(
         tmp_path: Path, kind: str) -> None:
     repo = make_jj_repo(tmp_path / "repo") if kind == "jj" else make_git_repo(tmp_path / "repo")
     (repo / "a.txt").write_text("a\n")
-    cli_json("snapshot", str(repo), "--run", "r", "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n")
     inner = make_git_repo(repo / "vendor" / "lib")
     assert (inner / "README.md").is_file()
-    files = cli_json("diff", "r", "--worktree")["files"]
+    files = run_cli_json("diff", "r", "--worktree")["files"]
     assert [(f["status"], f["path"], f["new_mode"]) for f in files] == [
         ("added", "vendor/lib", "160000")], files
-    stat = cli("diff", "r", "--worktree", "--stat")
+    stat = run_cli("diff", "r", "--worktree", "--stat")
     assert "vendor/lib (submodule)" in stat.stdout, stat.stdout
     git(inner, "status")  # the inner repository is untouched

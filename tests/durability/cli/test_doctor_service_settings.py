@@ -15,11 +15,11 @@ import json
 import os
 from pathlib import Path
 
-from tests.helpers import cli, make_jj_repo, start_service
+from tests.helpers import make_jj_repo, run_cli, start_service
 
 
 def _service_check(repo: Path) -> dict[str, str]:
-    done = cli("doctor", "--json", "--project-dir", str(repo))
+    done = run_cli("doctor", "--json", "--project-dir", str(repo))
     checks = {c["name"]: c for c in json.loads(done.stdout)}
     return checks["service"]
 
@@ -64,7 +64,7 @@ def test_doctor_warns_of_a_service_that_records_under_another_machine_id(
         tmp_path: Path) -> None:
     # Its records would be another machine's: this shell would not see them.
     repo = make_jj_repo(tmp_path / "repo")
-    ours = json.loads(cli("doctor", "--json", "--project-dir", str(repo)).stdout)
+    ours = json.loads(run_cli("doctor", "--json", "--project-dir", str(repo)).stdout)
     [machine] = [c for c in ours if c["name"] == "machine"]
     kept = (Path(os.environ["DURABILITY_HOME"]) / "host-id").read_text().strip()
     assert machine["status"] == "ok" and machine["detail"].startswith(f"{kept} (kept in ")

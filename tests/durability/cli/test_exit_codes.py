@@ -10,7 +10,7 @@ import pytest
 
 from durability.ground import errors
 from durability.ground.store_errors import NotFound, StoreUnavailable
-from tests.helpers import cli, git, make_git_repo, start_service
+from tests.helpers import cli, git, make_git_repo, run_cli, start_service
 
 
 def _code_line(done: object, code: str) -> None:
@@ -20,26 +20,26 @@ def _code_line(done: object, code: str) -> None:
 
 
 def test_invalid_value_exits_2() -> None:
-    done = cli("snapshots", "../escape")
+    done = run_cli("snapshots", "../escape")
     assert done.returncode == 2
     _code_line(done, "invalid-value")
 
 
 def test_a_bad_option_exits_2_with_the_same_one_line_form() -> None:
-    done = cli("snapshots", "run", "--no-such-option")
+    done = run_cli("snapshots", "run", "--no-such-option")
     assert done.returncode == 2
     _code_line(done, "invalid-value")
 
 
 def test_not_found_exits_3(tmp_path: Path) -> None:
-    done = cli("restore", "no-such-run", "--node", "n")
+    done = run_cli("restore", "no-such-run", "--node", "n")
     assert done.returncode == 3
     _code_line(done, "not-found")
 
 
 def test_service_unreachable_exits_4(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
-    done = cli("watch", str(repo), "--run", "r", "--node", "n")
+    done = run_cli("watch", str(repo), "--run", "r", "--node", "n")
     assert done.returncode == 4
     _code_line(done, "service-unreachable")
 
@@ -47,7 +47,7 @@ def test_service_unreachable_exits_4(tmp_path: Path) -> None:
 def test_service_running_exits_4(tmp_path: Path) -> None:
     svc = start_service(tmp_path)
     try:
-        done = cli("serve")
+        done = cli("serve")  # a service process: its signal handlers are its own
         assert done.returncode == 4
         _code_line(done, "service-running")
     finally:
@@ -57,7 +57,7 @@ def test_service_running_exits_4(tmp_path: Path) -> None:
 def test_a_capture_error_exits_5(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = cli("snapshot", str(plain), "--run", "r", "--node", "n")
+    done = run_cli("snapshot", str(plain), "--run", "r", "--node", "n")
     assert done.returncode == 5
     _code_line(done, "not-a-repo")
 
@@ -78,7 +78,7 @@ def test_store_unavailable_exits_6_from_every_command(tmp_path: Path, command: s
     repo = make_git_repo(tmp_path / "repo")
     args = {"snapshot": ("snapshot", str(repo), "--run", "r", "--node", "n")}.get(
         command, (command, "r"))
-    done = cli(*args, env=_unusable_state(tmp_path))
+    done = run_cli(*args, env=_unusable_state(tmp_path))
     assert done.returncode == 6, done.stderr
     _code_line(done, "store-unavailable")
 
@@ -86,13 +86,13 @@ def test_store_unavailable_exits_6_from_every_command(tmp_path: Path, command: s
 def test_restore_conflict_exits_7(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     (repo / "notes.txt").write_text("v1\n")
-    assert cli("snapshot", str(repo), "--run", "r", "--node", "n").returncode == 0
+    assert run_cli("snapshot", str(repo), "--run", "r", "--node", "n").returncode == 0
     (repo / "notes.txt").unlink()
-    assert cli("snapshot", str(repo), "--run", "r", "--node", "n").returncode == 0
+    assert run_cli("snapshot", str(repo), "--run", "r", "--node", "n").returncode == 0
     with open(repo / ".git" / "info" / "exclude", "a") as f:
         f.write("notes.txt\n")
     (repo / "notes.txt").write_text("PRECIOUS\n")
-    done = cli("restore", "r", "--node", "n", "--seq", "1")
+    done = run_cli("restore", "r", "--node", "n", "--seq", "1")
     assert done.returncode == 7
     _code_line(done, "restore-conflict")
     git(repo, "status", "--short")  # the repository itself is untouched and readable
@@ -138,7 +138,7 @@ def test_a_file_the_command_cannot_write_is_one_line_not_a_traceback(tmp_path: P
     project = tmp_path / "project"
     project.mkdir()
     env = {**os.environ, "XDG_DATA_HOME": str(blocker)}
-    done = cli("install-hook", "--scope", "project", "--project-dir", str(project), env=env)
+    done = run_cli("install-hook", "--scope", "project", "--project-dir", str(project), env=env)
     assert done.returncode == 2
     _code_line(done, "invalid-value")
     assert str(blocker) in done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from durability.config import Settings
 from tests.durability.retention.gckit import Recorder, make_repo
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
@@ -18,8 +18,8 @@ def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
     for _ in range(3):
         rec.capture()
     rec.close()
-    dry = cli("gc", "--dry-run", "--keep-all-days", "0", "--hourly-days", "0",
-              "--daily-days", "0", "--json")
+    dry = run_cli("gc", "--dry-run", "--keep-all-days", "0", "--hourly-days", "0",
+                  "--daily-days", "0", "--json")
     assert dry.returncode == 0, dry.stderr
     data = json.loads(dry.stdout)
     assert data["dry_run"] is True
@@ -27,8 +27,8 @@ def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
                                    "kept_by": {"newest": 1}}
     assert data["repositories"][0]["backend"] == "git"
     assert data["bytes"]["after"] is None  # nothing was collected
-    done = cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
-               "--prune-grace", "0")
+    done = run_cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
+                   "--prune-grace", "0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "dropped 2 of 3 checkpoints (kept: 1 newest)"
     assert done.stdout.splitlines()[1].startswith("refs ")
@@ -37,7 +37,7 @@ def test_gc_summary_and_dry_run(tmp_path: Path, settings: Settings) -> None:
 def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text("[retention]\nkeep_everything = true\n")
-    done = cli("gc", env={**os.environ, "DURABILITY_CONFIG": str(config)})
+    done = run_cli("gc", env={**os.environ, "DURABILITY_CONFIG": str(config)})
     assert done.returncode == 2
     assert done.stderr.startswith("durability: invalid-value: unknown retention setting")
     assert len(done.stderr.splitlines()) == 1

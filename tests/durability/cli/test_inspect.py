@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from tests.helpers import (
-    cli,
-    cli_json,
     durability_exe,
     git,
     hook_payload,
     jj,
     make_git_repo,
     make_jj_repo,
+    run_cli,
+    run_cli_json,
 )
 
 KINDS = ["git", "jj", "jj-separate"]
@@ -42,7 +42,8 @@ def _repo(tmp_path: Path, kind: str) -> Path:
 
 def _snap(repo: Path, run: str = "r1", label: str | None = None) -> dict[str, Any]:
     extra = ["--label", label] if label else []
-    out: dict[str, Any] = cli_json("snapshot", str(repo), "--run", run, "--node", "main", *extra)
+    out: dict[str, Any] = run_cli_json("snapshot", str(repo), "--run", run, "--node", "main",
+                                       *extra)
     return out
 
 
@@ -86,19 +87,19 @@ def test_show_lists_every_kind_of_change_against_the_previous_checkpoint(
         tmp_path: Path, kind: str) -> None:
     repo = _repo(tmp_path, kind)
     _two_checkpoints(repo)
-    shown = cli_json("show", "r1")
+    shown = run_cli_json("show", "r1")
     assert (shown["seq"], shown["label"], shown["source"], shown["worktree"]) == (
         2, "second", "manual", str(repo))
     assert shown["base"]["seq"] == 1 and len(shown["base"]["commit_id"]) == 40
     assert sorted(shown["files"], key=lambda f: f["path"]) == SECOND
     assert shown["totals"] == {"files": 6, "additions": 3, "deletions": 2}
-    text = cli("show", "--latest", cwd=repo).stdout
+    text = run_cli("show", "--latest", cwd=repo).stdout
     assert "changes:    +3 -2 6 files against seq 1" in text
     assert f"renamed   +0 -0    move me.txt -> {_MOVED}" in text
     assert "modified  binary   data.bin" in text
     assert "modified  +0 -0    run.sh (mode 100644 -> 100755)" in text
     assert "added     +1 -0    link (symlink)" in text
-    first = cli_json("show", "r1", "--seq", "1")
+    first = run_cli_json("show", "r1", "--seq", "1")
     assert (first["base"], first["files"]) == (None, [])
 
 
@@ -119,8 +120,8 @@ def test_diff_between_checkpoints_is_a_unified_diff_that_names_binary_files(
     assert b"old mode 100644\nnew mode 100755\n" in out
     assert b"deleted file mode 100644" in out and b"new file mode 120000" in out
     # The default is what A changed, as show lists it.
-    assert cli("diff", "r1", "--seq", "2").stdout == out.decode()
-    backwards = cli_json("diff", "r1", "--seq", "2", "--to", "1")
+    assert run_cli("diff", "r1", "--seq", "2").stdout == out.decode()
+    backwards = run_cli_json("diff", "r1", "--seq", "2", "--to", "1")
     assert {f["path"]: f["status"] for f in backwards["files"]}["move me.txt"] == "renamed"
     assert (backwards["from"]["seq"], backwards["to"]["seq"]) == (2, 1)
 
@@ -129,21 +130,21 @@ def test_diff_between_checkpoints_is_a_unified_diff_that_names_binary_files(
 def test_diff_stat_name_only_and_paths(tmp_path: Path, kind: str) -> None:
     repo = _repo(tmp_path, kind)
     _two_checkpoints(repo)
-    stat = cli("diff", "r1", "--seq", "1", "--to", "2", "--stat")
+    stat = run_cli("diff", "r1", "--seq", "1", "--to", "2", "--stat")
     assert stat.returncode == 0 and stat.stdout.splitlines()[0].split() == [
         "STATUS", "CHANGES", "PATH"]
     assert stat.stdout.splitlines()[-1] == "6 files changed, +3 -2"
-    names = cli("diff", "r1", "--seq", "1", "--to", "2", "--name-only").stdout.splitlines()
+    names = run_cli("diff", "r1", "--seq", "1", "--to", "2", "--name-only").stdout.splitlines()
     assert names == ["a.txt", "data.bin", _MOVED, "gone.txt", "link", "run.sh"]
     # PATHS: a folder stands for what is under it; relative to the folder here.
     sub = repo / "dir with space"
-    only = cli("diff", "r1", "--seq", "1", "--to", "2", "--name-only", "--", ".", cwd=sub)
+    only = run_cli("diff", "r1", "--seq", "1", "--to", "2", "--name-only", "--", ".", cwd=sub)
     assert only.stdout.splitlines() == [_MOVED]
-    two = cli("diff", "r1", "--seq", "2", "--name-only", "--", "a.txt", "gone.txt", cwd=repo)
+    two = run_cli("diff", "r1", "--seq", "2", "--name-only", "--", "a.txt", "gone.txt", cwd=repo)
     assert two.stdout.splitlines() == ["a.txt", "gone.txt"]
-    latest = cli("diff", "--latest", "--seq", "2", "--name-only", "--", "link", cwd=repo)
+    latest = run_cli("diff", "--latest", "--seq", "2", "--name-only", "--", "link", cwd=repo)
     assert latest.stdout.splitlines() == ["link"]
-    outside = cli("diff", "r1", "--seq", "2", "--", "../x", cwd=repo)
+    outside = run_cli("diff", "r1", "--seq", "2", "--", "../x", cwd=repo)
     assert outside.returncode == 2 and "outside the worktree" in outside.stderr
 
 
@@ -183,7 +184,7 @@ def test_diff_is_coloured_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
 def _untouched(repo: Path, kind: str) -> object:
     """What a read must leave as it is: checkpoints, git's index, HEAD and
     refs (with the toolkit's private index), or jj's operation log."""
-    rows = cli_json("snapshots", "r1")
+    rows = run_cli_json("snapshots", "r1")
     if kind == "git":
         private = sorted((repo / ".git" / "durability").iterdir())
         return (rows, (repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD").stdout,
@@ -202,7 +203,7 @@ def test_diff_with_the_worktree_reads_the_files_without_capturing_them(
     (repo / "new file é.txt").write_text("fresh\n")
     (repo / "data.bin").unlink()
     before = _untouched(repo, kind)
-    got = cli_json("diff", "r1", "--seq", "2", "--worktree")
+    got = run_cli_json("diff", "r1", "--seq", "2", "--worktree")
     assert (got["from"]["seq"], got["to"]) == (2, "worktree")
     files = {f["path"]: f for f in got["files"]}
     assert set(files) == {"a.txt", "moved again.txt", "new file é.txt", "data.bin"}
@@ -210,7 +211,7 @@ def test_diff_with_the_worktree_reads_the_files_without_capturing_them(
     assert files["moved again.txt"]["old_path"] == _MOVED
     assert files["new file é.txt"]["status"] == "added"
     assert files["data.bin"] == _file("deleted", "data.bin", "100644", None, binary=True)
-    patch = cli("diff", "r1", "--seq", "2", "--worktree", "--", "new file é.txt")
+    patch = run_cli("diff", "r1", "--seq", "2", "--worktree", "--", "new file é.txt")
     assert "+fresh" in patch.stdout and ".jj" not in patch.stdout
     assert _untouched(repo, kind) == before
 
@@ -218,17 +219,17 @@ def test_diff_with_the_worktree_reads_the_files_without_capturing_them(
 def test_read_commands_refuse_what_cannot_be_shown(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "git")
     _two_checkpoints(repo)
-    both = cli("diff", "r1", "--seq", "1", "--to", "2", "--worktree")
+    both = run_cli("diff", "r1", "--seq", "1", "--to", "2", "--worktree")
     assert both.returncode == 2 and both.stderr.startswith("durability: invalid-value: ")
-    assert cli("diff", "r1", "--stat", "--name-only").returncode == 2
-    missing = cli("show", "r1", "--seq", "9")
+    assert run_cli("diff", "r1", "--stat", "--name-only").returncode == 2
+    missing = run_cli("show", "r1", "--seq", "9")
     assert missing.returncode == 3 and "seq 1 to 2" in missing.stderr
-    assert cli("diff", "r1", "--seq", "1", "--to", "9").returncode == 3
-    first = cli("diff", "r1", "--seq", "1")
+    assert run_cli("diff", "r1", "--seq", "1", "--to", "9").returncode == 3
+    first = run_cli("diff", "r1", "--seq", "1")
     assert (first.returncode, first.stdout) == (0, "")
     assert "first checkpoint" in first.stderr
-    assert cli("show", "no-such-run").returncode == 3
-    node = cli("snapshots", "r1", "--node", "no-such-node")  # as show and restore say it
+    assert run_cli("show", "no-such-run").returncode == 3
+    node = run_cli("snapshots", "r1", "--node", "no-such-node")  # as show and restore say it
     assert node.returncode == 3 and "has no node 'no-such-node'" in node.stderr, node.stderr
 
 
@@ -236,8 +237,8 @@ def _gap_here(repo: Path, session: str) -> None:
     """A hook call whose capture fails (jj forced on a git repository): a gap."""
     payload = hook_payload(repo, session_id=session, tool_use_id="toolu_gap",
                            file_path=str(repo / "a.txt"))
-    done = cli("snapshot-hook", input=json.dumps(payload),
-               env={**os.environ, "DURABILITY_BACKEND": "jj"})
+    done = run_cli("snapshot-hook", input=json.dumps(payload),
+                   env={**os.environ, "DURABILITY_BACKEND": "jj"})
     assert (done.returncode, done.stdout) == (0, "")
 
 
@@ -250,7 +251,7 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
     _gap_here(repo, "sess-gap")
     (repo / "a.txt").write_text("one\nTWO\nthree\nfour\nfive\n")
     _snap(repo, run="r2", label="next session")
-    entries = cli_json("log", str(repo))
+    entries = run_cli_json("log", str(repo))
     assert [(e["kind"], e["run_id"], e.get("seq")) for e in entries] == [
         ("checkpoint", "r2", 1), ("gap", "sess-gap", None), ("checkpoint", "r1", 2),
         ("checkpoint", "r1", 1)]
@@ -261,7 +262,7 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
     assert entries[2]["totals"] == {"files": 6, "additions": 3, "deletions": 2}
     assert (entries[3]["base"], entries[3]["totals"]) == (None, None)
     assert entries[1]["reason"] == "not-a-jj-repo" and entries[1]["tool_use_id"] == "toolu_gap"
-    lines = cli("log", cwd=repo / "dir with space").stdout.splitlines()
+    lines = run_cli("log", cwd=repo / "dir with space").stdout.splitlines()
     assert lines[0].split() == ["TIME", "RUN", "NODE/IT/ATT", "SEQ", "SOURCE", "CHANGES",
                                 "LABEL"]
     assert lines[1].split()[2:] == ["r2", "main/0/1", "1", "manual", "+1", "-0", "1", "file",
@@ -270,8 +271,9 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
                                      "captured", "not-a-jj-repo:"]
     assert lines[3].split()[2:9] == ["r1", "main/0/1", "2", "manual", "+3", "-2", "6"]
     assert lines[4].split()[2:7] == ["r1", "main/0/1", "1", "manual", "-"]
-    assert [e["run_id"] for e in cli_json("log", str(repo), "--limit", "2")] == ["r2", "sess-gap"]
-    assert [e["run_id"] for e in cli_json("log", str(other))] == ["elsewhere"]
+    assert [e["run_id"] for e in run_cli_json("log", str(repo), "--limit", "2")] == \
+        ["r2", "sess-gap"]
+    assert [e["run_id"] for e in run_cli_json("log", str(other))] == ["elsewhere"]
 
 
 def test_a_name_that_is_not_utf8_is_shown_as_its_bytes(tmp_path: Path) -> None:
@@ -280,10 +282,10 @@ def test_a_name_that_is_not_utf8_is_shown_as_its_bytes(tmp_path: Path) -> None:
     name = os.fsdecode(b"caf\xe9 menu.txt")  # Latin-1, not UTF-8
     (repo / name).write_text("soup\n")
     _snap(repo)
-    [changed] = cli_json("show", "r1")["files"]
+    [changed] = run_cli_json("show", "r1")["files"]
     assert (changed["path"], changed["status"], changed["additions"]) == (
         "caf\udce9 menu.txt", "added", 1)
-    assert cli("diff", "r1", "--name-only").stdout == "caf\\xe9 menu.txt\n"
+    assert run_cli("diff", "r1", "--name-only").stdout == "caf\\xe9 menu.txt\n"
     done = subprocess.run([durability_exe(), "diff", "r1"], capture_output=True, timeout=120)
     assert b'+++ "b/caf\\351 menu.txt"' in done.stdout and b"+soup\n" in done.stdout
 
@@ -296,9 +298,9 @@ def test_a_second_jj_workspace_is_read_as_itself_not_as_the_first(tmp_path: Path
     (main / "main only.txt").write_text("main\n")
     _snap(second, run="w2")
     (second / "b.txt").write_text("b\nc\n")
-    got = cli_json("diff", "w2", "--worktree")
+    got = run_cli_json("diff", "w2", "--worktree")
     assert [(f["path"], f["additions"]) for f in got["files"]] == [("b.txt", 1)]
-    assert cli_json("show", "w2")["worktree"] == str(second)
+    assert run_cli_json("show", "w2")["worktree"] == str(second)
 
 
 def test_show_names_the_tool_call_harness_and_agent_of_a_hook_checkpoint(
@@ -309,12 +311,12 @@ def test_show_names_the_tool_call_harness_and_agent_of_a_hook_checkpoint(
     payload = hook_payload(repo, session_id="sess-h", tool_use_id="toolu_9",
                            file_path=str(repo / "a.txt"), agent_id="ag-1",
                            agent_type="Explore")
-    assert cli("snapshot-hook", input=json.dumps(payload)).returncode == 0
-    shown = cli_json("show", "sess-h")
+    assert run_cli("snapshot-hook", input=json.dumps(payload)).returncode == 0
+    shown = run_cli_json("show", "sess-h")
     assert (shown["tool_use_id"], shown["harness"], shown["agent_id"], shown["agent_type"]) == (
         "toolu_9", "claude", "ag-1", "Explore")
     assert shown["base"]["run_id"] == "before"
-    text = cli("show", "sess-h").stdout.splitlines()
+    text = run_cli("show", "sess-h").stdout.splitlines()
     assert {"tool call:  toolu_9", "harness:    claude", "agent id:   ag-1",
             "agent type: Explore"} <= set(text)
     assert ("changes:    +1 -0 1 file against seq 1 of run before node main iteration 0 "

@@ -16,7 +16,7 @@ from durability.cli.restore_output import preview_dict, preview_lines
 from durability.config import Settings
 from durability.restore.apply import Preview
 from durability.store import Checkpoint, Gap, Store
-from tests.helpers import cli, cli_json, make_git_repo, make_jj_repo
+from tests.helpers import make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 RUN = "run-left"
 
@@ -30,32 +30,32 @@ def _with_gaps(tmp_path: Path, settings: Settings, count: int) -> Path:
                        for i in range(count))
     for i in range(2):
         (repo / "a.txt").write_text(f"{i}\n")
-        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+        run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     return repo
 
 
 def test_log_shows_the_newest_50_unless_told(tmp_path: Path, settings: Settings) -> None:
     repo = _with_gaps(tmp_path, settings, LOG_LIMIT + 5)
     try:
-        done = cli("log", cwd=repo)
+        done = run_cli("log", cwd=repo)
         rows = done.stdout.splitlines()[1:]
         assert done.returncode == 0 and len(rows) == LOG_LIMIT == 50
         assert rows[0].split()[4] == "2" and rows[-1].endswith("gap 7")  # newest first
         assert done.stderr == ("durability: the newest 50 entries; older ones: --limit N or "
                                "--all\n")
-        every = cli("log", "--all", cwd=repo)
+        every = run_cli("log", "--all", cwd=repo)
         assert len(every.stdout.splitlines()) == 1 + LOG_LIMIT + 7 and every.stderr == ""
         assert every.stdout.splitlines()[-1].endswith("gap 0")
-        three = cli("log", str(repo), "--limit", "3")
+        three = run_cli("log", str(repo), "--limit", "3")
         assert len(three.stdout.splitlines()) == 4 and "--limit N or --all" in three.stderr
-        as_json = cli("log", str(repo), "--json")
+        as_json = run_cli("log", str(repo), "--json")
         assert len(json.loads(as_json.stdout)) == LOG_LIMIT and as_json.stderr == ""
-        assert len(cli_json("log", str(repo), "--all")) == LOG_LIMIT + 7
-        both = cli("log", str(repo), "--limit", "3", "--all")
+        assert len(run_cli_json("log", str(repo), "--all")) == LOG_LIMIT + 7
+        both = run_cli("log", str(repo), "--limit", "3", "--all")
         assert both.returncode == 2 and both.stderr == ("durability: invalid-value: give "
                                                         "--limit or --all, not both\n")
         # Exactly as many as there are: nothing was left out, no note.
-        exact = cli("log", str(repo), "--limit", str(LOG_LIMIT + 7))
+        exact = run_cli("log", str(repo), "--limit", str(LOG_LIMIT + 7))
         assert exact.stderr == "" and len(exact.stdout.splitlines()) == 1 + LOG_LIMIT + 7
     finally:
         forget(repo)
@@ -90,7 +90,7 @@ def _two_files(repo: Path) -> None:
     (repo / "sub").mkdir()
     (repo / "x.txt").write_text("root v1\n")
     (repo / "sub" / "x.txt").write_text("sub v1\n")
-    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     (repo / "x.txt").write_text("root v2\n")
     (repo / "sub" / "x.txt").write_text("sub v2\n")
 
@@ -101,35 +101,35 @@ def test_restore_path_is_relative_to_the_current_folder_inside_the_worktree(
     _two_files(repo)
     sub = repo / "sub"
     # diff and the dry run name the same file for the same words, from sub/.
-    names = cli("diff", RUN, "--seq", "1", "--worktree", "--name-only", "--", "x.txt", cwd=sub)
+    names = run_cli("diff", RUN, "--seq", "1", "--worktree", "--name-only", "--", "x.txt", cwd=sub)
     assert names.stdout == "sub/x.txt\n"
-    preview = cli_json("restore", RUN, "--seq", "1", "--dry-run", "--path", "x.txt", cwd=sub)
+    preview = run_cli_json("restore", RUN, "--seq", "1", "--dry-run", "--path", "x.txt", cwd=sub)
     assert (preview["paths"], preview["write"]) == (
         ["sub/x.txt"], [{"path": "sub/x.txt", "how": "overwrite"}])
-    done = cli_json("restore", RUN, "--seq", "1", "--path", "x.txt", cwd=sub)
+    done = run_cli_json("restore", RUN, "--seq", "1", "--path", "x.txt", cwd=sub)
     assert done["paths"] == ["sub/x.txt"]
     assert (sub / "x.txt").read_text() == "sub v1\n"
     assert (repo / "x.txt").read_text() == "root v2\n"  # not the root's file
     # `..` climbs from here; `.` is here (the folder, not the whole tree).
-    assert cli_json("restore", RUN, "--seq", "1", "--path", "../x.txt",
-                    cwd=sub)["paths"] == ["x.txt"]
+    assert run_cli_json("restore", RUN, "--seq", "1", "--path", "../x.txt",
+                        cwd=sub)["paths"] == ["x.txt"]
     assert (repo / "x.txt").read_text() == "root v1\n"
-    assert cli_json("restore", RUN, "--seq", "1", "--path", ".", "--dry-run",
-                    cwd=sub)["paths"] == ["sub"]
+    assert run_cli_json("restore", RUN, "--seq", "1", "--path", ".", "--dry-run",
+                        cwd=sub)["paths"] == ["sub"]
 
 
 def test_outside_the_worktree_paths_start_at_its_root(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo").resolve()
     _two_files(repo)
     try:
-        names = cli("diff", RUN, "--seq", "1", "--worktree", "--name-only", "--", "x.txt",
-                    cwd=tmp_path)
+        names = run_cli("diff", RUN, "--seq", "1", "--worktree", "--name-only", "--", "x.txt",
+                        cwd=tmp_path)
         assert names.stdout == "x.txt\n"
-        done = cli_json("restore", RUN, "--seq", "1", "--path", "x.txt", cwd=tmp_path)
+        done = run_cli_json("restore", RUN, "--seq", "1", "--path", "x.txt", cwd=tmp_path)
         assert done["paths"] == ["x.txt"] and (repo / "x.txt").read_text() == "root v1\n"
         assert (repo / "sub" / "x.txt").read_text() == "sub v2\n"
         # Climbing out of the worktree from inside it is refused, nothing changed.
-        out = cli("restore", RUN, "--seq", "1", "--path", "../../x.txt", cwd=repo / "sub")
+        out = run_cli("restore", RUN, "--seq", "1", "--path", "../../x.txt", cwd=repo / "sub")
         assert out.returncode == 2 and out.stderr.startswith("durability: invalid-value: ")
         assert (repo / "sub" / "x.txt").read_text() == "sub v2\n"
     finally:

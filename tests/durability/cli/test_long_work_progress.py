@@ -22,12 +22,12 @@ from durability.config import Settings
 from durability.inspect.timeline import timeline
 from durability.store import Store
 from tests.helpers import (
-    cli,
-    cli_json,
     durability_exe,
     jj_path,
     make_git_repo,
     make_jj_repo,
+    run_cli,
+    run_cli_json,
     write_script,
 )
 
@@ -99,7 +99,7 @@ def test_a_capture_stays_quiet_under_json_and_on_a_pipe(tmp_path: Path) -> None:
                                            "--json", env=env)
     assert status == 0 and terminal == b"" and out.startswith(b"{")
     (repo / "a.txt").write_text("b\n")
-    done = cli("snapshot", str(repo), "--run", RUN, "--node", "n", env=env)
+    done = run_cli("snapshot", str(repo), "--run", RUN, "--node", "n", env=env)
     assert done.returncode == 0 and done.stderr == "" and done.stdout.startswith("seq 2 ")
 
 
@@ -112,10 +112,10 @@ def many(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     (repo / "many").mkdir()
     for i in range(MANY):
         (repo / "many" / f"f{i:04}.txt").write_text(f"file {i}\n")
-    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     for i in range(MANY):
         (repo / "many" / f"f{i:04}.txt").write_text(f"changed {i}\n")
-    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     return repo
 
 
@@ -134,7 +134,7 @@ def test_a_diff_of_many_files_draws_a_bar_then_the_whole_diff(many: Path) -> Non
 def test_a_diff_stays_quiet_under_json_and_on_a_pipe(many: Path) -> None:
     status, out, terminal = _on_a_terminal("diff", RUN, "--seq", "1", "--to", "2", "--json")
     assert status == 0 and terminal == b"" and out.startswith(b"{")
-    done = cli("diff", RUN, "--seq", "1", "--to", "2", "--name-only")
+    done = run_cli("diff", RUN, "--seq", "1", "--to", "2", "--name-only")
     assert done.returncode == 0 and done.stderr == ""
     assert len(done.stdout.splitlines()) == MANY
 
@@ -143,7 +143,7 @@ def test_log_reports_each_checkpoint_it_compares(tmp_path: Path, settings: Setti
     repo = make_git_repo(tmp_path / "repo").resolve()
     for i in range(3):
         (repo / "a.txt").write_text(f"{i}\n")
-        cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+        run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     told: list[tuple[int, int]] = []
     with Store(settings.database) as store:
         entries = timeline(store, repo, progress=lambda done, total: told.append((done, total)))

@@ -16,7 +16,7 @@ from durability.store.gc_rows import record_undo_point
 from durability.store.remote_rows import Remotes
 from durability.store.watch_rows import Watches, WatchRow
 from tests import pg
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 KEY = AttemptKey("hook-run", "main", 0, 1)
 
@@ -70,7 +70,7 @@ def test_migrate_copies_every_table_verified_and_again_idempotently(
     _fill(source)
     url = pg_server.fresh_url()
 
-    done = cli("migrate", "--to", url, "--from", str(source), "--json")
+    done = run_cli("migrate", "--to", url, "--from", str(source), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert list(report) == ["to", "tables", "verified"]  # the wire format, in order
@@ -95,7 +95,7 @@ def test_migrate_copies_every_table_verified_and_again_idempotently(
     with Runs(source) as runs:
         runs.record_checkpoint(NewCheckpoint(key=KEY, commit_id="c" * 40, worktree="/w",
                                              source="hook", request_id="q9"))
-    again = cli("migrate", "--to", url, "--from", str(source))
+    again = run_cli("migrate", "--to", url, "--from", str(source))
     assert again.returncode == 0, again.stderr
     assert "workspace_checkpoints: 3 rows" in again.stdout
     with Runs(url) as runs:
@@ -111,7 +111,7 @@ def test_a_target_holding_other_rows_is_a_copy_mismatch(pg_server: pg.PgServer) 
     url = pg_server.fresh_url()
     with Runs(url) as runs:
         runs.add_gaps([Gap(ts_ms=9, run_id="elsewhere", request_id="other", reason="timeout")])
-    done = cli("migrate", "--to", url)
+    done = run_cli("migrate", "--to", url)
     assert done.returncode == 6, (done.stdout, done.stderr)
     # Refused before anything is written (test_migrate_shared_target.py): the
     # other gap, and the event it logged, are the target's own.
@@ -121,6 +121,6 @@ def test_a_target_holding_other_rows_is_a_copy_mismatch(pg_server: pg.PgServer) 
 
 
 def test_migrate_refuses_a_target_that_is_not_postgresql() -> None:
-    done = cli("migrate", "--to", "sqlite:///x.db")
+    done = run_cli("migrate", "--to", "sqlite:///x.db")
     assert done.returncode == 2
     assert done.stderr == "durability: invalid-value: --to must be a postgresql:// URL\n"

@@ -16,7 +16,7 @@ from durability.config import Settings
 from durability.runs.run_rows import Runs
 from durability.store import AttemptKey, NewCheckpoint
 from tests import pg
-from tests.helpers import cli, start_service
+from tests.helpers import run_cli, start_service
 
 
 def test_migrate_notes_a_running_service_and_is_quiet_without_one(
@@ -25,11 +25,11 @@ def test_migrate_notes_a_running_service_and_is_quiet_without_one(
         runs.record_checkpoint(NewCheckpoint(key=AttemptKey("r", "n", 0, 1), commit_id="a" * 40,
                                              worktree="/w", source="hook", request_id="q1"))
     url = pg_server.fresh_url()
-    quiet = cli("migrate", "--to", url)
+    quiet = run_cli("migrate", "--to", url)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     service = start_service(tmp_path)
     try:
-        noted = cli("migrate", "--to", url, "--json")
+        noted = run_cli("migrate", "--to", url, "--json")
     finally:
         service.stop()
     assert noted.returncode == 0, noted.stderr

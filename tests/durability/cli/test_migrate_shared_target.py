@@ -21,7 +21,7 @@ import pytest
 from durability.runs.run_rows import Runs
 from durability.store import AttemptKey, NewCheckpoint
 from tests import pg
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 def _store(path: Path, run_id: str, commits: str) -> Path:
@@ -48,12 +48,12 @@ def test_a_second_store_never_overwrites_the_first_ones_rows(
     url = pg_server.fresh_url()
     a = _store(tmp_path / "a.db", "run-a", a_commits)
     b = _store(tmp_path / "b.db", "run-b", b_commits)
-    first = cli("migrate", "--to", url, "--from", str(a))
+    first = run_cli("migrate", "--to", url, "--from", str(a))
     assert first.returncode == 0, first.stderr
     before = _rows(url)
     assert len(before["events"]) == len(a_commits)
 
-    second = cli("migrate", "--to", url, "--from", str(b))
+    second = run_cli("migrate", "--to", url, "--from", str(b))
     assert second.returncode == 6, (second.stdout, second.stderr)
     assert second.stderr.startswith("durability: copy-mismatch: "), second.stderr
     assert "nothing was copied" in second.stderr and second.stderr.count("\n") == 1
@@ -61,6 +61,6 @@ def test_a_second_store_never_overwrites_the_first_ones_rows(
 
     # A's own store still copies again (its earlier copy is no other store's).
     _store(a, "run-a", "z")
-    again = cli("migrate", "--to", url, "--from", str(a))
+    again = run_cli("migrate", "--to", url, "--from", str(a))
     assert again.returncode == 0, again.stderr
     assert len(_rows(url)["events"]) == len(a_commits) + 1

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli_json, durability_exe, make_git_repo
+from tests.helpers import durability_exe, make_git_repo, run_cli_json
 
 RUN = "renamed-run"
 # Set the host name in this namespace, then become the CLI (no shell).
@@ -81,5 +81,5 @@ def test_history_recorded_before_a_host_name_change_is_all_there_after(
     # The state folder said which machine it is, whatever the host name was.
     kept = (Path(os.environ["DURABILITY_HOME"]) / "host-id").read_text().strip()
     assert kept.startswith("before-rename-")
-    assert {c["name"]: c for c in cli_json("doctor", cwd=repo)}["machine"]["detail"] \
+    assert {c["name"]: c for c in run_cli_json("doctor", cwd=repo)}["machine"]["detail"] \
         .startswith(kept)

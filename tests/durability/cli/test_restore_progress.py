@@ -14,7 +14,7 @@ import pytest
 
 from durability.backends.git import forget
 from durability.cli.progress import MIN_STEPS
-from tests.helpers import cli, cli_json, durability_exe, make_git_repo, make_jj_repo
+from tests.helpers import durability_exe, make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 RUN = "run-progress"
 
@@ -62,7 +62,7 @@ def many(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     (repo / "many").mkdir()
     for i in range(MIN_STEPS + 100):
         (repo / "many" / f"f{i:04}.txt").write_text(f"file {i}\n")
-    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     for i in range(MIN_STEPS + 100):
         (repo / "many" / f"f{i:04}.txt").write_text(f"changed {i}\n")
     return repo
@@ -83,7 +83,7 @@ def test_json_and_a_pipe_stay_quiet(many: Path) -> None:
     assert status == 0 and terminal == b""
     assert out.startswith("{")
     # A pipe: undo (a restore of as many files) says nothing on stderr.
-    done = cli("restore", RUN, "--node", "n", "--seq", "2")
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "2")
     assert done.returncode == 0 and done.stderr == ""
     assert (many / "many" / "f0000.txt").read_text() == "changed 0\n"
 

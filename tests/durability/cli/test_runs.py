@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.helpers import cli, cli_json, make_jj_repo
+from tests.helpers import cli, make_jj_repo, run_cli, run_cli_json
 
 WORKFLOW = """\
 from __future__ import annotations
@@ -76,26 +76,26 @@ def _run(folder: Path, repo: Path, run_id: str, *extra: str) -> None:
 def test_approval_survives_the_process_and_resume_continues_there(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "a1")
-    assert cli_json("run-status", "a1")["state"] == "waiting-approval"
-    assert cli("approve", "a1", "ship").returncode == 0
+    assert run_cli_json("run-status", "a1")["state"] == "waiting-approval"
+    assert run_cli("approve", "a1", "ship").returncode == 0
     done = cli("resume", "a1")
     assert (done.returncode, done.stdout.strip()) == (0, "run a1 finished"), done.stderr
     assert _marks(folder) == ["prepare", "ship"]
 
-    status = cli_json("run-status", "a1")
+    status = run_cli_json("run-status", "a1")
     [prepare, ship] = status["tasks"]
     assert [o["output"] for o in ship["outputs"]] == [{"n": 2}]
     [attempt] = prepare["attempts"]
     assert attempt["jj_pointer"] and attempt["latest_checkpoint"]["commit_id"] == \
         attempt["jj_pointer"]
     assert status["usage"]["tokens"] == 120
-    assert [r["run_id"] for r in cli_json("runs")] == ["a1"]
+    assert [r["run_id"] for r in run_cli_json("runs")] == ["a1"]
 
 
 def test_deny_fails_the_run_at_that_node(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "d1")
-    assert cli("deny", "d1", "ship", "--reason", "not today").returncode == 0
+    assert run_cli("deny", "d1", "ship", "--reason", "not today").returncode == 0
     done = cli("resume", "d1")
     assert done.returncode == 1
     assert done.stderr.startswith("durability: APPROVAL_DENIED: ship was denied: not today")
@@ -106,14 +106,14 @@ def test_a_workflow_edit_trips_the_metadata_check_and_reverting_untrips_it(
         tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "m1")
-    cli("approve", "m1", "ship")
+    run_cli("approve", "m1", "ship")
     original = (folder / "helper.py").read_text()
     (folder / "helper.py").write_text('TEXT = "changed\\n"\n')
     done = cli("resume", "m1")
     assert done.returncode == 12
     assert done.stderr.startswith("durability: RESUME_METADATA_MISMATCH:")
     assert "helper.py (changed)" in done.stderr and len(done.stderr.splitlines()) == 1
-    assert cli_json("run-status", "m1")["state"] == "waiting-approval"  # nothing changed
+    assert run_cli_json("run-status", "m1")["state"] == "waiting-approval"  # nothing changed
     (folder / "helper.py").write_text(original)
     done = cli("resume", "m1")
     assert done.returncode == 0, done.stderr
@@ -123,7 +123,7 @@ def test_a_workflow_edit_trips_the_metadata_check_and_reverting_untrips_it(
 def test_accept_workflow_change_waives_the_hash_only(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "m2")
-    cli("approve", "m2", "ship")
+    run_cli("approve", "m2", "ship")
     (folder / "wf.py").write_text(WORKFLOW + "\n# edited\n")
     assert cli("resume", "m2").returncode == 12
     done = cli("resume", "m2", "--accept-workflow-change")
@@ -140,23 +140,23 @@ def test_a_budget_from_the_command_line_names_its_limit(tmp_path: Path) -> None:
                "--max-tokens", "50")
     assert done.returncode == 15
     assert done.stderr.startswith("durability: BUDGET_TOKENS_EXCEEDED:")
-    assert cli_json("run-status", "b1")["error"]["code"] == "BUDGET_TOKENS_EXCEEDED"
+    assert run_cli_json("run-status", "b1")["error"]["code"] == "BUDGET_TOKENS_EXCEEDED"
 
 
 def test_pause_cancel_and_status_of_runs_that_are_not_there(tmp_path: Path) -> None:
     for command in (["pause", "nope"], ["cancel", "nope"], ["run-status", "nope"],
                     ["resume", "nope"], ["approve", "nope", "x"]):
-        done = cli(*command)
+        done = run_cli(*command)
         assert done.returncode == 3, (command, done.stderr)
         assert done.stderr.startswith("durability: not-found:")
     folder, repo = _setup(tmp_path)
     _run(folder, repo, "c1")
-    assert cli("cancel", "c1").stdout.strip() == "run c1 cancelled"
-    done = cli("pause", "c1")
+    assert run_cli("cancel", "c1").stdout.strip() == "run c1 cancelled"
+    done = run_cli("pause", "c1")
     assert done.returncode == 14 and "RUN_NOT_ACTIVE" in done.stderr
-    cli("approve", "c1", "ship")
+    run_cli("approve", "c1", "ship")
     assert cli("resume", "c1").returncode == 0  # cancelled runs resume
-    assert json.loads(cli("runs", "--json").stdout)[0]["state"] == "finished"
+    assert json.loads(run_cli("runs", "--json").stdout)[0]["state"] == "finished"
 
 
 def test_an_accepted_change_is_the_new_baseline_with_its_new_imports(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_an_accepted_change_is_the_new_baseline_with_its_new_imports(tmp_path: P
                                   "def added(ctx):\n    return {'v': extra.VALUE}\n")
     done = cli("resume", "m3", "--accept-workflow-change")
     assert done.returncode == 0, done.stderr
-    assert [t["id"] for t in cli_json("run-status", "m3")["tasks"]] == \
+    assert [t["id"] for t in run_cli_json("run-status", "m3")["tasks"]] == \
         ["prepare", "ship", "added"]
     (folder / "extra.py").write_text("VALUE = 2\n")
     done = cli("resume", "m3")
@@ -224,7 +224,7 @@ def test_a_failed_run_resumed_after_the_fix_reruns_the_failed_task(tmp_path: Pat
     done = cli("run", str(folder / "wf.py"), "--run-id", "f1", "--worktree", str(repo))
     assert done.returncode == 1
     assert done.stderr.startswith("durability: TASK_FAILED: RuntimeError: not fixed on attempt 2")
-    assert cli_json("run-status", "f1")["state"] == "failed"
+    assert run_cli_json("run-status", "f1")["state"] == "failed"
 
     (folder / "fixed").write_text("yes\n")
     done = cli("resume", "f1")
@@ -233,7 +233,7 @@ def test_a_failed_run_resumed_after_the_fix_reruns_the_failed_task(tmp_path: Pat
     # the tree its failed attempt left (a failure is not restored).
     assert (folder / "side.log").read_text().splitlines() == [
         "upstream 1", "flaky 1 -", "flaky 2 attempt 1", "flaky 3 attempt 2"]
-    status = cli_json("run-status", "f1")
+    status = run_cli_json("run-status", "f1")
     [upstream, flaky] = status["tasks"]
     assert [(a["attempt"], a["state"]) for a in upstream["attempts"]] == [(1, "succeeded")]
     assert [(a["attempt"], a["state"]) for a in flaky["attempts"]] == \
@@ -242,7 +242,7 @@ def test_a_failed_run_resumed_after_the_fix_reruns_the_failed_task(tmp_path: Pat
     # Each attempt's own start checkpoint and its task's, on its own row
     # (its end capture found the same tree), and no pre-restore: a failed
     # attempt's tree is not restored before the retry.
-    checkpoints = cli_json("snapshots", "f1", "--node", "flaky")
+    checkpoints = run_cli_json("snapshots", "f1", "--node", "flaky")
     assert [(c["attempt"], c["source"]) for c in checkpoints if c["source"] != "watch"] == \
         [(1, "attempt"), (1, "wrap"), (2, "attempt"), (2, "wrap"), (3, "attempt"), (3, "wrap")]
 

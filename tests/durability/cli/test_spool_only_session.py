@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.durability.install.test_onboarding import _bare_plugin, _harness_env, _run
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 def test_a_session_with_only_spooled_gaps_is_known(tmp_path: Path) -> None:
@@ -22,8 +22,8 @@ def test_a_session_with_only_spooled_gaps_is_known(tmp_path: Path) -> None:
     done = _run(f'/bin/sh "{root}/durability/run-hook.sh"', payload, env=_harness_env())
     assert done.returncode == 0
 
-    listed = cli("snapshots", "spool-only")
+    listed = run_cli("snapshots", "spool-only")
 
     assert listed.returncode == 0, listed.stderr
     assert "no checkpoints for run spool-only" in listed.stderr
-    assert cli("snapshots", "never-seen").returncode == 3
+    assert run_cli("snapshots", "never-seen").returncode == 3

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ServiceProcess, cli, cli_json, hook_payload, make_git_repo
+from tests.helpers import ServiceProcess, hook_payload, make_git_repo, run_cli, run_cli_json
 
 
 def _call(repo: Path, call: str, **extra: str) -> None:
     (repo / f"{call}.txt").write_text(call)
     payload = hook_payload(repo, session_id="sess-agents", tool_use_id=call,
                            file_path=str(repo / f"{call}.txt"), **extra)
-    done = cli("snapshot-hook", input=json.dumps(payload))
+    done = run_cli("snapshot-hook", input=json.dumps(payload))
     assert (done.returncode, done.stdout) == (0, ""), done.stderr
 
 
@@ -24,15 +24,15 @@ def _check(repo: Path) -> None:
     _call(repo, "main-call")
     _call(repo, "sub-call", agent_id="a1b2c3", agent_type="code-reviewer")
     _call(repo, "odd-call", agent_id="x\x1by", agent_type="t" * 300)
-    rows = {r["tool_use_id"]: r for r in cli_json("snapshots", "sess-agents")}
+    rows = {r["tool_use_id"]: r for r in run_cli_json("snapshots", "sess-agents")}
     assert {k: (r["harness"], r["agent_id"], r["agent_type"]) for k, r in rows.items()} == {
         "main-call": ("claude", None, None),
         "sub-call": ("claude", "a1b2c3", "code-reviewer"),
         "odd-call": ("claude", None, None),  # not printable / too long: not kept
     }
-    table = cli("snapshots", "sess-agents").stdout
+    table = run_cli("snapshots", "sess-agents").stdout
     assert "[code-reviewer] Write sub-call.txt" in table
-    [session] = cli_json("sessions")
+    [session] = run_cli_json("sessions")
     assert session["harnesses"] == "claude"
 
 

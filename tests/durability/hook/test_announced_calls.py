@@ -35,12 +35,12 @@ from tests.durability.hook.test_harness_payloads import (
 from tests.durability.hook.test_imports import HEAVY
 from tests.helpers import (
     ServiceProcess,
-    cli,
-    cli_json,
     git,
     hook_payload,
     make_git_repo,
     make_jj_repo,
+    run_cli,
+    run_cli_json,
     wait_for,
 )
 
@@ -189,15 +189,15 @@ def test_a_session_killed_and_never_resumed_still_has_its_gap(
     reads gaps, and the service) files it once its harness is gone; resumed
     after all, the session's next capture still names it, with no second gap."""
     hook(pre(repo, "toolu_K", **bash("make all")))
-    assert cli("gaps", SESSION).returncode == 3  # running: nothing on record yet
+    assert run_cli("gaps", SESSION).returncode == 3  # running: nothing on record yet
     harness.kill()
-    [gap] = cli_json("gaps", SESSION)
+    [gap] = run_cli_json("gaps", SESSION)
     assert (gap["reason"], gap["tool_use_id"]) == ("call-unfinished", "toolu_K")
-    assert [g["reason"] for g in cli_json("gaps", SESSION)] == ["call-unfinished"]
+    assert [g["reason"] for g in run_cli_json("gaps", SESSION)] == ["call-unfinished"]
     (repo / "built.txt").write_text("x\n")
     hook(post(repo, "toolu_N", file_path=str(repo / "built.txt")))
     assert labels() == ["Write built.txt [after unfinished: Bash make all]"]
-    assert len(cli_json("gaps", SESSION)) == 1
+    assert len(run_cli_json("gaps", SESSION)) == 1
     assert not calls_file().exists()
 
 

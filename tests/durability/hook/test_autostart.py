@@ -8,13 +8,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.helpers import cli, git, hook_payload, make_git_repo, pid_alive, ping, wait_for
+from tests.helpers import cli, git, hook_payload, make_git_repo, pid_alive, ping, run_cli, wait_for
 
 
 def _hook(repo: Path, call: str, env: dict[str, str], cwd: Path | None = None) -> None:
     (repo / f"{call}.txt").write_text(call)
     payload = hook_payload(repo, session_id="sess-auto", tool_use_id=call,
                            file_path=str(repo / f"{call}.txt"))
+    # The installed command: the service it starts is a process of its own.
     done = cli("snapshot-hook", input=json.dumps(payload), env=env, cwd=cwd)
     assert done.returncode == 0 and done.stdout == "", done.stderr
 
@@ -33,10 +34,10 @@ def test_sixteen_first_calls_start_one_service_then_use_it(tmp_path: Path) -> No
         pid = first["pid"]
         # Every one of the 16 calls was captured (in process, while it
         # started): no gap, and the newest checkpoint holds every file.
-        rows = json.loads(cli("snapshots", "sess-auto", "--json").stdout)
+        rows = json.loads(run_cli("snapshots", "sess-auto", "--json").stdout)
         files = git(repo, "ls-tree", "--name-only", rows[-1]["commit_id"]).stdout.split()
         assert {f"t{i}.txt" for i in range(16)} <= set(files)
-        assert json.loads(cli("gaps", "sess-auto", "--json").stdout) == []
+        assert json.loads(run_cli("gaps", "sess-auto", "--json").stdout) == []
         before = first["captures"]
         _hook(repo, "after", env)
         after = ping(sock, timeout=5)
@@ -45,7 +46,7 @@ def test_sixteen_first_calls_start_one_service_then_use_it(tmp_path: Path) -> No
         services = [p for p in os.listdir("/proc") if p.isdigit() and _is_service(p, sock)]
         assert services == [str(pid)]
     finally:
-        cli("stop", "--kill", "--timeout", "10")
+        run_cli("stop", "--kill", "--timeout", "10")
     assert not pid_alive(pid)
 
 
@@ -63,7 +64,7 @@ def test_autostart_off_starts_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "DURABILITY_AUTOSTART": "0"}
     _hook(repo, "t1", env)
     assert ping(Path(env["DURABILITY_SOCKET"]), timeout=1) is None
-    assert len(json.loads(cli("snapshots", "sess-auto", "--json").stdout)) == 1
+    assert len(json.loads(run_cli("snapshots", "sess-auto", "--json").stdout)) == 1
 
 
 def test_a_service_that_cannot_start_is_not_respawned_on_every_call(tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_a_service_that_cannot_start_is_not_respawned_on_every_call(tmp_path: Pa
     starts = wait_for(lambda: (log.exists() and log.read_text().count("durability:")) or 0,
                       timeout=20)
     assert starts == 1, log.read_text()
-    rows = json.loads(cli("snapshots", "sess-auto", "--json", env=env).stdout)
+    rows = json.loads(run_cli("snapshots", "sess-auto", "--json", env=env).stdout)
     assert len(rows) == 3  # every call was still captured, in process
 
 
@@ -99,4 +100,4 @@ def test_the_spawned_service_does_not_import_from_the_worktree(tmp_path: Path) -
         wait_for(lambda: ping(Path(env["DURABILITY_SOCKET"]), timeout=1), timeout=30)
         assert not marker.exists()
     finally:
-        cli("stop", "--kill", "--timeout", "10")
+        run_cli("stop", "--kill", "--timeout", "10")

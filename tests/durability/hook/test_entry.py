@@ -1,6 +1,11 @@
-"""``durability snapshot-hook`` run as Claude Code runs it: the installed
-command, a real payload on stdin.  Whatever happens it exits 0, prints
-nothing on stdout, and either a checkpoint or exactly one gap is on record."""
+"""``durability snapshot-hook`` run as Claude Code runs it: a real payload on
+stdin.  Whatever happens it exits 0, prints nothing on stdout, and either a
+checkpoint or exactly one gap is on record.
+
+Input validation runs the command's own entry in this process
+(``run_cli``); the installed command runs where only a process can show
+it: one capture through the service as Claude Code makes it, and the
+budget, whose watchdog ends the process with ``os._exit``."""
 
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ from durability.store import Store
 from tests.helpers import (
     ServiceProcess,
     cli,
-    cli_json,
     hook_payload,
     make_jj_repo,
+    run_cli,
+    run_cli_json,
     start_service,
     wait_for,
 )
@@ -33,8 +39,9 @@ from tests.helpers import (
 
 def run_hook(payload: Any = None, *, raw: bytes | None = None,
              env: Mapping[str, str | None] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the installed hook; assert the parts of contract 6 (docs/DESIGN.md) that hold always."""
+             timeout: float = 120, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the hook (in this process, or with ``process`` the installed
+    command); assert the parts of contract 6 (docs/DESIGN.md) that hold always."""
     full = dict(os.environ)
     for name, value in (env or {}).items():
         if value is None:
@@ -42,7 +49,7 @@ def run_hook(payload: Any = None, *, raw: bytes | None = None,
         else:
             full[name] = value
     data = raw if raw is not None else json.dumps(payload).encode()
-    done = cli("snapshot-hook", input=data, env=full, timeout=timeout)
+    done = (cli if process else run_cli)("snapshot-hook", input=data, env=full, timeout=timeout)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
@@ -63,7 +70,7 @@ def spool_lines(run_id: str) -> list[dict[str, Any]]:
 
 def one_gap(run_id: str, reason: str) -> dict[str, Any]:
     """The run's single gap, from the CLI and the spool, with ``reason``."""
-    listed = cli_json("gaps", run_id)
+    listed = run_cli_json("gaps", run_id)
     assert [g["reason"] for g in listed] == [reason], listed
     assert [g["request_id"] for g in spool_lines(run_id)] == [listed[0]["request_id"]]
     gap: dict[str, Any] = listed[0]
@@ -87,13 +94,13 @@ def test_post_tool_use_through_the_service(service_process: ServiceProcess, repo
     (repo / "src" / "a.py").write_text("print(1)\n")
     payload = hook_payload(repo, session_id="sess-svc", tool_use_id="toolu_01A",
                            file_path=str(repo / "src" / "a.py"))
-    done = run_hook(payload)
+    done = run_hook(payload, process=True)  # the installed command, as Claude Code runs it
     assert done.stderr == ""
     [row] = checkpoints("sess-svc")
     assert (row.node_id, row.iteration, row.attempt, row.seq) == ("session", 0, 1, 1)
     assert (row.source, row.tool_use_id, row.label) == ("hook", "toolu_01A", "Write src/a.py")
     assert row.worktree == str(repo)
-    assert cli_json("gaps", "sess-svc") == []
+    assert run_cli_json("gaps", "sess-svc") == []
     assert service_process.proc.poll() is None
 
 
@@ -129,7 +136,7 @@ def test_without_service_captures_in_process(repo: Path) -> None:
     [row] = checkpoints("sess-local")
     assert (row.source, row.label) == ("hook", "Write README.md")
     assert spool_lines("sess-local") == []
-    assert cli_json("gaps", "sess-local") == []
+    assert run_cli_json("gaps", "sess-local") == []
 
 
 def test_label_is_relative_to_the_root_when_cwd_is_a_symlink(repo: Path, tmp_path: Path) -> None:
@@ -152,7 +159,7 @@ def test_identity_from_environment_overrides_session(service_process: ServicePro
     [row] = checkpoints("run-env")
     assert (row.node_id, row.iteration, row.attempt) == ("node-env", 2, 3)
     assert checkpoints("sess-ignored") == []
-    [attempt] = cli_json("attempts", "run-env")
+    [attempt] = run_cli_json("attempts", "run-env")
     assert attempt["jj_pointer"] == row.commit_id
 
 
@@ -311,7 +318,7 @@ def hang_jj(repo: Path, tmp_path: Path, session: str, *, version: str, budget_ms
     slow = fake_jj(tmp_path, f'{version}echo $$ > "{pid_file}"\nexec sleep 300\n')
     # The subprocess timeout (60 s) is far below the fake jj's 300 s: only the
     # hook's own budget can make this pass.
-    run_hook(hook_payload(repo, session_id=session), timeout=60,
+    run_hook(hook_payload(repo, session_id=session), timeout=60, process=True,
              env={"DURABILITY_JJ": str(slow), "DURABILITY_HOOK_TIMEOUT_MS": str(budget_ms)})
     gap = one_gap(session, reason)
     assert gap["source"] == "hook"
@@ -336,7 +343,7 @@ def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:
         # A short answer wait in a long budget: with a 4 s budget the
         # in-process capture got about 1.9 s, which a loaded machine overran
         # (a timeout gap, no checkpoint).
-        run_hook(hook_payload(repo, session_id="sess-wedged"), timeout=60,
+        run_hook(hook_payload(repo, session_id="sess-wedged"), timeout=60, process=True,
                  env={"DURABILITY_HOOK_TIMEOUT_MS": "30000",
                       "DURABILITY_SERVICE_ANSWER_MS": "1500"})
     # Issue 8: the hook stops waiting after its answer wait (never more than

@@ -11,7 +11,7 @@ from typing import Any
 from durability.config import Settings
 from durability.hook.entry import harness
 from durability.store import Checkpoint, Store
-from tests.helpers import cli, hook_payload, jj
+from tests.helpers import hook_payload, jj, run_cli
 
 
 def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
@@ -20,7 +20,7 @@ def _rows(settings: Settings, run_id: str) -> list[Checkpoint]:
 
 
 def _run_hook(payload: dict[str, Any]) -> None:
-    done = cli("snapshot-hook", input=json.dumps(payload))
+    done = run_cli("snapshot-hook", input=json.dumps(payload))
     assert done.returncode == 0
     assert done.stdout == ""
     assert "not taken" not in done.stderr, done.stderr

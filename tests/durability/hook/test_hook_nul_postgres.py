@@ -12,7 +12,7 @@ import pytest
 
 from tests import pg
 from tests.durability.hook.test_entry import checkpoints, fake_jj, one_gap, run_hook
-from tests.helpers import cli_json, hook_payload
+from tests.helpers import hook_payload, run_cli_json
 
 NUL = "x\x00y"
 
@@ -33,7 +33,7 @@ def test_a_nul_in_a_payload_field_leaves_one_record_and_the_listings_intact(
     values[field] = f"{values[field]}{NUL}"
     run_hook(hook_payload(repo, session_id=session, **values), timeout=60,
              env={"DURABILITY_HOOK_TIMEOUT_MS": "10000"})
-    rows, gaps = checkpoints(session), cli_json("gaps", session)
+    rows, gaps = checkpoints(session), run_cli_json("gaps", session)
     assert (len(rows), gaps) == (1, [])
     if field == "tool_use_id":
         assert rows[0].tool_use_id == values["tool_use_id"]  # as it came, NUL included

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 def test_a_bad_database_url_is_refused_as_the_settings_refuse_it(tmp_path: Path) -> None:
@@ -20,8 +20,8 @@ def test_a_bad_database_url_is_refused_as_the_settings_refuse_it(tmp_path: Path)
     Path(os.environ["DURABILITY_SPOOL_DIR"]).write_text("not a folder\n")
     hook_input = json.dumps({"session_id": "sess-u", "tool_use_id": "t1",
                              "cwd": str(tmp_path / "gone")}).encode()
-    done = cli("snapshot-hook", input=hook_input,
-               env={**os.environ, "DURABILITY_DATABASE_URL": "mysql://db/x"})
+    done = run_cli("snapshot-hook", input=hook_input,
+                   env={**os.environ, "DURABILITY_DATABASE_URL": "mysql://db/x"})
     assert (done.returncode, done.stdout) == (0, "")
     assert ("durability: could not record gap worktree-missing: DURABILITY_DATABASE_URL "
             "must be a postgresql:// URL (unset it to use state.db)\n") in done.stderr

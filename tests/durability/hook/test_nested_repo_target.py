@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.durability.hook.test_entry import run_hook
-from tests.helpers import cli_json, commit_manifest, git, hook_payload, make_git_repo, make_jj_repo
+from tests.helpers import (
+    commit_manifest,
+    git,
+    hook_payload,
+    make_git_repo,
+    make_jj_repo,
+    run_cli_json,
+)
 
 
 def _outer(kind: str, path: Path) -> Path:
@@ -38,7 +45,7 @@ def test_a_write_inside_a_nested_repository_is_captured_there(tmp_path: Path,
 
     run_hook(hook_payload(outer, session_id="nested", file_path=str(nested / "new.txt")))
 
-    rows = cli_json("snapshots", "nested")
+    rows = run_cli_json("snapshots", "nested")
     assert [(r["worktree"], r["label"]) for r in rows] == [(str(nested), "Write new.txt")]
     held = commit_manifest(nested, rows[0]["commit_id"])
     assert held["new.txt"] == ("file", False, b"written by the agent\n")
@@ -51,7 +58,7 @@ def test_a_write_in_the_worktree_itself_still_captures_the_worktree(tmp_path: Pa
 
     run_hook(hook_payload(outer / "src", session_id="outer", file_path=str(outer / "src/a.py")))
 
-    rows = cli_json("snapshots", "outer")
+    rows = run_cli_json("snapshots", "outer")
     assert [(r["worktree"], r["label"]) for r in rows] == [(str(outer), "Write src/a.py")]
 
 
@@ -64,7 +71,7 @@ def test_a_file_outside_the_worktree_does_not_move_the_capture(tmp_path: Path) -
 
     run_hook(hook_payload(outer, session_id="away", file_path=str(elsewhere / "x.txt")))
 
-    rows = cli_json("snapshots", "away")
+    rows = run_cli_json("snapshots", "away")
     assert [r["worktree"] for r in rows] == [str(outer)]
 
 
@@ -86,6 +93,6 @@ def test_the_agent_sdks_hook_captures_the_nested_repository_too(tmp_path: Path) 
 
     assert asyncio.run(post_tool_use(payload, "toolu_sdk", HookContext(signal=None))) == {}
 
-    rows = cli_json("snapshots", "sdk-nested")
+    rows = run_cli_json("snapshots", "sdk-nested")
     assert [(r["worktree"], r["label"]) for r in rows] == [(str(nested), "Write new.txt")]
     assert commit_manifest(nested, rows[0]["commit_id"])["new.txt"][2] == b"from the sdk\n"

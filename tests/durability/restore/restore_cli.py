@@ -11,18 +11,18 @@ from typing import Any
 
 from durability.config import Settings
 from durability.store import Store
-from tests.helpers import cli, cli_json, tree_manifest
+from tests.helpers import run_cli, run_cli_json, tree_manifest
 
 RUN = "run-paths"
 
 
 def snap(repo: Path) -> dict[str, Any]:
-    result: dict[str, Any] = cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    result: dict[str, Any] = run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     return result
 
 
 def restore(*args: str) -> dict[str, Any]:
-    done = cli("restore", RUN, "--node", "n", "--json", *args)
+    done = run_cli("restore", RUN, "--node", "n", "--json", *args)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     result: dict[str, Any] = json.loads(done.stdout)

@@ -19,12 +19,13 @@ from durability.store import Store
 from tests.helpers import (
     GatedJj,
     cli,
-    cli_json,
     commit_manifest,
     jj,
     make_git_repo,
     make_jj_repo,
     ping,
+    run_cli,
+    run_cli_json,
     start_service,
     tree_manifest,
     wait_for,
@@ -35,12 +36,13 @@ NON_ASCII = "données-ünïcødé-файл.txt"
 
 
 def _snap(repo: Path) -> dict[str, Any]:
-    result: dict[str, Any] = cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
+    result: dict[str, Any] = run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n")
     return result
 
 
-def _restore(*extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    done = cli("restore", RUN, "--node", "n", "--json", *extra, env=env)
+def _restore(*extra: str, env: dict[str, str] | None = None,
+             process: bool = False) -> dict[str, Any]:
+    done = (cli if process else run_cli)("restore", RUN, "--node", "n", "--json", *extra, env=env)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -140,7 +142,7 @@ def test_default_is_the_latest_seq_of_the_latest_attempt(repo: Path) -> None:
     _state_one(repo)
     _snap(repo)
     (repo / "attempt2.txt").write_text("second attempt\n")
-    cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", "--attempt", "2")
+    run_cli_json("snapshot", str(repo), "--run", RUN, "--node", "n", "--attempt", "2")
     want = tree_manifest(repo)
     _state_two(repo)
     done = _restore()
@@ -170,17 +172,17 @@ def test_refusals(repo: Path, tmp_path: Path) -> None:
     _snap(repo)
     before = tree_manifest(repo)
     for args in (("--seq", "9"), ("--attempt", "4")):
-        done = cli("restore", RUN, "--node", "n", *args)
+        done = run_cli("restore", RUN, "--node", "n", *args)
         assert done.returncode == 3 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("durability: not-found: ")
-    done = cli("restore", "no-such-run", "--node", "n")
+    done = run_cli("restore", "no-such-run", "--node", "n")
     assert done.returncode == 3 and "not-found" in done.stderr
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = cli("restore", RUN, "--node", "n", "--worktree", str(plain))
+    done = run_cli("restore", RUN, "--node", "n", "--worktree", str(plain))
     assert done.returncode == 5 and ("not-a-jj-repo" in done.stderr
                                      or "not-a-repo" in done.stderr)
-    done = cli("restore", "../../x", "--node", "n")
+    done = run_cli("restore", "../../x", "--node", "n")
     assert done.returncode == 2 and "invalid-value" in done.stderr
     assert tree_manifest(repo) == before
 
@@ -199,7 +201,10 @@ def test_a_restore_and_service_captures_never_interleave(
     try:
         with ThreadPoolExecutor(2) as pool:
             gated.close()
-            restoring = pool.submit(_restore, "--seq", "1",
+            # Processes: the restore and the capture race for the worktree
+            # lock as a user's shell and a harness do (and the in-process
+            # runner swaps one process's streams: one call at a time).
+            restoring = pool.submit(_restore, "--seq", "1", process=True,
                                     env={**os.environ, "DURABILITY_JJ": str(gated.path)})
             gated.wait_held()  # the restore holds the worktree lock, nothing written yet
             hook = pool.submit(cli, "snapshot", str(repo), "--run", RUN, "--node", "n",
@@ -258,11 +263,11 @@ def test_restore_into_a_repository_without_the_commit_records_nothing(
     moves there, and the next default restore goes to the wrong repository."""
     jrepo, grepo = two_repos
     source, other = (jrepo, grepo) if source_kind == "jj" else (grepo, jrepo)
-    cli_json("snapshot", str(source), "--run", RUN, "--node", "n")
+    run_cli_json("snapshot", str(source), "--run", RUN, "--node", "n")
     rows_before = _rows(settings)
     pointer_before = [a.jj_pointer for a in Store(settings.database).attempts(RUN)]
     files_before = tree_manifest(other)
-    done = cli("restore", RUN, "--node", "n", "--worktree", str(other))
+    done = run_cli("restore", RUN, "--node", "n", "--worktree", str(other))
     assert done.returncode == 5 and done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(("durability: git-failed: ", "durability: jj-failed: "))

@@ -21,12 +21,12 @@ from durability.restore import apply as restore_mod
 from durability.store import Store
 from tests.durability.remote.remotekit import add_remote, bare_remote, quick_states
 from tests.helpers import (
-    cli,
-    cli_json,
     commit_manifest,
     git,
     make_git_repo,
     make_jj_repo,
+    run_cli,
+    run_cli_json,
     start_service,
     tree_manifest,
     wait_for,
@@ -38,11 +38,11 @@ ENV = "SECRET=x\n"
 
 
 def _snap(wt: Path) -> int:
-    return int(cli_json("snapshot", str(wt), "--run", RUN, "--node", "n")["seq"])
+    return int(run_cli_json("snapshot", str(wt), "--run", RUN, "--node", "n")["seq"])
 
 
 def _restore(seq: int, *extra: str) -> subprocess.CompletedProcess[str]:
-    return cli("restore", RUN, "--node", "n", "--seq", str(seq), *extra)
+    return run_cli("restore", RUN, "--node", "n", "--seq", str(seq), *extra)
 
 
 def _recorded_paths(wt: Path) -> set[str]:
@@ -108,7 +108,7 @@ def test_with_the_files_moved_away_the_restore_and_its_undo_are_exact(work: Path
     _env_ignored_after_seq_1(work)
     before = tree_manifest(work)
     (work / ".env").rename(work.parent / "env.saved")
-    done = cli_json("restore", RUN, "--node", "n", "--seq", "1", "--json")
+    done = run_cli_json("restore", RUN, "--node", "n", "--seq", "1", "--json")
     assert not (work / ".gitignore").exists()
     undo = _restore(int(done["pre_restore"]["seq"]))
     assert undo.returncode == 0, undo.stderr

@@ -12,7 +12,7 @@ from durability.backends import MOVING, Skipped
 from durability.backends.git import GitBackend
 from durability.ground.errors import RestoreError
 from durability.restore.guard import refuse_unrecorded
-from tests.helpers import cli_json, make_git_repo
+from tests.helpers import make_git_repo, run_cli_json
 
 
 @pytest.fixture
@@ -20,9 +20,9 @@ def two(tmp_path: Path) -> tuple[Path, str, str]:
     repo = make_git_repo(tmp_path / "repo").resolve()
     (repo / "a.txt").write_text("one\n")
     (repo / "b.txt").write_text("same\n")
-    one = cli_json("snapshot", str(repo), "--run", "r", "--node", "n")["commit_id"]
+    one = run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n")["commit_id"]
     (repo / "a.txt").write_text("two\n")
-    two = cli_json("snapshot", str(repo), "--run", "r", "--node", "n")["commit_id"]
+    two = run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n")["commit_id"]
     return repo, one, two
 
 

@@ -18,7 +18,7 @@ from durability.config import Settings
 from durability.ground.errors import RestoreError
 from durability.restore.apply import restore as restore_in_process
 from tests.durability.restore.restore_cli import RUN, records, restore, snap, state
-from tests.helpers import cli, git, make_git_repo
+from tests.helpers import git, make_git_repo, run_cli, run_cli_json
 
 
 def test_a_deleted_file_comes_back_and_nothing_else_moves(work: Path,
@@ -108,8 +108,8 @@ def test_a_checkpoint_file_where_a_folder_is_now_is_not_written(work: Path) -> N
     (work / "a" / "b" / "other.txt").write_text("made later too\n")
     before = state(work)
 
-    seen = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "a/b/c.txt",
-               "--dry-run", "--json")
+    seen = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "a/b/c.txt",
+                   "--dry-run", "--json")
     assert seen.returncode == 0, seen.stderr
     preview = json.loads(seen.stdout)
     assert (preview["write"], preview["delete"]) == ([], ["a/b/c.txt"])
@@ -141,8 +141,8 @@ def test_a_path_in_neither_the_checkpoint_nor_the_worktree_is_not_found(
     (work / "real.txt").write_text("2\n")  # a restore would take a pre-restore checkpoint
     before, recorded = state(work), records(settings)
     extra = ("--dry-run",) if dry_run else ()
-    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "real.txt",
-               "--path", "no/such file.txt", *extra)
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "real.txt",
+                   "--path", "no/such file.txt", *extra)
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("durability: not-found: no/such file.txt: not in seq 1")
@@ -154,7 +154,7 @@ def test_an_ignored_file_absent_from_the_checkpoint_is_not_found(work: Path) -> 
     (work / ".gitignore").write_text("*.log\n")
     snap(work)
     (work / "build.log").write_text("ignored, in no checkpoint\n")
-    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "build.log")
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "build.log")
     assert done.returncode == 3 and "not recorded (ignored or left out)" in done.stderr
     assert (work / "build.log").read_text() == "ignored, in no checkpoint\n"
 
@@ -167,7 +167,7 @@ def test_a_path_outside_the_worktree_is_invalid(work: Path, tmp_path: Path,
     before, recorded = state(work), records(settings)
     for bad in ("../outside.txt", str(tmp_path / "outside.txt"), "a/../../outside.txt",
                 ".git/config", ".jj"):
-        done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", bad)
+        done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", bad)
         assert done.returncode == 2, (bad, done.stderr)
         assert done.stderr.startswith("durability: invalid-value: --path ")
         assert done.stderr.count("\n") == 1
@@ -216,12 +216,12 @@ def test_a_submodule_under_a_path_is_left_and_the_restore_says_so(
     git(repo / "lib" / "sub", "checkout", "-q", first)  # the gitlink moves
     (repo / "lib" / "own.txt").write_text("own 2\n")
 
-    preview = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib", "--dry-run",
-                  "--json")
+    preview = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib", "--dry-run",
+                      "--json")
     assert preview.returncode == 0, preview.stderr
     assert '"left": [\n    {\n      "path": "lib/sub",\n      "why": "submodule"' \
         in preview.stdout
-    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib")
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--path", "lib")
     assert done.returncode == 7
     assert done.stderr.startswith("durability: restore-verify-failed: after restoring seq 1 "
                                   "at lib, ")
@@ -245,13 +245,13 @@ def test_a_deleted_file_whose_name_is_not_utf8_comes_back(tmp_path: Path, only: 
 
 
 def test_path_dot_is_the_whole_tree(tmp_path: Path) -> None:
-    from tests.helpers import cli, cli_json, make_git_repo
+    from tests.helpers import make_git_repo
 
     repo = make_git_repo(tmp_path / "dot")
     (repo / "a.txt").write_text("one\n")
-    cli_json("snapshot", str(repo), "--run", "rdot", "--node", "n")
+    run_cli_json("snapshot", str(repo), "--run", "rdot", "--node", "n")
     (repo / "a.txt").write_text("two\n")
-    done = cli_json("restore", "rdot", "--seq", "1", "--path", ".", cwd=repo)
+    done = run_cli_json("restore", "rdot", "--seq", "1", "--path", ".", cwd=repo)
     assert done["paths"] is None and (repo / "a.txt").read_text() == "one\n"
-    assert "at  to" not in cli("restore", "rdot", "--seq", "1", "--path", ".", "--dry-run",
-                               cwd=repo).stdout
+    assert "at  to" not in run_cli("restore", "rdot", "--seq", "1", "--path", ".", "--dry-run",
+                                   cwd=repo).stdout

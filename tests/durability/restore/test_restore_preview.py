@@ -11,7 +11,7 @@ from typing import Any
 
 from durability.config import Settings
 from tests.durability.restore.restore_cli import RUN, records, restore, snap, state
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 def _checkpoint_state(root: Path) -> None:
@@ -40,7 +40,7 @@ def _later_state(root: Path) -> None:
 
 
 def _dry_run(*args: str) -> dict[str, Any]:
-    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--dry-run", "--json", *args)
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--dry-run", "--json", *args)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     result: dict[str, Any] = json.loads(done.stdout)
@@ -120,8 +120,8 @@ def test_the_human_dry_run_names_each_path(work: Path, settings: Settings) -> No
     snap(work)
     _later_state(work)
     before, recorded = state(work), records(settings)
-    done = cli("restore", RUN, "--node", "n", "--seq", "1", "--dry-run", "--path", "dir",
-               "--path", "added.txt")
+    done = run_cli("restore", RUN, "--node", "n", "--seq", "1", "--dry-run", "--path", "dir",
+                   "--path", "added.txt")
     assert done.returncode == 0 and done.stderr == ""
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"dry run, nothing changed: restoring {work} at added.txt, dir "
@@ -149,7 +149,7 @@ def test_the_dry_run_refuses_what_the_restore_refuses(work: Path, settings: Sett
     before, recorded = state(work), records(settings)
     runs = []
     for extra in (("--dry-run",), ()):
-        done = cli("restore", RUN, "--node", "n", "--seq", "1", *extra)
+        done = run_cli("restore", RUN, "--node", "n", "--seq", "1", *extra)
         assert done.returncode == 7, done.stderr
         assert done.stderr.startswith("durability: restore-conflict: nothing restored: "
                                       "secret.env: content no checkpoint holds")

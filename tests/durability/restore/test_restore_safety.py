@@ -14,7 +14,7 @@ import pytest
 from durability.backends.confined import MAX_OPEN_DIRS, ConfinedTree
 from durability.backends.git import forget
 from durability.ground.errors import RestoreError
-from tests.helpers import cli, cli_json, git, jj, make_git_repo, make_jj_repo
+from tests.helpers import git, jj, make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 RUN = "run-safe"
 
@@ -32,11 +32,11 @@ def wt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
 
 
 def _snap(wt: Path) -> int:
-    return int(cli_json("snapshot", str(wt), "--run", RUN, "--node", "n")["seq"])
+    return int(run_cli_json("snapshot", str(wt), "--run", RUN, "--node", "n")["seq"])
 
 
 def _restore(seq: int) -> tuple[int, str, str]:
-    done = cli("restore", RUN, "--node", "n", "--seq", str(seq))
+    done = run_cli("restore", RUN, "--node", "n", "--seq", str(seq))
     return done.returncode, done.stdout, done.stderr
 
 
@@ -147,7 +147,7 @@ def test_a_refusal_names_the_pre_restore_seq(wt: Path) -> None:
     _exclude(wt, "notes.txt")
     (wt / "notes.txt").write_text("PRECIOUS\n")
     rc, _, err = _restore(1)
-    rows = cli_json("snapshots", RUN)
+    rows = run_cli_json("snapshots", RUN)
     assert rc == 7 and "restore-conflict" in err
     assert f"the state before is seq {rows[-1]['seq']}" in err  # the pre-restore row
 

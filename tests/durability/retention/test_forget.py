@@ -21,7 +21,7 @@ from durability.retention.forget import run_forget
 from durability.store.remote_rows import Remotes
 from tests.durability.remote.remotekit import manifest_commits, remote_refs
 from tests.durability.retention.gckit import KEY, Recorder, make_repo, store_git
-from tests.helpers import cli, git
+from tests.helpers import git, run_cli
 
 SECRET = b"API_KEY=sk-live-0123456789abcdef\n"
 
@@ -202,8 +202,8 @@ def test_the_dry_run_refuses_a_path_still_in_the_worktree_as_the_run_does(
     assert str(dry.value) == str(real.value)
     rec.close()
     # The installed command: the same line and exit status, with or without --dry-run.
-    dry_done = cli("forget", "keys.txt", "--dry-run", cwd=wt)
-    done = cli("forget", "keys.txt", cwd=wt)
+    dry_done = run_cli("forget", "keys.txt", "--dry-run", cwd=wt)
+    done = run_cli("forget", "keys.txt", cwd=wt)
     assert dry_done.returncode == done.returncode == 2, (dry_done.stderr, done.stderr)
     assert dry_done.stderr == done.stderr
     assert done.stderr.startswith("durability: invalid-value: keys.txt still in")
@@ -272,25 +272,25 @@ def test_the_command_dry_run_and_a_path_no_checkpoint_holds(tmp_path: Path,
     (wt / "keys.txt").unlink()
     (wt / "sub" / "key.txt").unlink()
     rec.close()
-    done = cli("forget", "keys.txt", "--dry-run", "--json", cwd=wt)
+    done = run_cli("forget", "keys.txt", "--dry-run", "--json", cwd=wt)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [c["seq"] for c in data["checkpoints"]] == [1] and data["dry_run"]
     # A relative path starts at the current folder inside the worktree.
-    done = cli("forget", "key.txt", "--dry-run", "--json", cwd=wt / "sub")
+    done = run_cli("forget", "key.txt", "--dry-run", "--json", cwd=wt / "sub")
     assert json.loads(done.stdout)["paths"] == ["sub/key.txt"], done.stderr
-    done = cli("forget", "../../elsewhere", "--worktree", str(wt), cwd=wt / "sub")
+    done = run_cli("forget", "../../elsewhere", "--worktree", str(wt), cwd=wt / "sub")
     assert done.returncode == 2
     assert done.stderr.startswith("durability: invalid-value: ")
     assert "elsewhere' is outside the worktree" in done.stderr
-    done = cli("forget", "never-there.txt", "--worktree", str(wt))
+    done = run_cli("forget", "never-there.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
     assert "nothing to forget" in done.stdout
-    done = cli("forget", "keys.txt", "--worktree", str(wt))
+    done = run_cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
     assert "forgot keys.txt from 1 checkpoints" in done.stdout
     assert "1 of 1 blobs gone" in done.stdout
-    done = cli("forget", "keys.txt", "--worktree", str(wt), "--run", "no-such-run")
+    done = run_cli("forget", "keys.txt", "--worktree", str(wt), "--run", "no-such-run")
     assert done.returncode == 3, done.stderr
 
 
@@ -306,7 +306,7 @@ def test_a_remote_that_refuses_is_replaced_by_the_next_forget(tmp_path: Path,
     hook.write_text("#!/bin/sh\necho refused by policy >&2\nexit 1\n")
     hook.chmod(0o755)
 
-    done = cli("forget", "keys.txt", "--worktree", str(wt))
+    done = run_cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 9, (done.stdout, done.stderr)
     assert done.stderr.startswith("durability: remote-failed: remote backup")
     assert len(done.stderr.strip().splitlines()) == 1
@@ -399,11 +399,11 @@ def test_another_machine_restores_the_forgotten_checkpoints_from_the_remote(
                        "DURABILITY_SOCKET": str(other / "s.sock")})
     there = tmp_path / "b"
     there.mkdir()
-    assert cli("remote", "add", "backup", bare.as_uri(), "--worktree", str(there),
-               env=b_env).returncode == 0
+    assert run_cli("remote", "add", "backup", bare.as_uri(), "--worktree", str(there),
+                   env=b_env).returncode == 0
     for seq in (1, 3):
-        done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
-                   "--seq", str(seq), "--json", env=b_env)
+        done = run_cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                       "--seq", str(seq), "--json", env=b_env)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["restored"] == {"seq": seq,
                                                        "commit_id": rows[seq - 1].commit_id}
@@ -421,7 +421,7 @@ def test_a_process_that_kept_the_index_open_does_not_take_the_path_back(
     wt = make_repo("git", tmp_path / "wt")
     rec = _recorded(settings, wt, delete=False)  # this process stands for the service
     os.rename(wt / "keys.txt", tmp_path / "env.saved")
-    done = cli("forget", "keys.txt", "--worktree", str(wt))
+    done = run_cli("forget", "keys.txt", "--worktree", str(wt))
     assert done.returncode == 0, done.stderr
     (wt / ".gitignore").write_text("keys.txt\n")
     os.rename(tmp_path / "env.saved", wt / "keys.txt")

@@ -27,7 +27,7 @@ from tests.durability.retention.gckit import (
     make_repo,
     store_git,
 )
-from tests.helpers import cli, cli_json, git
+from tests.helpers import git, run_cli, run_cli_json
 
 # Nothing thinned: only age against keep_all_days, and objects pruned at once.
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,
@@ -89,9 +89,9 @@ def test_kept_checkpoints_restore_after_gc(kind: str, tmp_path: Path,
     rec = daily(settings, wt, 5)
     run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 5 * DAY)
     rec.close()
-    shown = cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "5")
+    shown = run_cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "5")
     assert "work.txt" in json.dumps(shown)
-    diff = cli("diff", KEY.run_id, "--node", KEY.node_id, "--seq", "4", "--to", "5")
+    diff = run_cli("diff", KEY.run_id, "--node", KEY.node_id, "--seq", "4", "--to", "5")
     assert diff.returncode == 0, diff.stderr
     assert "state 5" in diff.stdout
     for seq in (4, 5):

@@ -29,7 +29,7 @@ from tests.durability.retention.gckit import (
     make_repo,
     store_git,
 )
-from tests.helpers import cli, durability_exe, jj_path, wait_for
+from tests.helpers import durability_exe, jj_path, run_cli, wait_for
 
 EXPIRE = ("[retention]\nkeep_all_days = 0\nhourly_days = 0\ndaily_days = 0\n"
           "pre_restore_days = 0\njj_op_log_days = 0\nprune_grace_s = 0\n")
@@ -71,7 +71,7 @@ def test_gc_killed_again_and_again_loses_nothing(kind: str, tmp_path: Path,
             rec.capture(key=key)
         rec.clock.advance(HOUR)
         counts.append(_check(rec, wt))
-    done = cli("gc", env=env)
+    done = run_cli("gc", env=env)
     assert done.returncode == 0, done.stderr
     assert _check(rec, wt) == len(KEYS)  # each attempt's newest
     pending = [n for n in store_git(wt).references

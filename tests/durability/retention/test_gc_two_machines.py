@@ -24,7 +24,7 @@ from durability.store import Store
 from durability.store.host import host_id
 from tests import pg
 from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, file_at, make_repo
-from tests.helpers import cli_json
+from tests.helpers import run_cli_json
 
 AGE_ONLY = Policy(keep_all_days=2.5, hourly_days=0, daily_days=0, pre_restore_days=0,
                   jj_op_log_days=1, prune_grace_s=0)
@@ -78,9 +78,9 @@ def test_one_machine_s_gc_leaves_the_other_s_checkpoints_at_the_same_path(
     rows1 = rec1.store.checkpoints(KEY.run_id)
     assert [c.seq for c in rows1] == [1, 2, 3, 4, 5]  # numbered on this machine alone
     # Its first checkpoint has no base: machine 2's are of another repository.
-    shown = cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "1")
+    shown = run_cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "1")
     assert shown["base"] is None
-    assert [e["seq"] for e in cli_json("log", str(workspace))] == [5, 4, 3, 2, 1]
+    assert [e["seq"] for e in run_cli_json("log", str(workspace))] == [5, 4, 3, 2, 1]
 
     report = run_gc(m1, rec1.store, AGE_ONLY, now_ms=T0 + 40 * DAY).to_dict()
     assert report["checkpoints"]["before"] == 5  # its own worktree's only
@@ -94,8 +94,8 @@ def test_one_machine_s_gc_leaves_the_other_s_checkpoints_at_the_same_path(
         assert store2.checkpoints(KEY.run_id) == before2
         for c in before2:
             assert file_at(workspace, c.commit_id) == rec2.content[(KEY, c.seq)]
-        assert cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "2"
-                        )["base"]["commit_id"] == before2[0].commit_id
+        assert run_cli_json("show", KEY.run_id, "--node", KEY.node_id, "--seq", "2"
+                            )["base"]["commit_id"] == before2[0].commit_id
         # And its own gc judges its own five, leaving machine 1's one.
         report = run_gc(m2, store2, AGE_ONLY, now_ms=T0 + 40 * DAY).to_dict()
         assert report["checkpoints"]["before"] == 5

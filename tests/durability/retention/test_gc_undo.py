@@ -20,7 +20,7 @@ from durability.retention.policy import Policy
 from durability.store import Store
 from durability.store.gc_rows import retention_rows
 from tests.durability.retention.gckit import DAY, KEY, T0, Recorder, file_at, make_repo
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 PRECIOUS = b"v2-precious\n"
 
@@ -56,8 +56,8 @@ def test_gc_with_every_window_at_zero_keeps_the_undo(kind: str, tmp_path: Path,
     try:
         rec = _restored_onto_a_hook_row(settings, wt)
         rec.close()
-        done = cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
-                   "--json")
+        done = run_cli("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0",
+                       "--json")
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["checkpoints"]["kept_by"].get("pre-restore") == 1, report

@@ -15,7 +15,7 @@ from durability.config import Settings
 from durability.ground.errors import InvalidInput
 from durability.retention.policy import MAX_SETTING, Policy, load_policy
 from tests.durability.retention.gckit import Recorder, make_repo
-from tests.helpers import cli
+from tests.helpers import run_cli
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "+inf", "1e400", "1e300", "-0.5"])
@@ -43,12 +43,12 @@ def test_gc_option_nan_is_one_line_and_drops_nothing(tmp_path: Path, settings: S
     for _ in range(3):
         rec.capture()
     rec.close()
-    done = cli("gc", option, "nan", "--prune-grace", "0") if option != "--prune-grace" else \
-        cli("gc", option, "nan")
+    done = run_cli("gc", option, "nan", "--prune-grace", "0") if option != "--prune-grace" else \
+        run_cli("gc", option, "nan")
     assert done.returncode == 2, done.stdout
     assert done.stderr.startswith("durability: invalid-value: ")
     assert len(done.stderr.splitlines()) == 1
-    left = cli("gc", "--dry-run", "--json")
+    left = run_cli("gc", "--dry-run", "--json")
     assert '"before": 3' in left.stdout
 
 
@@ -59,7 +59,7 @@ def test_gc_config_inf_grace_is_one_line(tmp_path: Path, settings: Settings) -> 
     rec.close()
     config = tmp_path / "config.toml"
     config.write_text("[retention]\nprune_grace_s = inf\n")
-    done = cli("gc", env={**os.environ, "DURABILITY_CONFIG": str(config)})
+    done = run_cli("gc", env={**os.environ, "DURABILITY_CONFIG": str(config)})
     assert done.returncode == 2
     assert done.stderr.startswith("durability: invalid-value: ")
     assert len(done.stderr.splitlines()) == 1

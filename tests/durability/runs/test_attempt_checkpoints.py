@@ -15,7 +15,7 @@ from durability.runs.execute import EngineConfig, start_run
 from durability.runs.run_rows import Runs
 from durability.store.models import Checkpoint
 from durability.worktree_ops.ops import DurabilityOps
-from tests.helpers import cli, cli_json, make_jj_repo, state_database
+from tests.helpers import cli, make_jj_repo, run_cli, run_cli_json, state_database
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workflow_hello.py"
 
@@ -23,7 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workflow_hello.py"
 def test_every_attempt_of_workflow_hello_has_checkpoints(tmp_path: Path, repo: Path) -> None:
     done = cli("run", str(EXAMPLE), "--run-id", "hello", "--worktree", str(repo))
     assert done.returncode == 0, done.stderr
-    status = cli_json("run-status", "hello")
+    status = run_cli_json("run-status", "hello")
     attempts = [a for t in status["tasks"] for a in t["attempts"]]
     assert len(attempts) == 4  # outline, draft x3; publish waits for approval
     with Runs(state_database()) as runs:
@@ -36,7 +36,7 @@ def test_every_attempt_of_workflow_hello_has_checkpoints(tmp_path: Path, repo: P
                (a["node_id"], a["iteration"], a["attempt"])]
         assert (own[0].source, own[0].label) == ("attempt", "attempt start")
     # Each section file is in the final checkpoint of the attempt that wrote it.
-    text = cli("show", "hello", "--node", "draft", "--iteration", "1").stdout
+    text = run_cli("show", "hello", "--node", "draft", "--iteration", "1").stdout
     assert "body.md" in text, text
 
 
@@ -103,7 +103,8 @@ def test_an_attempt_that_ends_badly_still_leaves_its_final_checkpoint(
     assert [(c.source, c.label) for c in own] == [("attempt", "attempt start"),
                                                   ("attempt", "attempt end")]
     assert attempt.jj_pointer == own[-1].commit_id
-    listing = cli("diff", "ends", "--node", node, "--seq", "1", "--to", "2", "--name-only").stdout
+    listing = run_cli("diff", "ends", "--node", node, "--seq", "1", "--to", "2",
+                      "--name-only").stdout
     assert written in listing, listing
     assert quiet == []  # checkpoints=False: the engine took none
 
@@ -201,8 +202,8 @@ def test_with_a_service_up_the_service_watches_the_attempt(
         attempt = runs.attempts("sv")[0]
     assert (own[0].source, own[0].label) == ("attempt", "attempt start")
     assert attempt.jj_pointer == own[-1].commit_id
-    shown = cli("diff", "sv", "--node", "works", "--seq", "1", "--to", str(own[-1].seq),
-                "--name-only").stdout
+    shown = run_cli("diff", "sv", "--node", "works", "--seq", "1", "--to", str(own[-1].seq),
+                    "--name-only").stdout
     assert "after.txt" in shown and "before.txt" in shown, shown
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import cli, run_cli, run_cli_json, state_database
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -21,7 +21,8 @@ def test_workflow_shared_runs_two_writers_of_one_worktree(tmp_path: Path) -> Non
     done = cli("run", str(EXAMPLES / "workflow_shared.py"), "--run-id", "sh",
                "--worktree", str(repo))
     assert done.returncode == 0, done.stderr
-    outputs = {t["id"]: t["outputs"][0]["output"] for t in cli_json("run-status", "sh")["tasks"]}
+    outputs = {t["id"]: t["outputs"][0]["output"]
+               for t in run_cli_json("run-status", "sh")["tasks"]}
     assert outputs["lint"] == {"checked": ["CHANGELOG.md", "NOTES.md", "README.md"]}
 
 
@@ -33,7 +34,7 @@ def test_workflow_parallel_merges_back_then_forks_from_the_report(tmp_path: Path
     report = (repo / "REPORT.md").read_text()
     assert "- docs/guide.md\n" in report and "- tests/test_guide.py\n" in report
 
-    forked = cli("fork", "par", "--node", "report", "--run-id", "par-2")
+    forked = run_cli("fork", "par", "--node", "report", "--run-id", "par-2")
     assert forked.returncode == 0, forked.stderr
     assert forked.stdout.strip() == "run par-2 finished"
     with Runs(state_database()) as runs:
@@ -41,4 +42,4 @@ def test_workflow_parallel_merges_back_then_forks_from_the_report(tmp_path: Path
         kinds = [e.kind for e in runs.events("par")]
     assert ran == ["report"]  # survey, docs and tests were copied, not re-run
     assert kinds.count("merge") == 2
-    assert cli_json("run-status", "par-2")["forked_from"]["copied"] == 3
+    assert run_cli_json("run-status", "par-2")["forked_from"]["copied"] == 3

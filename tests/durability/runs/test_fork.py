@@ -11,7 +11,7 @@ import pytest
 
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import cli, run_cli, run_cli_json, state_database
 
 CHAIN = """
 VERSION = 1
@@ -63,7 +63,7 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
         # capture adds nothing: the tree did not change after it).
         [wrote] = [c for c in runs.checkpoints("orig", "t3") if c.label == "t3 wrote"]
     assert wrote.seq == 2
-    done = cli("fork", "orig", "--node", "t3", "--seq", "2", "--run-id", "again")
+    done = run_cli("fork", "orig", "--node", "t3", "--seq", "2", "--run-id", "again")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "run again finished"
 
@@ -80,14 +80,14 @@ def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
     assert outputs == {"t1": 1, "t2": 1, "t3": 2, "t4": 2}
     assert attempts == ["t3", "t4"]
 
-    status = cli_json("run-status", "again")
+    status = run_cli_json("run-status", "again")
     assert status["forked_from"] == {"parent_run_id": "orig", "node_id": "t3", "iteration": 0,
                                      "attempt": 1, "seq": 2, "copied": 2,
                                      "commit_id": status["forked_from"]["commit_id"]}
     assert [t["state"] for t in status["tasks"]] == ["succeeded"] * 4
-    text = cli("run-status", "again")
+    text = run_cli("run-status", "again")
     assert "forked from orig at t3 it 0 att 1 seq 2 (2 outputs copied)" in text.stdout
-    assert cli_json("run-status", "orig")["forked_from"] is None
+    assert run_cli_json("run-status", "orig")["forked_from"] is None
     # The new run's log says where it came from, right after it started.
     with Runs(state_database()) as runs:
         kinds = [e.kind for e in runs.events("again")]
@@ -114,13 +114,13 @@ def test_fork_validates_ids_and_names_what_is_missing(tmp_path: Path) -> None:
     workflow = isokit.write(folder, ONE)
     repo = isokit.make_repo(tmp_path / "repo", "git")
     assert cli("run", str(workflow), "--run-id", "orig", "--worktree", str(repo)).returncode == 0
-    bad = cli("fork", "orig", "--node", "t3", "--run-id", "../escape")
+    bad = run_cli("fork", "orig", "--node", "t3", "--run-id", "../escape")
     assert bad.returncode == 2 and bad.stderr.startswith("durability: invalid-value: ")
-    missing = cli("fork", "orig", "--node", "nope")
+    missing = run_cli("fork", "orig", "--node", "nope")
     assert missing.returncode == 3 and "has no checkpoints" in missing.stderr
-    no_seq = cli("fork", "orig", "--node", "t3", "--seq", "9")
+    no_seq = run_cli("fork", "orig", "--node", "t3", "--seq", "9")
     assert no_seq.returncode == 3 and "seq 1 to 1" in no_seq.stderr
-    taken = cli("fork", "orig", "--node", "t3", "--run-id", "orig")
+    taken = run_cli("fork", "orig", "--node", "t3", "--run-id", "orig")
     assert taken.returncode == 2 and "already exists" in taken.stderr
 
 
@@ -141,11 +141,11 @@ def test_fork_of_a_run_whose_owner_is_alive_is_refused(tmp_path: Path) -> None:
                             stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: (repo / "t2.txt").exists(), timeout=60)
-        refused = cli("fork", "live", "--node", "t1", "--run-id", "copy")
+        refused = run_cli("fork", "live", "--node", "t1", "--run-id", "copy")
         assert refused.returncode == 10, refused.stderr
         assert refused.stderr.startswith("durability: RUN_OWNER_ALIVE: ")
         assert (repo / "t2.txt").exists(), "nothing was restored under the live run"
     finally:
         (folder / "go").touch()
         assert proc.wait(60) == 0
-    assert cli("run-status", "copy").returncode == 3
+    assert run_cli("run-status", "copy").returncode == 3

@@ -23,7 +23,7 @@ from durability.runs.run_rows import Runs
 from durability.store.models import AttemptKey, Checkpoint, NewCheckpoint
 from tests.durability.runs import isokit, wfkit
 from tests.durability.runs.test_fork import run_chain
-from tests.helpers import cli, cli_json, state_database, wait_for
+from tests.helpers import cli, run_cli, run_cli_json, state_database, wait_for
 
 THREE = """
 workflow = Workflow("three")
@@ -147,16 +147,16 @@ def test_kill_9_inside_the_fork_leaves_no_run_and_the_fork_again_is_whole(
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == -9 and marker.exists(), err
 
-    gone = cli("run-status", "again")
+    gone = run_cli("run-status", "again")
     assert gone.returncode == 3 and gone.stderr.startswith("durability: not-found: "), gone
     with Runs(state_database()) as runs:
         assert runs.outputs("again") == [] and runs.events("again") == []
         assert forked_from(runs, "again") is None
     assert cli("resume", "again").returncode == 3, "nothing to resume"
 
-    done = cli("fork", "orig", "--node", "t3", "--run-id", "again")
+    done = run_cli("fork", "orig", "--node", "t3", "--run-id", "again")
     assert done.returncode == 0, done.stderr
-    fork = cli_json("run-status", "again")["forked_from"]
+    fork = run_cli_json("run-status", "again")["forked_from"]
     assert (fork["seq"], fork["copied"]) == (last, 2)
     assert [ln["node"] for ln in isokit.side(folder) if ln["run"] == "again"] == ["t3", "t4"]
     with Runs(state_database()) as runs:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.durability.runs import isokit
-from tests.helpers import cli
+from tests.helpers import cli, run_cli
 
 ONE = """
 workflow = Workflow("one")
@@ -29,9 +29,9 @@ def test_fork_at_a_task_the_edited_workflow_lacks_is_refused(tmp_path: Path) -> 
     workflow.write_text(workflow.read_text().replace("def t3(", "def t5("))
     (repo / "t3.txt").write_text("changed since, and checkpointed by the restore\n")
 
-    done = cli("fork", "orig", "--node", "t3", "--run-id", "again")
+    done = run_cli("fork", "orig", "--node", "t3", "--run-id", "again")
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
     assert done.stderr.startswith("durability: not-found: ") and "t5" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert (repo / "t3.txt").read_text().startswith("changed since"), "nothing restored"
-    assert cli("run-status", "again").returncode == 3, "no run recorded"
+    assert run_cli("run-status", "again").returncode == 3, "no run recorded"

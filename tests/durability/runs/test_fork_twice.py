@@ -11,7 +11,7 @@ from pathlib import Path
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
 from tests.durability.runs.test_fork import run_chain
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import run_cli, run_cli_json, state_database
 
 
 def test_forking_a_task_twice_starts_both_forks_from_the_same_checkpoint(
@@ -20,9 +20,9 @@ def test_forking_a_task_twice_starts_both_forks_from_the_same_checkpoint(
 
     forks = {}
     for new in ("one", "two"):
-        done = cli("fork", "orig", "--node", "t3", "--run-id", new)
+        done = run_cli("fork", "orig", "--node", "t3", "--run-id", new)
         assert done.returncode == 0, done.stderr
-        forks[new] = cli_json("run-status", new)["forked_from"]
+        forks[new] = run_cli_json("run-status", new)["forked_from"]
         forks[new].pop("commit_id")
     # The first fork's restore left its undo on orig's t3 attempt, the tree
     # it replaced (t4.txt included), newer than every output of orig.
@@ -40,9 +40,9 @@ def test_forking_a_task_twice_starts_both_forks_from_the_same_checkpoint(
     assert [o["node_id"] for o in one] == [o["node_id"] for o in two] == ["t1", "t2", "t3", "t4"]
 
     # Named by its seq, an undo is refused in one line naming the points.
-    undo = cli("fork", "orig", "--node", "t3", "--seq", str(last + 1), "--run-id", "three")
+    undo = run_cli("fork", "orig", "--node", "t3", "--seq", str(last + 1), "--run-id", "three")
     assert undo.returncode == 2, undo
     assert undo.stderr.startswith("durability: invalid-value: ") and "pre-restore" in undo.stderr
     assert f"fork from seq 1 to {last}" in undo.stderr
     assert len(undo.stderr.strip().splitlines()) == 1
-    assert cli("run-status", "three").returncode == 3
+    assert run_cli("run-status", "three").returncode == 3

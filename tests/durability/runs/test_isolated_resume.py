@@ -16,7 +16,7 @@ import pytest
 from durability.runs.isolated import task_worktrees
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
-from tests.helpers import cli, state_database
+from tests.helpers import cli, run_cli, state_database
 
 BACKENDS = ["jj", "git"]
 
@@ -85,7 +85,7 @@ def _runs(tmp_path: Path) -> Runs:
 
 
 def _logs(run_id: str) -> list[dict[str, object]]:
-    done = cli("logs", run_id, "--json")
+    done = run_cli("logs", run_id, "--json")
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 

@@ -15,7 +15,7 @@ from durability.runs.isolated import task_worktrees
 from durability.runs.run_rows import Runs
 from durability.store.models import Checkpoint
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import cli, run_cli, run_cli_json, state_database
 
 BACKENDS = ["jj", "git"]
 
@@ -86,8 +86,8 @@ def test_parallel_isolated_tasks_both_land_in_the_shared_worktree(
     assert [(c.source, c.worktree) for c in cps[2:]] == [("merged", str(repo))]
     # A removed worktree's checkpoints stay restorable, into another worktree.
     task_tree = _task_tree(cps, left_path)
-    back = cli("restore", "p1", "--node", "left", "--attempt", "1", "--seq",
-               str(task_tree.seq), "--worktree", str(repo))
+    back = run_cli("restore", "p1", "--node", "left", "--attempt", "1", "--seq",
+                   str(task_tree.seq), "--worktree", str(repo))
     assert back.returncode == 0, back.stderr
     assert sorted(p.name for p in repo.iterdir() if p.is_file() and p.name != ".git") == [
         "README.md", "left.txt", "notes.txt"]
@@ -119,14 +119,14 @@ def test_a_conflicting_merge_fails_with_worktree_conflict_and_keeps_both_sides(
     assert done.stderr.startswith("durability: WORKTREE_CONFLICT: ")
     assert "README.md" in done.stderr
 
-    status = cli_json("run-status", "c1")
+    status = run_cli_json("run-status", "c1")
     assert status["state"] == "failed" and status["error"]["code"] == "WORKTREE_CONFLICT"
     loser = status["error"]["node_id"]
     shown = {t["id"]: t["worktrees"] for t in status["tasks"]}
     assert [w["state"] for w in shown[loser]] == ["conflict"]
     assert shown["check"] == []
     assert f"isolated {backend} worktree conflict: {shown[loser][0]['path']}" in \
-        cli("run-status", "c1").stdout
+        run_cli("run-status", "c1").stdout
     winner = "right" if loser == "left" else "left"
     # The first merge landed; the conflicting one wrote nothing into the shared tree.
     assert (repo / "README.md").read_text() == f"from {winner}\n"
@@ -145,8 +145,8 @@ def test_a_conflicting_merge_fails_with_worktree_conflict_and_keeps_both_sides(
     Path(row.path, "README.md").write_text("edited too\n")
     for source, where, text in (("merge", Path(row.path), f"from {loser}\n"),
                                 ("merge-conflict", repo, f"from {winner}\n")):
-        back = cli("restore", "c1", "--node", loser, "--attempt", "1",
-                   "--seq", str(cps[source].seq))
+        back = run_cli("restore", "c1", "--node", loser, "--attempt", "1",
+                       "--seq", str(cps[source].seq))
         assert back.returncode == 0, back.stderr
         assert (where / "README.md").read_text() == text
 

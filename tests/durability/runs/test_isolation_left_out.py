@@ -13,7 +13,7 @@ from pathlib import Path
 from durability.runs.isolated import task_worktrees
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import cli, run_cli_json, state_database
 
 BIG = """
 workflow = Workflow("big", worktree="isolated")
@@ -43,7 +43,7 @@ def test_a_file_left_out_of_the_task_tree_keeps_the_worktree(tmp_path: Path) -> 
     with Runs(state_database()) as runs:
         [row] = task_worktrees(runs, "b1")
     assert Path(row.path, "big.bin").stat().st_size == 5000, "the worktree is kept"
-    assert cli_json("run-status", "b1")["error"]["code"] == "WORKTREE_MERGE_FAILED"
+    assert run_cli_json("run-status", "b1")["error"]["code"] == "WORKTREE_MERGE_FAILED"
 
     again = cli("resume", "b1")  # the default limit takes the file
     assert again.returncode == 0, again.stderr

@@ -12,7 +12,7 @@ import pytest
 from durability.runs.isolated import task_worktrees
 from durability.runs.run_rows import Runs
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json, state_database
+from tests.helpers import cli, run_cli_json, state_database
 
 # Both write README.md on their first attempt only: a later attempt (after
 # the resume) works on whatever its worktree holds.
@@ -44,7 +44,7 @@ def _conflicted(tmp_path: Path, backend: str) -> tuple[Path, Path]:
     repo = isokit.make_repo(tmp_path / "repo", backend)
     done = cli("run", str(folder / "wf.py"), "--run-id", "r1", "--worktree", str(repo))
     assert done.returncode == 16, (done.returncode, done.stderr)
-    loser = cli_json("run-status", "r1")["error"]["node_id"]
+    loser = run_cli_json("run-status", "r1")["error"]["node_id"]
     with Runs(state_database()) as runs:
         row = next(r for r in task_worktrees(runs, "r1") if r.node_id == loser)
     return repo, Path(row.path)

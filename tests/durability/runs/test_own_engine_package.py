@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from tests.durability.runs import isokit
-from tests.helpers import cli, cli_json
+from tests.helpers import cli, run_cli_json
 
 WORKFLOW = textwrap.dedent('''
     from pydantic import BaseModel
@@ -41,7 +41,7 @@ def test_a_workflow_imports_its_own_engine_package(tmp_path: Path) -> None:
     repo = isokit.make_repo(tmp_path / "repo", "git")
     done = cli("run", str(project / "wf.py"), "--run-id", "own", "--worktree", str(repo))
     assert done.returncode == 0, done.stderr
-    [task] = cli_json("run-status", "own")["tasks"]
+    [task] = run_cli_json("run-status", "own")["tasks"]
     assert task["outputs"][0]["output"] == {"speed": 42}
 
 

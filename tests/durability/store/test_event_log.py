@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from durability.store.host import host_id
-from tests.helpers import cli, durability_exe, state_write, wait_for
+from tests.helpers import cli, durability_exe, run_cli, state_write, wait_for
 
 GATED = """\
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_logs_follow_sees_events_as_they_happen_and_ends_when_the_run_parks(
                             "--worktree", str(repo)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     # A run that does not exist yet is not-found: follow once it does.
-    wait_for(lambda: cli("logs", "g1").returncode == 0, timeout=60)
+    wait_for(lambda: run_cli("logs", "g1").returncode == 0, timeout=60)
     follow = subprocess.Popen([durability_exe(), "logs", "g1", "--follow", "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -99,19 +99,19 @@ def test_logs_follow_sees_events_as_they_happen_and_ends_when_the_run_parks(
     # The documented shape of one line.
     assert set(seen[0]) == {"id", "ts_ms", "run_id", "kind", "node_id", "iteration",
                             "attempt", "seq", "detail"}
-    text = cli("logs", "g1")
+    text = run_cli("logs", "g1")
     assert text.returncode == 0 and "checkpoint" in text.stdout and "run-parked" in text.stdout
 
 
 def test_logs_of_an_unknown_run_is_not_found() -> None:
-    done = cli("logs", "nope")
+    done = run_cli("logs", "nope")
     assert done.returncode == 3 and done.stderr.startswith("durability: not-found: ")
 
 
 def test_resume_never_reads_the_log(tmp_path: Path, repo: Path) -> None:
     path = _workflow(tmp_path, QUICK)
     assert cli("run", str(path), "--run-id", "q0", "--worktree", str(repo)).returncode == 0
-    assert cli("approve", "q0", "gate").returncode == 0
+    assert run_cli("approve", "q0", "gate").returncode == 0
     with state_write() as db:
         db.execute("DELETE FROM events")
     done = cli("resume", "q0")
@@ -160,7 +160,7 @@ def test_a_second_run_with_the_same_run_id_reports_the_existing_run(
         "already started: nothing done" in again.stdout
     as_json = json.loads(cli("run", str(path), "--run-id", "q2", "--json").stdout)
     assert as_json["existing"] is True and as_json["state"] == "waiting-approval"
-    starts = [ln for ln in cli("logs", "q2").stdout.splitlines() if "run-started" in ln]
+    starts = [ln for ln in run_cli("logs", "q2").stdout.splitlines() if "run-started" in ln]
     assert len(starts) == 1  # nothing was started again
     other = _workflow(tmp_path, QUICK, "other.py")
     refused = cli("run", str(other), "--run-id", "q2")
