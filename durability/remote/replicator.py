@@ -273,7 +273,7 @@ class Replicator:
         if not items:
             return there, lost, held
         entries = [manifest.Entry(p.checkpoint, pins[id(p)]) for p in items]
-        sent = {e.ref: tips[e.ref] for e in entries}
+        sent = {e.ref: t for e in entries if (t := tips[e.ref]) is not None}
         for p in items:
             mode = MODES_PREFIX + p.checkpoint.commit_id
             target = _target(repo, mode)
