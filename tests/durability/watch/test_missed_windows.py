@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
 from durability.ground import client
@@ -88,6 +90,7 @@ def _kill(service: ServiceProcess) -> None:
     service.proc.wait(30)
 
 
+@pytest.mark.timing
 def test_a_service_killed_inside_a_window_files_one_gap_then_catches_up(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -183,6 +186,7 @@ def _foreground(repo: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
             stdout=subprocess.DEVNULL, stderr=log)
 
 
+@pytest.mark.timing
 def test_a_killed_foreground_watch_is_filed_by_the_next_one(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
