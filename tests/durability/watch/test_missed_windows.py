@@ -135,6 +135,7 @@ def test_a_service_killed_inside_a_window_files_one_gap_then_catches_up(
     assert [g.reason for g in _gaps(settings)] == ["watch-window-missed"]
 
 
+@pytest.mark.slow
 def test_a_clean_stop_inside_a_window_files_no_gap(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_clean_stop_inside_a_window_files_no_gap(
     assert _gaps(settings) == []
 
 
+@pytest.mark.slow
 def test_a_kill_after_the_window_was_answered_files_no_gap(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -373,6 +375,7 @@ def test_a_capture_not_on_record_keeps_the_window() -> None:
     assert window.calls == [("mark", window.calls[0][1])]
 
 
+@pytest.mark.slow
 def test_unwatch_without_a_service_files_the_dead_services_window(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
