@@ -18,6 +18,20 @@ from tests import pg
 from tests.helpers import jj_path, make_jj_repo
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``pg`` tier: every test that needs the PostgreSQL server (the
+    ``db_location`` fixture's postgresql param, a test or fixture asking for
+    ``pg_server``, and the whole suite under DURABILITY_TEST_DATABASE=postgresql)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        fixtures = getattr(item, "fixturenames", ())
+        if ((callspec is not None and callspec.params.get("db_location") == "postgresql")
+                or "pg_server" in fixtures
+                or (pg.TEST_DATABASE == "postgresql"
+                    and not item.get_closest_marker("sqlite_file"))):
+            item.add_marker(pytest.mark.pg)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[pg.PgServer]:
     """The session's throwaway PostgreSQL server (tests/pg.py), started on

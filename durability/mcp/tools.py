@@ -475,7 +475,9 @@ def _events_in(root: str, events: list[Event], checkpoints: list[Checkpoint]) ->
     """The events of a hook session that are of worktree ``root``: a
     checkpoint's only when that checkpoint is there, and none that names
     another worktree or one of its commits."""
-    place = {(c.node_id, c.iteration, c.attempt, c.seq): c.worktree for c in checkpoints}
+    Key = tuple[str | None, int | None, int | None, int | None]
+    place: dict[Key, str] = {(c.node_id, c.iteration, c.attempt, c.seq): c.worktree
+                             for c in checkpoints}
     foreign = {c.worktree for c in checkpoints if c.worktree != root}
     foreign |= {c.commit_id for c in checkpoints if c.worktree != root}
     kept = []

@@ -243,7 +243,7 @@ def _is_commit(repo: pygit2.Repository, name: str) -> bool:
 def _added(repo: pygit2.Repository, commit: pygit2.Commit, patterns: Patterns) -> list[Finding]:
     """The secret paths ``commit`` adds or changes against its first parent."""
     if commit.parents:
-        diff = repo.diff(commit.parents[0].tree, commit.tree)
+        diff = commit.parents[0].tree.diff_to_tree(commit.tree)
     else:
         diff = commit.tree.diff_to_tree(swap=True)
     found = []

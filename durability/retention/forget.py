@@ -521,7 +521,7 @@ def _renamed_manifest(repo: pygit2.Repository, commit: str | None,
         if not changed:
             return None
         manifest.add(repo, scratch, changed)
-        return repo.references[scratch].target
+        return pygit2.Oid(hex=str(repo.references[scratch].target))
     finally:
         repo.references.delete(scratch)
 

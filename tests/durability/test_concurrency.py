@@ -16,6 +16,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from durability.config import Settings
 from durability.store import Store
 from tests.helpers import (
@@ -103,6 +105,7 @@ def test_eight_processes_with_the_service(
     assert rows <= answer["captures"] <= WORKERS * CALLS
 
 
+@pytest.mark.slow
 def test_eight_processes_without_a_service(repo: Path, settings: Settings) -> None:
     assert ping(settings.socket_path) is None
     _hammer(repo)

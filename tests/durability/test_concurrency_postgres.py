@@ -16,6 +16,8 @@ from tests import pg
 from tests.durability.test_concurrency import CALLS, WORKERS, _check_store, _hammer
 from tests.helpers import ping, start_service
 
+pytestmark = pytest.mark.slow
+
 
 def test_eight_hook_processes_with_the_service_on_postgresql(
         repo: Path, tmp_path: Path, pg_server: pg.PgServer,

@@ -56,6 +56,7 @@ def _exists(repo: Path, commit: str) -> bool:
                check=False).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("colocate", [True, False], ids=["colocated", "plain"])
 def test_checkpoints_survive_abandon_op_abandon_and_gc(
     tmp_path: Path, settings: Settings, colocate: bool

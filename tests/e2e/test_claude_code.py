@@ -27,6 +27,8 @@ import pytest
 from tests.e2e.fake_anthropic import BASH_INPUT, FINAL_TEXT, FakeAnthropic
 from tests.helpers import cli, cli_json, git, make_git_repo
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 # The venv this suite runs from holds the CLI: the Makefile installs it there.
 CLAUDE = Path(sys.executable).parent.parent / "claude-code" / "node_modules" / ".bin" / "claude"

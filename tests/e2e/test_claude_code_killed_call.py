@@ -22,10 +22,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.gaps.calls import calls_file
 from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
 from tests.helpers import cli, cli_json, git, make_git_repo, wait_for
+
+pytestmark = pytest.mark.slow
 
 KILLED = "echo started > half.txt; sleep 47; echo late > late.txt"
 

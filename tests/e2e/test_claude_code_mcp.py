@@ -32,6 +32,8 @@ from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
 from tests.helpers import cli_json, make_git_repo, make_jj_repo
 
+pytestmark = pytest.mark.slow
+
 # Claude Code connects MCP servers in the background by default, so under
 # load the first turn may go out before the server answers and offer none of
 # its tools; "0" makes it wait for them (as a `claude -p` script should).

@@ -27,6 +27,8 @@ from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
 from tests.helpers import cli, cli_json, git, jj, make_git_repo, make_jj_repo, tree_manifest
 
+pytestmark = pytest.mark.slow
+
 BAD = os.fsdecode(b"bad\xffname.txt")
 
 

@@ -90,6 +90,7 @@ def place(tmp_path: Path) -> Iterator[Path]:
     subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [100, 2000])
 def test_git_deep_tree_is_captured_and_restored(place: Path, tmp_path: Path,
                                                 depth: int) -> None:
@@ -147,6 +148,7 @@ def _jj() -> JjBackend:
     return JjBackend(find_jj({"DURABILITY_JJ": jj_path()}), timeout_s=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [100, 2000])
 def test_jj_deep_tree_is_captured_and_restored(place: Path, depth: int) -> None:
     """jj captures the deep tree itself; the restore's confined writer puts
@@ -179,6 +181,7 @@ def _forge(repo: pygit2.Repository, depth: int) -> str:
     return str(commit)
 
 
+@pytest.mark.slow
 def test_git_forged_3000_deep_tree_is_restored(place: Path) -> None:
     """Past PATH_MAX: the confined writer reaches it by descriptors, and the
     capture after it (also by descriptors) holds exactly that tree."""
@@ -194,6 +197,7 @@ def test_git_forged_3000_deep_tree_is_restored(place: Path) -> None:
         repo[forged].peel(pygit2.Commit).tree_id
 
 
+@pytest.mark.slow
 def test_jj_forged_3000_deep_tree_is_refused_before_writing(place: Path) -> None:
     """jj resolves path strings, so it could not snapshot a path past
     PATH_MAX: every later capture would fail.  The restore refuses it

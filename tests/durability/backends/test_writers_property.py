@@ -282,6 +282,7 @@ def test_git_captures_under_random_writers(tmp_path: Path,
         forget(root)
 
 
+@pytest.mark.slow
 @_settings(15)
 @given(scenario)
 def test_jj_captures_under_random_writers(tmp_path: Path,

@@ -154,6 +154,7 @@ def test_every_cell_fits_its_column_the_moment_the_rows_arrive(
     _drive(app, scenario)
 
 
+@pytest.mark.slow
 def test_restore_after_confirming_changes_the_tree_and_names_the_undo(
         session: Path, settings: Settings) -> None:
     (session / "c.txt").write_text("not captured yet\n")  # only the pre-restore takes it
@@ -292,6 +293,7 @@ def test_a_refused_restore_says_why_and_changes_nothing(tmp_path: Path,
         forget(repo)
 
 
+@pytest.mark.slow
 def test_the_installed_command_draws_on_a_terminal_and_quits_on_q(session: Path) -> None:
     """The command as a person runs it: on a real pseudo-terminal, the
     session's timeline drawn, then `q`."""

@@ -101,6 +101,7 @@ def test_a_request_id_seen_before_is_answered_from_its_row(
     assert fresh.seq == 2 and fresh.commit_id != first.commit_id
 
 
+@pytest.mark.slow
 def test_seq_is_gap_free_across_service_restarts_and_in_process_captures(
     repo: Path, tmp_path: Path, settings: Settings
 ) -> None:

@@ -14,8 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.backends.jj import _not_utf8
 from tests.helpers import commit_manifest, make_jj_repo, run_cli, run_cli_json
+
+pytestmark = pytest.mark.slow
 
 
 def snapshot(repo: Path) -> dict[str, Any]:

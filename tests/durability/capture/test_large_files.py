@@ -35,6 +35,7 @@ def test_a_new_file_over_jjs_own_limit_is_captured_by_default(tmp_path: Path) ->
     assert commit_manifest(repo, done["commit_id"])["big.bin"][2] == big
 
 
+@pytest.mark.slow
 def test_a_file_still_over_the_limit_is_a_gap_never_unchanged(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "j")
     (repo / "small.txt").write_text("a\n")

@@ -28,6 +28,7 @@ def _snap(worktree: Path, text: str) -> int:
     return int(done["seq"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_a_moved_worktree_keeps_its_log_restores_and_seqs(kind: str, tmp_path: Path) -> None:
     proj = _repo(kind, tmp_path / "proj")

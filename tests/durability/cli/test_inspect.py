@@ -126,6 +126,7 @@ def test_diff_between_checkpoints_is_a_unified_diff_that_names_binary_files(
     assert (backwards["from"]["seq"], backwards["to"]["seq"]) == (2, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["git", "jj-separate"])
 def test_diff_stat_name_only_and_paths(tmp_path: Path, kind: str) -> None:
     repo = _repo(tmp_path, kind)
@@ -216,6 +217,7 @@ def test_diff_with_the_worktree_reads_the_files_without_capturing_them(
     assert _untouched(repo, kind) == before
 
 
+@pytest.mark.slow
 def test_read_commands_refuse_what_cannot_be_shown(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "git")
     _two_checkpoints(repo)
@@ -242,6 +244,7 @@ def _gap_here(repo: Path, session: str) -> None:
     assert (done.returncode, done.stdout) == (0, "")
 
 
+@pytest.mark.slow
 def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
         tmp_path: Path) -> None:
     repo = _repo(tmp_path, "git")
@@ -276,6 +279,7 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
     assert [e["run_id"] for e in run_cli_json("log", str(other))] == ["elsewhere"]
 
 
+@pytest.mark.slow
 def test_a_name_that_is_not_utf8_is_shown_as_its_bytes(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "git")
     _snap(repo)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from durability.backends import Changes
 from durability.backends.git import forget
 from durability.cli.inspect import LOG_LIMIT
@@ -34,6 +36,7 @@ def _with_gaps(tmp_path: Path, settings: Settings, count: int) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_log_shows_the_newest_50_unless_told(tmp_path: Path, settings: Settings) -> None:
     repo = _with_gaps(tmp_path, settings, LOG_LIMIT + 5)
     try:
@@ -95,6 +98,7 @@ def _two_files(repo: Path) -> None:
     (repo / "sub" / "x.txt").write_text("sub v2\n")
 
 
+@pytest.mark.slow
 def test_restore_path_is_relative_to_the_current_folder_inside_the_worktree(
         tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo").resolve()

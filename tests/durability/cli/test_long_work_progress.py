@@ -119,6 +119,7 @@ def many(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_a_diff_of_many_files_draws_a_bar_then_the_whole_diff(many: Path) -> None:
     status, out, terminal = _on_a_terminal("diff", RUN, "--seq", "1", "--to", "2")
     assert status == 0, terminal
@@ -131,6 +132,7 @@ def test_a_diff_of_many_files_draws_a_bar_then_the_whole_diff(many: Path) -> Non
     assert out.decode().endswith(f"{MANY} files changed, +{MANY} -{MANY}\n")
 
 
+@pytest.mark.slow
 def test_a_diff_stays_quiet_under_json_and_on_a_pipe(many: Path) -> None:
     status, out, terminal = _on_a_terminal("diff", RUN, "--seq", "1", "--to", "2", "--json")
     assert status == 0 and terminal == b"" and out.startswith(b"{")

@@ -344,6 +344,7 @@ def test_version_and_help_succeed() -> None:
     assert done.returncode == 0 and "snapshot-hook" in done.stdout
 
 
+@pytest.mark.slow
 def test_every_command_has_an_example_in_its_help() -> None:
     listing = run_cli("--help").stdout
     commands = [line.split()[0] for line in listing.split("Commands:")[1].splitlines()

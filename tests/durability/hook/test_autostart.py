@@ -8,6 +8,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import cli, git, hook_payload, make_git_repo, pid_alive, ping, run_cli, wait_for
 
 
@@ -20,6 +22,7 @@ def _hook(repo: Path, call: str, env: dict[str, str], cwd: Path | None = None) -
     assert done.returncode == 0 and done.stdout == "", done.stderr
 
 
+@pytest.mark.timing
 def test_sixteen_first_calls_start_one_service_then_use_it(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     # A long budget: sixteen interpreters starting at once, then capturing one

@@ -327,6 +327,7 @@ def hang_jj(repo: Path, tmp_path: Path, session: str, *, version: str, budget_ms
     assert checkpoints(session) == []
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("hangs_on_version", [False, True])
 def test_hanging_jj_is_bounded_by_the_hook_budget(repo: Path, tmp_path: Path,
                                                    hangs_on_version: bool) -> None:
@@ -334,6 +335,7 @@ def test_hanging_jj_is_bounded_by_the_hook_budget(repo: Path, tmp_path: Path,
             budget_ms=2000, reason="timeout" if hangs_on_version else "jj-timeout")
 
 
+@pytest.mark.timing
 def test_wedged_service_is_bounded_by_the_hook_budget(repo: Path) -> None:
     # Something listens on the socket and never answers (a wedged service).
     sock_path = os.environ["DURABILITY_SOCKET"]

@@ -139,6 +139,7 @@ def test_arbitrary_bytes(tmp_path: Path, data: bytes) -> None:
     _one_record(_run_hook(tmp_path, data))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_json_with_surrogates_and_odd_paths(

@@ -19,6 +19,8 @@ from tests import pg
 from tests.durability.hook.test_entry import ANSWERS_VERSION, checkpoints, hang_jj, run_hook
 from tests.helpers import hook_payload
 
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture
 def on_postgresql(pg_server: pg.PgServer, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -28,6 +28,36 @@ def test_importing_the_hook_loads_no_heavy_module() -> None:
     assert done.stdout.split() == []
 
 
+#: Of durability's own modules, what the hook may load: its ground (stdlib-only
+#: modules under durability/ground/), itself, and the gap spool's call log.
+HOOK_GROUND = ("durability", "durability.hook", "durability.hook.entry", "durability.gaps",
+               "durability.gaps.calls")
+
+
+def outside_the_hook_ground(loaded: list[str]) -> list[str]:
+    """The durability modules of ``loaded`` that the hook must not load."""
+    return [m for m in loaded if (m == "durability" or m.startswith("durability."))
+            and m not in HOOK_GROUND and not m.startswith("durability.ground.")
+            and m != "durability.ground"]
+
+
+def test_importing_the_hook_loads_only_its_ground() -> None:
+    code = ("import sys; import durability.hook.entry; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('durability'))))")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    loaded = done.stdout.split()
+    assert "durability.hook.entry" in loaded and "durability.ground.client" in loaded
+    assert outside_the_hook_ground(loaded) == []
+
+
+def test_a_module_outside_the_hook_ground_is_caught() -> None:
+    assert outside_the_hook_ground(["durability.ground.ids", "durability.gaps.calls",
+                                    "durability.gaps.spool", "durability.config",
+                                    "durability_other"]) == [
+        "durability.gaps.spool", "durability.config"]
+
+
 @pytest.mark.parametrize("data", [b"", b"abc", "é\0x".encode() * 1000])
 def test_sha256_hex_matches_hashlib(data: bytes) -> None:
     assert ids.sha256_hex(data) == hashlib.sha256(data).hexdigest()

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.durability.hook.test_entry import hang_jj
+
+pytestmark = pytest.mark.timing
 
 
 def test_a_slow_version_check_comes_out_of_a_hanging_jjs_share(repo: Path,

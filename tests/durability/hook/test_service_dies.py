@@ -34,6 +34,8 @@ from tests.helpers import (
     write_script,
 )
 
+pytestmark = pytest.mark.timing
+
 RUN = "run-dies"
 CALL = "toolu_orphaned"
 # Short enough that a fallback held at its gate runs out of budget quickly.

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from durability.config import Settings
 from durability.remote import replicator
 from durability.remote.replicator import Replicator
@@ -77,6 +79,7 @@ def test_a_backlog_is_pushed_in_one_push_when_the_service_starts(tmp_path: Path)
     assert "replicated: backup pushed" in cli("show", "run-r", "--seq", "2").stdout
 
 
+@pytest.mark.slow
 def test_the_outbox_survives_kill_9_and_nothing_is_pushed_twice(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     remote = bare_remote(tmp_path / "backup.git")

@@ -65,6 +65,7 @@ def _settled() -> list[dict[str, str]] | None:
     return None if any(s.get("backup") == "pending" for s in found) else found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["git", "jj"])
 def test_machine_a_keeps_replicating_after_b_restores_and_b_gets_a_newest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:

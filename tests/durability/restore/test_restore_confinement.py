@@ -110,6 +110,7 @@ class Attacker(threading.Thread):
         time.sleep(self.rng.choice((0, 0.001, 0.004)))
 
 
+@pytest.mark.slow
 def test_fifty_restores_under_a_symlink_swapping_attacker_stay_inside(
     wt: Path, tmp_path: Path, settings: Settings
 ) -> None:

@@ -83,6 +83,7 @@ def _build(kind: str, tmp_path: Path, settings: Settings) -> tuple[Recorder, Pat
     return rec, bare, undo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_forget_removes_a_file_from_50_checkpoints_here_and_on_the_remote(
         kind: str, tmp_path: Path, settings: Settings) -> None:

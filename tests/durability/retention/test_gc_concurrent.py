@@ -21,6 +21,7 @@ GC_ALL = ("gc", "--keep-all-days", "0", "--hourly-days", "0", "--daily-days", "0
 
 
 # Grace 0: the object gc runs under the worktree locks; a grace: after them.
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "grace"), [("git", "0"), ("jj", "0"), ("git", "3600")])
 def test_gc_during_captures_loses_nothing(kind: str, grace: str, tmp_path: Path,
                                           settings: Settings) -> None:

@@ -48,6 +48,7 @@ def _swap(path: Path, away: Path, back: Path) -> None:
     back.rename(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("named", [False, True], ids=["kept-id", "DURABILITY_HOST_ID"])
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_one_machine_s_gc_leaves_the_other_s_checkpoints_at_the_same_path(

@@ -93,6 +93,7 @@ def test_a_live_owner_on_another_host_is_never_taken_over(shared: str, tmp_path:
     assert (folder / "starts.log").read_text() == "hold\n"
 
 
+@pytest.mark.slow
 def test_a_dead_hosts_run_is_taken_over_by_one_supervisor(shared: str, tmp_path: Path) -> None:
     folder, owner = _start_on_a(tmp_path, "x2")
     owner.kill()  # host a is gone: nothing beats for its run any more

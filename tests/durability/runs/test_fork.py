@@ -48,6 +48,7 @@ def run_chain(tmp_path: Path) -> tuple[Path, int]:
 
 # On both backends: the fork restores the parent's worktree to a checkpoint
 # the engine's own attempt captures sit beside.
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jj", "git"])
 def test_fork_from_a_middle_checkpoint_under_an_edited_workflow(
         tmp_path: Path, backend: str) -> None:

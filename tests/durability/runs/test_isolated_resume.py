@@ -183,6 +183,7 @@ def slow(ctx):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_resumed_isolated_task_that_conflicts_keeps_both_sides_until_resolved(
         tmp_path: Path, backend: str) -> None:

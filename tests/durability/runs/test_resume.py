@@ -69,6 +69,7 @@ def _files(repo: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(repo.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 29])
 def test_sigkill_then_resume_never_reruns_completed_tasks(tmp_path: Path, seed: int) -> None:
     base_outputs, base_files = _baseline(tmp_path)
@@ -112,6 +113,7 @@ def test_sigkill_then_resume_never_reruns_completed_tasks(tmp_path: Path, seed: 
         assert interrupted, "a .partial file can only be left by an interrupted attempt"
 
 
+@pytest.mark.slow
 def test_two_manual_resumes_race_one_wins_the_other_is_silent(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path, "race")
     _start_and_kill(folder, repo, "r2", random.Random(5))

@@ -39,6 +39,7 @@ def test_serve_detach_twice_starts_one_service_and_says_so() -> None:
         _stop_all()
 
 
+@pytest.mark.slow
 def test_concurrent_detached_starts_leave_one_service() -> None:
     try:
         with ThreadPoolExecutor(6) as pool:
@@ -51,6 +52,7 @@ def test_concurrent_detached_starts_leave_one_service() -> None:
         _stop_all()
 
 
+@pytest.mark.slow
 def test_status_and_stop_report_what_they_found_and_did() -> None:
     down = cli("status")
     assert down.returncode == 3 and down.stdout.startswith("not running on ")
@@ -72,6 +74,7 @@ def test_status_and_stop_report_what_they_found_and_did() -> None:
     assert not Path(os.environ["DURABILITY_SOCKET"]).exists()  # a clean stop releases it
 
 
+@pytest.mark.slow
 def test_a_wedged_service_is_seen_reported_and_killed_on_request() -> None:
     started = json.loads(cli("serve", "--detach", "--json").stdout)
     pid = started["pid"]

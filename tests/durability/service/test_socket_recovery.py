@@ -82,6 +82,7 @@ def test_a_removed_socket_is_bound_again_within_two_calls(tmp_path: Path, remove
         cli("stop", "--kill", "--timeout", "10", env=env)
 
 
+@pytest.mark.slow
 def test_status_stop_and_doctor_find_a_service_whose_socket_is_gone(tmp_path: Path) -> None:
     svc = start_service(tmp_path)
     sock = svc.socket_path

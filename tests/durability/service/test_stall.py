@@ -38,6 +38,8 @@ from tests.helpers import (
     wait_for,
 )
 
+pytestmark = pytest.mark.timing
+
 # A short answer wait, so that the old behaviour (waiting out the whole
 # budget) is caught, and a long budget, so that the in-process capture after
 # the wait fits on a loaded machine.  (With a 4 s budget the fallback got

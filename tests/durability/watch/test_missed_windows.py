@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.config import Settings
 from durability.gaps.ingest import ingest_spool
 from durability.ground import client
@@ -89,6 +91,7 @@ def _kill(service: ServiceProcess) -> None:
     service.proc.wait(30)
 
 
+@pytest.mark.timing
 def test_a_service_killed_inside_a_window_files_one_gap_then_catches_up(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -133,6 +136,7 @@ def test_a_service_killed_inside_a_window_files_one_gap_then_catches_up(
     assert [g.reason for g in _gaps(settings)] == ["watch-window-missed"]
 
 
+@pytest.mark.slow
 def test_a_clean_stop_inside_a_window_files_no_gap(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -154,6 +158,7 @@ def test_a_clean_stop_inside_a_window_files_no_gap(
     assert _gaps(settings) == []
 
 
+@pytest.mark.slow
 def test_a_kill_after_the_window_was_answered_files_no_gap(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -184,6 +189,7 @@ def _foreground(repo: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
             stdout=subprocess.DEVNULL, stderr=log)
 
 
+@pytest.mark.timing
 def test_a_killed_foreground_watch_is_filed_by_the_next_one(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
@@ -383,6 +389,7 @@ def test_a_capture_not_on_record_keeps_the_window() -> None:
     assert window.calls == [("mark", window.calls[0][1])]
 
 
+@pytest.mark.slow
 def test_unwatch_without_a_service_files_the_dead_services_window(
     tmp_path: Path, repo: Path, settings: Settings
 ) -> None:
