@@ -93,6 +93,7 @@ def _check_store(repo: Path, settings: Settings) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 def test_eight_processes_with_the_service(
     repo: Path, settings: Settings, service_process: ServiceProcess
 ) -> None:

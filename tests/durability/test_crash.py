@@ -106,6 +106,7 @@ def test_kill_the_service_during_a_capture(
     assert cli("gaps", RUN, "--json").stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_kill_the_service_at_random_moments(
     repo: Path, tmp_path: Path, settings: Settings
 ) -> None:

@@ -91,6 +91,7 @@ def test_a_slow_capture_shows_a_spinner_on_a_terminal(tmp_path: Path) -> None:
     assert b"s\r" in terminal or b"s\n" in terminal or b"s\x1b" in terminal  # seconds spent
 
 
+@pytest.mark.slow
 def test_a_capture_stays_quiet_under_json_and_on_a_pipe(tmp_path: Path) -> None:
     repo = make_jj_repo(tmp_path / "repo").resolve()
     (repo / "a.txt").write_text("a\n")

@@ -61,6 +61,7 @@ def test_a_burst_of_checkpoints_reaches_the_remote_each_ref_update_once(
     assert list(pins.values()) == [commits[-1]]
 
 
+@pytest.mark.slow
 def test_a_backlog_is_pushed_in_one_push_when_the_service_starts(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     remote = bare_remote(tmp_path / "backup.git")
@@ -125,6 +126,7 @@ def test_the_outbox_survives_kill_9_and_nothing_is_pushed_twice(tmp_path: Path) 
     assert len(pushes(remote)) == 2
 
 
+@pytest.mark.slow
 def test_an_unreachable_remote_is_a_replication_failed_gap_after_the_bound(
         tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")

@@ -32,6 +32,7 @@ def _push_started(remote: Path) -> bool:
     return any((remote / "objects").glob("*incoming-*"))
 
 
+@pytest.mark.slow
 def test_a_remote_replaced_while_a_push_to_it_hangs_gets_everything(tmp_path: Path) -> None:
     """`remote remove backup` then `remote add backup OTHER` while a push to
     the first one is under way: when that push ends, its record must not

@@ -119,6 +119,7 @@ def _push_all() -> None:
         assert Replicator(settings, lambda: store, os.environ).run_once() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["fresh-clone", "empty-folder"])
 def test_b_undo_names_its_own_run_and_brings_back_b_files(tmp_path: Path,
                                                           target: str) -> None:

@@ -256,6 +256,7 @@ def test_redact_keeps_what_a_label_says() -> None:
         "git push https://<redacted>@github.com/a/b")
 
 
+@pytest.mark.slow
 def test_the_service_log_and_gaps_carry_no_credential_of_a_stored_url(
         tmp_path: Path) -> None:
     """The installed service pushing to a URL an older toolkit stored with a

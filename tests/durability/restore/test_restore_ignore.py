@@ -135,6 +135,7 @@ def _node_modules(wt: Path, count: int = 20_000) -> None:
             os.close(fd)
 
 
+@pytest.mark.slow
 def test_twenty_thousand_ignored_files_are_never_swept_in(work: Path) -> None:
     assert _snap(work) == 1
     _ignore_later(work, "node_modules/")
@@ -151,6 +152,7 @@ def test_twenty_thousand_ignored_files_are_never_swept_in(work: Path) -> None:
     assert took < 60, took
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_the_secret_never_reaches_a_remote(kind: str, tmp_path: Path) -> None:
     """With a remote: the refused restore, then captures, then replication;

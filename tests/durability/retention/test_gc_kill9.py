@@ -46,6 +46,7 @@ def _check(rec: Recorder, wt: Path) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["git", "jj"])
 def test_gc_killed_again_and_again_loses_nothing(kind: str, tmp_path: Path,
                                                   settings: Settings) -> None:
@@ -81,6 +82,7 @@ def test_gc_killed_again_and_again_loses_nothing(kind: str, tmp_path: Path,
     rec.close()
 
 
+@pytest.mark.slow
 def test_a_killed_gc_leaves_its_lock_with_the_jj_gc_still_running(tmp_path: Path,
                                                                    settings: Settings) -> None:
     """jj runs in a session of its own and outlives a ``kill -9`` of gc, and

@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from durability.config import Settings
 from durability.runs.run_rows import Runs
 from tests.durability.runs import wfkit
@@ -15,6 +17,7 @@ from tests.durability.runs.test_resume import NODES, _setup, _start_and_kill
 from tests.helpers import durability_exe, wait_for
 
 
+@pytest.mark.slow
 def test_two_supervisors_one_winner_the_other_silent(tmp_path: Path) -> None:
     folder, repo = _setup(tmp_path, "sup")
     _start_and_kill(folder, repo, "s1", random.Random(3))

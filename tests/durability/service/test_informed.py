@@ -244,6 +244,7 @@ def test_a_queue_overflow_sends_the_next_capture_to_a_full_scan(
         assert svc.informed.quiet == 2
 
 
+@pytest.mark.slow
 def test_rapid_write_then_capture_never_gets_a_stale_answer(
     worktree: Path, settings: Settings
 ) -> None:

@@ -393,6 +393,7 @@ def test_a_write_through_a_bind_mount_of_the_worktree_is_captured(
         subprocess.run(["umount", str(other)], check=True)
 
 
+@pytest.mark.slow
 def test_worktrees_churning_through_a_small_watch_budget_are_all_captured(
     tmp_path: Path, settings: Settings
 ) -> None:

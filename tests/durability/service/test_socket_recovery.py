@@ -193,6 +193,7 @@ def test_a_service_started_by_hand_never_leaves_for_idleness(tmp_path: Path) -> 
         thread.join(30)
 
 
+@pytest.mark.slow
 def test_an_idle_autostarted_service_leaves_and_the_next_hook_starts_one(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     env = {**os.environ, "DURABILITY_AUTOSTART": "1", "DURABILITY_SERVICE_IDLE_MS": "1500"}

@@ -90,6 +90,7 @@ def _settled(settings: Settings, quiet_s: float = 1.0) -> dict[str, Any]:
         last = now["captures"]
 
 
+@pytest.mark.slow
 def test_a_burst_of_200_writes_gives_one_checkpoint(service_inprocess: Service, settings: Settings,
                                                     repo: Path) -> None:
     _watch(settings, repo, settle_ms=500)
@@ -105,6 +106,7 @@ def test_a_burst_of_200_writes_gives_one_checkpoint(service_inprocess: Service, 
     assert {f"f{i:03}.txt" for i in range(200)} <= _files(repo, rows[-1].commit_id)
 
 
+@pytest.mark.slow
 def test_continuous_writes_are_captured_at_least_every_max_delay(
         service_inprocess: Service, settings: Settings, repo: Path) -> None:
     settle_ms, max_delay_ms = 400, 800
@@ -226,6 +228,7 @@ def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
     assert _call(settings, op="unwatch", worktree=str(repo))["error"]["code"] == "not-found"
 
 
+@pytest.mark.slow
 def test_a_restarted_service_resumes_its_watches(tmp_path: Path, repo: Path,
                                                  settings: Settings) -> None:
     svc = start_service(tmp_path)
