@@ -16,7 +16,7 @@ from durability.config import Settings
 from durability.runs.run_rows import Runs
 from durability.store import AttemptKey, NewCheckpoint
 from tests import pg
-from tests.helpers import run_cli, start_service
+from tests.helpers import cli, run_cli, start_service
 
 
 def test_migrate_notes_a_running_service_and_is_quiet_without_one(
@@ -29,7 +29,10 @@ def test_migrate_notes_a_running_service_and_is_quiet_without_one(
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     service = start_service(tmp_path)
     try:
-        noted = run_cli("migrate", "--to", url, "--json")
+        # The installed command, not run_cli: a migrate beside a live service is
+        # two processes, and one run in this test's process once kept the
+        # service from stopping on SIGTERM (CI, under load).
+        noted = cli("migrate", "--to", url, "--json")
     finally:
         service.stop()
     assert noted.returncode == 0, noted.stderr
