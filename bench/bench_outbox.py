@@ -73,23 +73,23 @@ def fill(location: Location, size: int) -> None:
     try:
         with write_transaction(conn):
             for run in range(size // 1000 + 1):
-                conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES (?, 1)",
+                conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ($1, 1)",
                              (f"run-{run}",))
                 conn.execute("INSERT INTO attempts (run_id, node_id, iteration, attempt, "
-                             "state, started_at_ms, worktree) VALUES (?, 'agent', 0, 1, "
-                             "'running', 1, ?)", (f"run-{run}", WORKTREE))
+                             "state, started_at_ms, worktree) VALUES ($1, 'agent', 0, 1, "
+                             "'running', 1, $2)", (f"run-{run}", WORKTREE))
         for start in range(0, size, CHUNK):
             part = range(start + 1, min(start + CHUNK, size) + 1)
             with write_transaction(conn):
                 conn.executemany(
                     "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, "
                     "seq, commit_id, worktree, source, request_id, created_at_ms, harness) "
-                    "VALUES (?, 'agent', 0, 1, ?, ?, ?, 'hook', ?, ?, 'claude')",
+                    "VALUES ($1, 'agent', 0, 1, $2, $3, $4, 'hook', $5, $6, 'claude')",
                     [(f"run-{n // 1000}", n, f"{n:040x}", WORKTREE, f"req-{n}", n)
                      for n in part])
                 conn.executemany(
                     "INSERT INTO replication (request_id, worktree, remote, state, "
-                    "updated_at_ms) VALUES (?, ?, 'backup', 'pushed', 1)",
+                    "updated_at_ms) VALUES ($1, $2, 'backup', 'pushed', 1)",
                     [(f"req-{n}", WORKTREE) for n in part])
         conn.execute("ANALYZE")  # what autovacuum (PostgreSQL) would have done
     finally:

@@ -57,7 +57,7 @@ class FencedStore(Store):
     def fenced(self, claim: Claim) -> Iterator[Connection]:
         """A write transaction that only goes ahead while ``claim`` is current."""
         with self._write() as conn:
-            row = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",
+            row = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=$1",
                                (claim.run_id,)).fetchone()
             if row is None or row[0] != claim.epoch:
                 raise ClaimLost(f"run {claim.run_id} was claimed by another process")

@@ -148,16 +148,16 @@ def _record(conn: Connection, claim: Claim, point: Checkpoint, tasks: set[str],
     ``fork`` event), in the transaction that creates the run."""
     rows = conn.execute(
         "SELECT node_id, iteration, attempt, output_json, created_at_ms FROM task_outputs "
-        "WHERE run_id=? AND created_at_ms<=? ORDER BY node_id, iteration",
+        "WHERE run_id=$1 AND created_at_ms<=$2 ORDER BY node_id, iteration",
         (point.run_id, point.created_at_ms)).fetchall()
     kept = [r for r in rows if r[0] in tasks
             and not (r[0] == point.node_id and r[1] >= point.iteration)]
     conn.executemany(
         "INSERT INTO task_outputs (run_id, node_id, iteration, attempt, output_json, "
-        "created_at_ms) VALUES (?,?,?,?,?,?)", [(claim.run_id, *r) for r in kept])
+        "created_at_ms) VALUES ($1,$2,$3,$4,$5,$6)", [(claim.run_id, *r) for r in kept])
     conn.execute(
         "INSERT INTO run_forks (run_id, parent_run_id, node_id, iteration, attempt, seq, "
-        "commit_id, copied, created_at_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+        "commit_id, copied, created_at_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",
         (claim.run_id, point.run_id, point.node_id, point.iteration, point.attempt,
          point.seq, point.commit_id, len(kept), now))
     append(conn, claim.run_id, "fork", now, node_id=point.node_id,
@@ -169,5 +169,5 @@ def _record(conn: Connection, claim: Claim, point: Checkpoint, tasks: set[str],
 def forked_from(runs: Runs, run_id: str) -> ForkPoint | None:
     """Where ``run_id`` was forked from (None: it was started, not forked)."""
     rows = runs._read("SELECT parent_run_id, node_id, iteration, attempt, seq, commit_id, "
-                      "copied FROM run_forks WHERE run_id=?", (run_id,))
+                      "copied FROM run_forks WHERE run_id=$1", (run_id,))
     return ForkPoint(*rows[0]) if rows else None

@@ -114,10 +114,10 @@ class Isolation:
         made = self.ops.create(self.claim.run_id, node_id, iteration, shared, base)
         now = self.runs._clock()
         with self.runs.fenced(self.claim) as conn:
-            conn.execute("DELETE FROM task_worktrees WHERE run_id=? AND node_id=? AND "
-                         "iteration=?", (self.claim.run_id, node_id, iteration))
+            conn.execute("DELETE FROM task_worktrees WHERE run_id=$1 AND node_id=$2 AND "
+                         "iteration=$3", (self.claim.run_id, node_id, iteration))
             conn.execute(
-                f"INSERT INTO task_worktrees ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO task_worktrees ({_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
                 (self.claim.run_id, node_id, iteration, made.path, made.kind, shared,
                  made.base_commit, made.name, "active", now, now))
         return made.path
@@ -164,7 +164,7 @@ class Isolation:
 
     def row(self, node_id: str, iteration: int) -> TaskWorktree | None:
         found = self.runs._read(
-            f"SELECT {_COLS} FROM task_worktrees WHERE run_id=? AND node_id=? AND iteration=?",
+            f"SELECT {_COLS} FROM task_worktrees WHERE run_id=$1 AND node_id=$2 AND iteration=$3",
             (self.claim.run_id, node_id, iteration))
         return TaskWorktree(*found[0]) if found else None
 
@@ -177,8 +177,8 @@ class Isolation:
         ``key``'s attempt in the same write."""
         now = self.runs._clock()
         with self.runs.fenced(self.claim) as conn:
-            conn.execute("UPDATE task_worktrees SET state=?, updated_at_ms=? WHERE run_id=? AND "
-                         "node_id=? AND iteration=?",
+            conn.execute("UPDATE task_worktrees SET state=$1, updated_at_ms=$2 WHERE run_id=$3 AND "
+                         "node_id=$4 AND iteration=$5",
                          (state, now, row.run_id, row.node_id, row.iteration))
             if event is not None and key is not None:
                 append_for(conn, key, event[0], now, detail=event[1])
@@ -186,6 +186,6 @@ class Isolation:
 
 def task_worktrees(runs: Runs, run_id: str) -> list[TaskWorktree]:
     """Every isolated worktree a run made, by task and iteration."""
-    rows = runs._read(f"SELECT {_COLS} FROM task_worktrees WHERE run_id=? "
+    rows = runs._read(f"SELECT {_COLS} FROM task_worktrees WHERE run_id=$1 "
                       "ORDER BY node_id, iteration", (run_id,))
     return [TaskWorktree(*r) for r in rows]

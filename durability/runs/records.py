@@ -49,12 +49,12 @@ class TaskRecords(FencedStore):
         now = self._clock()
         with self.fenced(claim) as conn:
             row = conn.execute(
-                "SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE run_id=? AND node_id=? "
-                "AND iteration=?", (claim.run_id, node_id, iteration)).fetchone()
+                "SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE run_id=$1 AND node_id=$2 "
+                "AND iteration=$3", (claim.run_id, node_id, iteration)).fetchone()
             key = AttemptKey(claim.run_id, node_id, iteration, int(row[0]) + 1)
             conn.execute(
                 "INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
-                "started_at_ms, heartbeat_at_ms, worktree) VALUES (?,?,?,?,'running',?,?,?)",
+                "started_at_ms, heartbeat_at_ms, worktree) VALUES ($1,$2,$3,$4,'running',$5,$6,$7)",
                 (*_key(key), now, now, worktree))
             append_for(conn, key, "attempt-started", now)
         return key
@@ -65,8 +65,8 @@ class TaskRecords(FencedStore):
         now = self._clock()
         with self.fenced(claim) as conn:
             conn.execute(
-                "UPDATE attempts SET state=?, finished_at_ms=?, error_json=? WHERE run_id=? "
-                "AND node_id=? AND iteration=? AND attempt=?",
+                "UPDATE attempts SET state=$1, finished_at_ms=$2, error_json=$3 WHERE run_id=$4 "
+                "AND node_id=$5 AND iteration=$6 AND attempt=$7",
                 (state, now, json.dumps(error) if error else None, *_key(key)))
             append_for(conn, key, f"attempt-{state}", now,
                        detail={"code": error.get("code")} if error else None)
@@ -77,11 +77,11 @@ class TaskRecords(FencedStore):
         with self.fenced(claim) as conn:
             conn.execute(
                 "INSERT INTO task_outputs (run_id, node_id, iteration, attempt, "
-                "output_json, created_at_ms) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                "output_json, created_at_ms) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",
                 (*_key(key), output_json, now))
             conn.execute(
-                "UPDATE attempts SET state='succeeded', finished_at_ms=? WHERE run_id=? AND "
-                "node_id=? AND iteration=? AND attempt=?", (now, *_key(key)))
+                "UPDATE attempts SET state='succeeded', finished_at_ms=$1 WHERE run_id=$2 AND "
+                "node_id=$3 AND iteration=$4 AND attempt=$5", (now, *_key(key)))
             append_for(conn, key, "attempt-finished", now)
 
     def run_state(self, run_id: str) -> RunState:
@@ -98,16 +98,16 @@ class TaskRecords(FencedStore):
             try:
                 for node, it, out in conn.execute(
                         "SELECT node_id, iteration, output_json FROM task_outputs "
-                        "WHERE run_id=?", (run_id,)):
+                        "WHERE run_id=$1", (run_id,)):
                     state.outputs[(node, it)] = out
                 for node, it, att, st, err, forgiven in conn.execute(
                         "SELECT node_id, iteration, attempt, state, error_json, forgiven "
-                        "FROM attempts WHERE run_id=? ORDER BY attempt", (run_id,)):
+                        "FROM attempts WHERE run_id=$1 ORDER BY attempt", (run_id,)):
                     info = AttemptInfo(att, st, json.loads(err) if err else None,
                                        bool(forgiven))
                     state.attempts.setdefault((node, it), []).append(info)
                 for node, decision, reason in conn.execute(
-                        "SELECT node_id, decision, reason FROM approvals WHERE run_id=?",
+                        "SELECT node_id, decision, reason FROM approvals WHERE run_id=$1",
                         (run_id,)):
                     state.approvals[node] = (decision, reason)
             finally:
@@ -117,7 +117,7 @@ class TaskRecords(FencedStore):
     def outputs(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._read(
             "SELECT node_id, iteration, attempt, output_json, created_at_ms FROM task_outputs "
-            "WHERE run_id=? ORDER BY node_id, iteration", (run_id,))
+            "WHERE run_id=$1 ORDER BY node_id, iteration", (run_id,))
         return [{"node_id": n, "iteration": i, "attempt": a, "output": json.loads(o),
                  "created_at_ms": t} for n, i, a, o, t in rows]
 
@@ -126,7 +126,7 @@ class TaskRecords(FencedStore):
         if decision not in ("approved", "denied"):
             raise InvalidValue(f"decision must be approved or denied, not {decision!r}")
         with self._write() as conn:
-            row = conn.execute("SELECT state, plan_json FROM runs WHERE run_id=?",
+            row = conn.execute("SELECT state, plan_json FROM runs WHERE run_id=$1",
                                (run_id,)).fetchone()
             if row is None or row[0] is None:
                 raise NotFound(f"no engine run {run_id!r}")
@@ -134,7 +134,7 @@ class TaskRecords(FencedStore):
                 raise NotFound(f"run {run_id} has no task {node_id!r}")
             conn.execute(
                 "INSERT INTO approvals (run_id, node_id, decision, reason, decided_at_ms) "
-                "VALUES (?,?,?,?,?) ON CONFLICT (run_id, node_id) DO UPDATE SET "
+                "VALUES ($1,$2,$3,$4,$5) ON CONFLICT (run_id, node_id) DO UPDATE SET "
                 "decision=excluded.decision, reason=excluded.reason, "
                 "decided_at_ms=excluded.decided_at_ms",
                 (run_id, node_id, decision, reason, self._clock()))
@@ -167,16 +167,16 @@ class TaskRecords(FencedStore):
     def add_usage(self, run_id: str, *, turns: int, tokens: int, cost: float) -> Usage:
         """Count a progress event; returns the run's totals after it."""
         with self._write() as conn:
-            conn.execute("INSERT INTO run_usage (run_id) VALUES (?) ON CONFLICT DO NOTHING",
+            conn.execute("INSERT INTO run_usage (run_id) VALUES ($1) ON CONFLICT DO NOTHING",
                          (run_id,))
-            conn.execute("UPDATE run_usage SET turns=turns+?, tokens=tokens+?, cost=cost+? "
-                         "WHERE run_id=?", (turns, tokens, cost, run_id))
-            row = conn.execute("SELECT turns, tokens, cost FROM run_usage WHERE run_id=?",
+            conn.execute("UPDATE run_usage SET turns=turns+$1, tokens=tokens+$2, cost=cost+$3 "
+                         "WHERE run_id=$4", (turns, tokens, cost, run_id))
+            row = conn.execute("SELECT turns, tokens, cost FROM run_usage WHERE run_id=$1",
                                (run_id,)).fetchone()
         return Usage(*row)
 
     def usage(self, run_id: str) -> Usage:
-        rows = self._read("SELECT turns, tokens, cost FROM run_usage WHERE run_id=?", (run_id,))
+        rows = self._read("SELECT turns, tokens, cost FROM run_usage WHERE run_id=$1", (run_id,))
         return Usage(*rows[0]) if rows else Usage()
 
 

@@ -71,7 +71,7 @@ class Runs(TaskRecords):
         return self
 
     def get_run(self, run_id: str) -> RunRow:
-        rows = self._read(f"SELECT {_RUN_COLS} FROM runs WHERE run_id=?", (run_id,))
+        rows = self._read(f"SELECT {_RUN_COLS} FROM runs WHERE run_id=$1", (run_id,))
         if not rows or rows[0][2] is None:
             raise NotFound(f"no engine run {run_id!r}")
         return RunRow(*rows[0])
@@ -93,22 +93,22 @@ class Runs(TaskRecords):
         at all."""
         now = self._clock()
         with self._write() as conn:
-            row = conn.execute("SELECT state FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            row = conn.execute("SELECT state FROM runs WHERE run_id=$1", (run_id,)).fetchone()
             if row is not None and row[0] is not None:
                 raise InvalidValue(f"run {run_id!r} already exists: resume it instead")
             # A row without a state was made by a hook that fired first; adopt it.
-            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?) "
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ($1, $2) "
                          "ON CONFLICT DO NOTHING", (run_id, now))
             conn.execute(
-                "UPDATE runs SET state='running', workflow_path=?, repo_root=?, worktree=?, "
-                "metadata_json=?, plan_json=?, limits_json=?, owner=?, owner_pid=?, "
-                "owner_host=?, claim_epoch=claim_epoch+1, claimed_at_ms=?, heartbeat_at_ms=?, "
-                "updated_at_ms=? WHERE run_id=?",
+                "UPDATE runs SET state='running', workflow_path=$1, repo_root=$2, worktree=$3, "
+                "metadata_json=$4, plan_json=$5, limits_json=$6, owner=$7, owner_pid=$8, "
+                "owner_host=$9, claim_epoch=claim_epoch+1, claimed_at_ms=$10, heartbeat_at_ms=$11, "
+                "updated_at_ms=$12 WHERE run_id=$13",
                 (workflow_path, repo_root, worktree, metadata_json, plan_json, limits_json,
                  owner.name, owner.pid, owner.host, now, now, now, run_id))
-            conn.execute("INSERT INTO run_usage (run_id) VALUES (?) ON CONFLICT DO NOTHING",
+            conn.execute("INSERT INTO run_usage (run_id) VALUES ($1) ON CONFLICT DO NOTHING",
                          (run_id,))
-            epoch = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=?",
+            epoch = conn.execute("SELECT claim_epoch FROM runs WHERE run_id=$1",
                                  (run_id,)).fetchone()[0]
             append(conn, run_id, "run-started", now,
                    detail={"owner": owner.name, "workflow": workflow_path})
@@ -125,12 +125,12 @@ class Runs(TaskRecords):
         displaced owner can record nothing once it notices."""
         now = self._clock()
         with self._write() as conn:
-            held = conn.execute("SELECT owner FROM runs WHERE run_id=? AND claim_epoch=?",
+            held = conn.execute("SELECT owner FROM runs WHERE run_id=$1 AND claim_epoch=$2",
                                 (run_id, expected_epoch)).fetchone()
             cur = conn.execute(
-                "UPDATE runs SET owner=?, owner_pid=?, owner_host=?, claim_epoch=claim_epoch+1, "
-                "claimed_at_ms=?, heartbeat_at_ms=?, updated_at_ms=? "
-                "WHERE run_id=? AND claim_epoch=? AND state IS NOT NULL",
+                "UPDATE runs SET owner=$1, owner_pid=$2, owner_host=$3, claim_epoch=claim_epoch+1, "
+                "claimed_at_ms=$4, heartbeat_at_ms=$5, updated_at_ms=$6 "
+                "WHERE run_id=$7 AND claim_epoch=$8 AND state IS NOT NULL",
                 (owner.name, owner.pid, owner.host, now, now, now, run_id, expected_epoch))
             if cur.rowcount == 1 and held is not None and held[0] is not None:
                 append(conn, run_id, "claim-lost", now,
@@ -147,8 +147,8 @@ class Runs(TaskRecords):
         now = self._clock()
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE runs SET owner_pid=?, owner_host=?, heartbeat_at_ms=?, updated_at_ms=? "
-                "WHERE run_id=? AND claim_epoch=? AND owner=?",
+                "UPDATE runs SET owner_pid=$1, owner_host=$2, heartbeat_at_ms=$3, updated_at_ms=$4 "
+                "WHERE run_id=$5 AND claim_epoch=$6 AND owner=$7",
                 (owner.pid, owner.host, now, now, run_id, epoch, owner.name))
         return Claim(run_id, epoch, owner) if cur.rowcount == 1 else None
 
@@ -167,22 +167,22 @@ class Runs(TaskRecords):
             # run out of 'failed' forgives, and a resume of a run in any other
             # state leaves the retry budget as it was.
             conn.execute(
-                "UPDATE attempts SET forgiven=1 WHERE run_id=? AND state='failed' AND "
-                "forgiven=0 AND (SELECT state FROM runs WHERE run_id=?)='failed'",
+                "UPDATE attempts SET forgiven=1 WHERE run_id=$1 AND state='failed' AND "
+                "forgiven=0 AND (SELECT state FROM runs WHERE run_id=$2)='failed'",
                 (claim.run_id, claim.run_id))
             conn.execute(
                 "UPDATE runs SET state='running', requested=NULL, wake_at_ms=NULL, "
-                "waiting_on=NULL, error_json=NULL, updated_at_ms=?, "
-                "metadata_json=COALESCE(?, metadata_json), plan_json=COALESCE(?, plan_json) "
-                "WHERE run_id=?",
+                "waiting_on=NULL, error_json=NULL, updated_at_ms=$1, "
+                "metadata_json=COALESCE($2, metadata_json), plan_json=COALESCE($3, plan_json) "
+                "WHERE run_id=$4",
                 (now, metadata_json, plan_json, claim.run_id))
             left = conn.execute(
-                "SELECT node_id, iteration, attempt FROM attempts WHERE run_id=? AND "
+                "SELECT node_id, iteration, attempt FROM attempts WHERE run_id=$1 AND "
                 "state='running' ORDER BY node_id, iteration, attempt",
                 (claim.run_id,)).fetchall()
             conn.execute(
-                "UPDATE attempts SET state='abandoned', finished_at_ms=? "
-                "WHERE run_id=? AND state='running'", (now, claim.run_id))
+                "UPDATE attempts SET state='abandoned', finished_at_ms=$1 "
+                "WHERE run_id=$2 AND state='running'", (now, claim.run_id))
             for node, iteration, attempt in left:
                 append(conn, claim.run_id, "attempt-abandoned", now, node_id=node,
                        iteration=iteration, attempt=attempt)
@@ -195,11 +195,11 @@ class Runs(TaskRecords):
         what was requested of the owner ('pause', 'cancel' or None)."""
         now = self._clock()
         with self.fenced(claim) as conn:
-            conn.execute("UPDATE runs SET heartbeat_at_ms=? WHERE run_id=?",
+            conn.execute("UPDATE runs SET heartbeat_at_ms=$1 WHERE run_id=$2",
                          (now, claim.run_id))
-            conn.execute("UPDATE attempts SET heartbeat_at_ms=? WHERE run_id=? AND "
+            conn.execute("UPDATE attempts SET heartbeat_at_ms=$1 WHERE run_id=$2 AND "
                          "state='running'", (now, claim.run_id))
-            row = conn.execute("SELECT requested FROM runs WHERE run_id=?",
+            row = conn.execute("SELECT requested FROM runs WHERE run_id=$1",
                                (claim.run_id,)).fetchone()
         return row[0] if row else None
 
@@ -210,9 +210,9 @@ class Runs(TaskRecords):
             raise InvalidValue(f"cannot park a run as {state!r}")
         with self.fenced(claim) as conn:
             conn.execute(
-                "UPDATE runs SET state=?, error_json=?, waiting_on=?, wake_at_ms=?, "
+                "UPDATE runs SET state=$1, error_json=$2, waiting_on=$3, wake_at_ms=$4, "
                 "requested=NULL, owner=NULL, owner_pid=NULL, owner_host=NULL, "
-                "updated_at_ms=? WHERE run_id=?",
+                "updated_at_ms=$5 WHERE run_id=$6",
                 (state, json.dumps(error) if error else None, waiting_on, wake_at_ms,
                  self._clock(), claim.run_id))
             append(conn, claim.run_id, "run-parked", self._clock(),
@@ -226,7 +226,7 @@ class Runs(TaskRecords):
         now = self._clock()
         with self._write() as conn:
             row = conn.execute("SELECT state, owner, heartbeat_at_ms, claim_epoch FROM runs "
-                               "WHERE run_id=?", (run_id,)).fetchone()
+                               "WHERE run_id=$1", (run_id,)).fetchone()
             if row is None or row[0] is None:
                 raise NotFound(f"no engine run {run_id!r}")
             state, owner, beat, epoch = row
@@ -234,14 +234,14 @@ class Runs(TaskRecords):
                 raise RunNotActive(f"run {run_id} is {state}; nothing to {kind}")
             append(conn, run_id, kind, now, detail={"state": state})
             if state == "running" and owner and beat is not None and now - beat < live_within_ms:
-                conn.execute("UPDATE runs SET requested=? WHERE run_id=?", (kind, run_id))
+                conn.execute("UPDATE runs SET requested=$1 WHERE run_id=$2", (kind, run_id))
                 return "requested"
             # An owner whose heartbeat is stale may only be asleep (a suspended
             # laptop): its claim ends here, so once awake it can record
             # nothing more on a run that was paused or cancelled meanwhile.
-            conn.execute("UPDATE runs SET state=?, requested=NULL, owner=NULL, owner_pid=NULL, "
-                         "owner_host=NULL, claim_epoch=claim_epoch+1, updated_at_ms=? "
-                         "WHERE run_id=?", (target, now, run_id))
+            conn.execute("UPDATE runs SET state=$1, requested=NULL, owner=NULL, owner_pid=NULL, "
+                         "owner_host=NULL, claim_epoch=claim_epoch+1, updated_at_ms=$2 "
+                         "WHERE run_id=$3", (target, now, run_id))
             if owner:
                 append(conn, run_id, "claim-lost", now,
                        detail={"owner": owner, "epoch": epoch, "by": kind})
@@ -253,8 +253,8 @@ class Runs(TaskRecords):
         reset time has passed."""
         rows = self._read(
             f"SELECT {_RUN_COLS} FROM runs WHERE (state='running' AND "
-            "(heartbeat_at_ms IS NULL OR heartbeat_at_ms < ?)) OR "
-            "(state='waiting-quota' AND wake_at_ms IS NOT NULL AND wake_at_ms <= ?) "
+            "(heartbeat_at_ms IS NULL OR heartbeat_at_ms < $1)) OR "
+            "(state='waiting-quota' AND wake_at_ms IS NOT NULL AND wake_at_ms <= $2) "
             "ORDER BY updated_at_ms, run_id", (now - stale_after_ms, now))
         found = [RunRow(*r) for r in rows]
         return [r for r in found if run_ids is None or r.run_id in run_ids]

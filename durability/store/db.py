@@ -24,8 +24,9 @@ from durability.ground.store_errors import StoreUnavailable
 from durability.store.dialect import dialect_of
 from durability.store.host import host_id, sql_literal
 
-__all__ = ["DB_ERRORS", "DIALECTS", "Connection", "Cursor", "DatabaseError", "bind_host", "connect",
-           "migrate", "migrations", "read_transaction", "statements", "write_transaction"]
+__all__ = ["DB_ERRORS", "DIALECTS", "Connection", "Cursor", "DatabaseError", "NumberedConnection",
+           "bind_host", "connect", "marks", "migrate", "migrations", "read_transaction",
+           "statements", "write_transaction"]
 
 
 class DatabaseError(sqlite3.Error):
@@ -57,6 +58,34 @@ class Connection(Protocol):
     def total_changes(self) -> int: ...
     @property
     def in_transaction(self) -> bool: ...
+
+
+def _numbered(parameters: Any) -> Any:
+    """A tuple of values as the dict SQLite binds ``$1``, ``$2``, ... from
+    (``{"1": v1, ...}``): by number, so a statement may name them in any
+    order and more than once."""
+    if isinstance(parameters, (dict, str, bytes)):
+        return parameters
+    return {str(i): v for i, v in enumerate(parameters, 1)}
+
+
+class NumberedConnection(sqlite3.Connection):
+    """A SQLite connection whose statements' ``$N`` placeholders are bound
+    from a tuple by number, as PostgreSQL binds them: the store's
+    statements are the same text on both databases, run as written."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _numbered(parameters))
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        return super().executemany(sql, (_numbered(p) for p in parameters))
+
+
+def marks(first: int, count: int) -> str:
+    """``count`` placeholders from ``$first`` on, comma separated: an ``IN``
+    list of a statement whose earlier parameters are ``$1`` to ``$first-1``."""
+    return ",".join(f"${n}" for n in range(first, first + count))
+
 
 # How long a writer waits for another writer (another process's capture, the
 # service's gap ingestion) before giving up with "database is locked".  Captures
@@ -96,6 +125,7 @@ def connect(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Co
         conn = sqlite3.connect(
             f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
             timeout=busy_timeout_ms / 1000, check_same_thread=False,
+            factory=NumberedConnection,
         )
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc

@@ -19,10 +19,11 @@ written here, per database, and chosen by the connection's ``dialect``:
   ``migrations/postgresql/NNNN_*.sql``, the same versions meaning the same
   schema, each in its database's types (``db.migrations``).
 
-Placeholders are the store's ``?``; ``durability.store.postgres`` binds them
-as ``%s`` (the one spelling its connection still changes: the store's
-statements are shared, and a statement with its own placeholders for each
-database would be every statement twice).
+Placeholders are numbered, ``$1``, ``$2``, ..., which both databases read:
+PostgreSQL binds them natively (psycopg's ``RawCursor``), SQLite binds them
+by number (``db.NumberedConnection``).  No statement's text is changed at run
+time; a statement composed of fragments numbers its placeholders itself
+(``db.marks`` for an ``IN`` list).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class PostgreSQLDialect(Dialect):
         conn.execute("BEGIN")
         # The key is the schema's (``PgConnection.lock_key``): stores that
         # share a server do not wait for each other.
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (_lock_key(conn),))
+        conn.execute("SELECT pg_advisory_xact_lock($1)", (_lock_key(conn),))
 
     def begin_read(self, conn: Connection) -> None:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")

@@ -58,7 +58,7 @@ def append(conn: Connection, run_id: str | bytes | None, kind: str, ts_ms: int, 
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
     conn.execute(
-        f"INSERT INTO events ({_COLS}) SELECT COALESCE(MAX(id), 0) + 1, ?,?,?,?,?,?,?,? "
+        f"INSERT INTO events ({_COLS}) SELECT COALESCE(MAX(id), 0) + 1, $1,$2,$3,$4,$5,$6,$7,$8 "
         "FROM events",
         (ts_ms, run_id, kind, node_id, iteration, attempt, seq,
          json.dumps(detail, sort_keys=True) if detail else None))
@@ -75,7 +75,7 @@ def read(conn: Connection, run_id: str, *, after_id: int = 0,
          limit: int = 1000) -> list[Event]:
     """The run's events with an id above ``after_id``, oldest first."""
     rows = conn.execute(
-        f"SELECT {_COLS} FROM events WHERE run_id=? AND id>? ORDER BY id LIMIT ?",
+        f"SELECT {_COLS} FROM events WHERE run_id=$1 AND id>$2 ORDER BY id LIMIT $3",
         (run_id, after_id, limit)).fetchall()
     return [_event(r) for r in rows]
 
@@ -83,10 +83,10 @@ def read(conn: Connection, run_id: str, *, after_id: int = 0,
 def newest(conn: Connection, run_id: str, limit: int) -> tuple[list[Event], int]:
     """The run's newest ``limit`` events, oldest first, and how many it has
     (a long session logs one per tool call: a reader wants the tail, bounded)."""
-    total = int(conn.execute("SELECT COUNT(*) FROM events WHERE run_id=?",
+    total = int(conn.execute("SELECT COUNT(*) FROM events WHERE run_id=$1",
                              (run_id,)).fetchone()[0])
     rows = conn.execute(
-        f"SELECT {_COLS} FROM events WHERE run_id=? ORDER BY id DESC LIMIT ?",
+        f"SELECT {_COLS} FROM events WHERE run_id=$1 ORDER BY id DESC LIMIT $2",
         (run_id, limit)).fetchall()
     return [_event(r) for r in reversed(rows)], total
 

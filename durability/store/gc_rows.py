@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durability.ground.store_errors import StoreUnavailable
-from durability.store.db import DB_ERRORS, Connection, write_transaction
+from durability.store.db import DB_ERRORS, Connection, marks, write_transaction
 from durability.store.models import AttemptKey, Checkpoint
 from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
@@ -31,7 +31,7 @@ from durability.store.text import row_from_db, to_db
 __all__ = ["Pruned", "RetentionRow", "apply", "commits_in_use", "record_undo_point",
            "retention_rows"]
 
-_KEY = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
+_KEY = "run_id=$1 AND node_id=$2 AND iteration=$3 AND attempt=$4"
 
 
 @dataclass(frozen=True)
@@ -68,19 +68,19 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
            "LEFT JOIN runs r ON r.run_id=c.run_id "
            "JOIN (SELECT run_id, node_id, iteration, attempt, MAX(seq) AS top "
-           "FROM workspace_checkpoints WHERE host=? "
+           "FROM workspace_checkpoints WHERE host=$1 "
            "GROUP BY run_id, node_id, iteration, attempt) m "
            "ON m.run_id=c.run_id AND m.node_id=c.node_id AND m.iteration=c.iteration "
            "AND m.attempt=c.attempt "
            "LEFT JOIN undo_points u ON u.run_id=c.run_id AND u.node_id=c.node_id "
            "AND u.iteration=c.iteration AND u.attempt=c.attempt AND u.host=c.host "
-           "AND u.seq=c.seq WHERE c.host=?")
+           "AND u.seq=c.seq WHERE c.host=$2")
     params: tuple[Any, ...] = (store.host, store.host)
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
         if not chosen:
             return []
-        sql += f" AND c.worktree IN ({','.join('?' * len(chosen))})"
+        sql += f" AND c.worktree IN ({marks(len(params) + 1, len(chosen))})"
         params += tuple(to_db(w) for w in chosen)
     sql += " ORDER BY c.run_id, c.node_id, c.iteration, c.attempt, c.seq"
     n = len(_CHECKPOINT_COLS.split(","))
@@ -96,7 +96,7 @@ def record_undo_point(store: Store, key: AttemptKey, seq: int) -> None:
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
             conn.execute("INSERT INTO undo_points (run_id, node_id, iteration, attempt, "
-                         "host, seq, named_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                         "host, seq, named_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) "
                          "ON CONFLICT (run_id, node_id, iteration, attempt, host, seq) "
                          "DO UPDATE SET named_at_ms=excluded.named_at_ms",
                          (to_db(key.run_id), to_db(key.node_id), key.iteration, key.attempt,
@@ -114,12 +114,12 @@ def commits_in_use(store: Store, commit_ids: Iterable[str]) -> set[str]:
     found: set[str] = set()
     for start in range(0, len(wanted), 300):  # SQLite's limit on parameters (999)
         part = wanted[start:start + 300]
-        marks = ",".join("?" * len(part))
+        listed = marks(1, len(part))  # the same $1..$n in each list
         rows = _read(store, f"SELECT commit_id FROM workspace_checkpoints WHERE commit_id IN "
-                            f"({marks}) UNION SELECT jj_pointer FROM attempts WHERE "
-                            f"jj_pointer IN ({marks}) UNION SELECT base_commit FROM "
+                            f"({listed}) UNION SELECT jj_pointer FROM attempts WHERE "
+                            f"jj_pointer IN ({listed}) UNION SELECT base_commit FROM "
                             f"task_worktrees WHERE state <> 'removed' AND base_commit IN "
-                            f"({marks})", tuple(part) * 3)
+                            f"({listed})", tuple(part))
         found.update(str(r[0]) for r in rows)
     return found
 
@@ -135,9 +135,9 @@ def apply(store: Store, drop: Iterable[Checkpoint],
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
             dropped = sum(_drop(conn, c, store.host) for c in drop)
             for old, new in renamed.items():
-                conn.execute("UPDATE workspace_checkpoints SET commit_id=? "
-                             "WHERE commit_id=? AND host=?", (new, old, store.host))
-                conn.execute("UPDATE attempts SET jj_pointer=? WHERE jj_pointer=?", (new, old))
+                conn.execute("UPDATE workspace_checkpoints SET commit_id=$1 "
+                             "WHERE commit_id=$2 AND host=$3", (new, old, store.host))
+                conn.execute("UPDATE attempts SET jj_pointer=$1 WHERE jj_pointer=$2", (new, old))
             return Pruned(dropped=dropped, renamed=len(renamed))
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot drop checkpoints: {exc}") from exc
@@ -147,18 +147,18 @@ def _drop(conn: Connection, c: Checkpoint, host: str) -> int:
     k = AttemptKey(c.run_id, c.node_id, c.iteration, c.attempt)
     args = (k.run_id, k.node_id, k.iteration, k.attempt)
     # The attempt's rows of this machine (``host``): seqs are numbered per machine.
-    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY} AND host=?",
+    top = conn.execute(f"SELECT MAX(seq) FROM workspace_checkpoints WHERE {_KEY} AND host=$5",
                        (*args, host)).fetchone()
     pointer = conn.execute(f"SELECT jj_pointer FROM attempts WHERE {_KEY}", args).fetchone()
     if (top and top[0] == c.seq) or (pointer and pointer[0] == c.commit_id):
         return 0  # read inside the write lock: a capture since the plan moved nothing past this
-    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND host=? AND seq=?",
+    cur = conn.execute(f"DELETE FROM workspace_checkpoints WHERE {_KEY} AND host=$5 AND seq=$6",
                        (*args, host, c.seq))
-    conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND host=? AND seq=?",
+    conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND host=$5 AND seq=$6",
                  (*args, host, c.seq))
     # gc keeps what is not pushed; a remote named since its plan must not
     # leave rows of a checkpoint that is gone.
-    conn.execute("DELETE FROM replication_outbox WHERE request_id=?", (to_db(c.request_id),))
+    conn.execute("DELETE FROM replication_outbox WHERE request_id=$1", (to_db(c.request_id),))
     return int(cur.rowcount)
 
 

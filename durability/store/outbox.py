@@ -38,13 +38,13 @@ _FILL = "INSERT INTO replication_outbox (request_id, worktree, host, remote) " \
 def queue_checkpoint(conn: Connection, request_id: str) -> None:
     """The rows of a checkpoint just recorded: one per remote of its worktree
     (none, and two index look-ups, when it has none)."""
-    conn.execute(_FILL.format(where="c.request_id = ?"), (to_db(request_id),))
+    conn.execute(_FILL.format(where="c.request_id = $1"), (to_db(request_id),))
 
 
 def queue_remote(conn: Connection, host: str, worktree: str, name: str) -> None:
     """The rows of a remote just named: every earlier checkpoint of its
     worktree (of machine ``host``) is due on it."""
-    conn.execute(_FILL.format(where="r.host = ? AND r.worktree = ? AND r.name = ?"),
+    conn.execute(_FILL.format(where="r.host = $1 AND r.worktree = $2 AND r.name = $3"),
                  (host, to_db(worktree), name))
 
 

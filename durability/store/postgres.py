@@ -3,12 +3,13 @@
 ``PgConnection`` runs the store's statements as they are written: the SQL
 both databases read alike, and what PostgreSQL spells its own way written
 for it in ``durability.store.dialect`` (transactions, the integrity check)
-and in ``migrations/postgresql/`` (its types).  Nothing is translated; the
-one change is binding: the store's ``?`` placeholders are bound as psycopg's
-``%s`` (``bind_placeholders``; a literal ``%`` is doubled), the same for
-every statement.  Values are converted as ``convert`` says (PostgreSQL's
-text is UTF-8 without NUL).  Applied versions are rows of
-``durability_schema`` (SQLite: ``PRAGMA user_version``).
+and in ``migrations/postgresql/`` (its types).  Nothing is translated or
+rewritten: the statements' ``$1``, ``$2``, ... placeholders are PostgreSQL's
+own, bound by the server (psycopg's ``RawCursor``, which leaves ``%`` and
+``?`` alone), so the server receives each statement as written.  Values
+are converted as ``convert`` says (PostgreSQL's text is UTF-8 without NUL).
+Applied versions are rows of ``durability_schema`` (SQLite: ``PRAGMA
+user_version``).
 
 psycopg is an optional dependency (the ``postgres`` extra): it is imported
 only when a ``postgresql://`` location is opened.
@@ -32,7 +33,7 @@ from durability.store.text import escape_nul, unescape_nul
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "bind_placeholders", "connect", "convert",
+__all__ = ["URL_SCHEMES", "PgConnection", "PgError", "connect", "convert",
            "is_url", "migrate", "redact", "scrub"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -99,25 +100,6 @@ def scrub(text: str, url: str) -> str:
     for secret in _secrets(url):
         text = text.replace(secret, "***")
     return text
-
-
-def bind_placeholders(sql: str) -> str:
-    """``sql`` with its ``?`` placeholders (outside string literals) as
-    psycopg's ``%s`` and every other ``%`` doubled (psycopg reads ``%`` as
-    the start of a placeholder).  The statement is otherwise run as written."""
-    out: list[str] = []
-    quoted = False
-    for ch in sql:
-        if ch == "'":
-            quoted = not quoted
-            out.append(ch)
-        elif ch == "?" and not quoted:
-            out.append("%s")
-        elif ch == "%":
-            out.append("%%")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def convert(value: object) -> object:
@@ -193,7 +175,6 @@ class PgConnection:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._close_when_dropped()
         self.total_changes = 0
-        self._bound: dict[str, str] = {}
         self._guard = threading.Lock()
         schema = self._query("SELECT current_schema()", ())[0][0] or "public"
         #: The writers' lock: one per schema, so that databases that share a
@@ -231,10 +212,9 @@ class PgConnection:
         self._finalizer = weakref.finalize(self, self._conn.close)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
-        text = self._bound.get(sql)
-        if text is None:  # the store's statements are a few dozen constants
-            text = self._bound[sql] = bind_placeholders(sql)
-        return self._run(text, [convert(p) for p in parameters])
+        """``sql`` as written: its ``$1``, ``$2``, ... are bound by the server
+        (psycopg's ``RawCursor``), the text is not changed."""
+        return self._run(sql, [convert(p) for p in parameters])
 
     def executemany(self, sql: str, seq: Iterator[Sequence[Any]] | Sequence[Sequence[Any]],
                     /) -> PgCursor:
@@ -244,8 +224,8 @@ class PgConnection:
         return PgCursor(None, total)
 
     def executemany_raw(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """``sql`` in PostgreSQL's own spelling (``%s``), once per row, in one
-        pipelined round trip: the bulk path of ``durability.store.transfer``."""
+        """``sql`` (its ``$N`` placeholders), once per row, in one pipelined
+        round trip: the bulk path of ``durability.store.transfer``."""
         import psycopg
         try:
             with self._guard, self._live().cursor() as cur:
@@ -309,7 +289,10 @@ def connect(url: str, *, busy_timeout_ms: int) -> PgConnection:
 def _open(url: str, busy_timeout_ms: int) -> psycopg.Connection[Any]:
     import psycopg
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        # RawCursor: the statements' ``$N`` placeholders go to the server as
+        # written (psycopg's own cursor would read ``%s`` and rewrite them).
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10,
+                               cursor_factory=psycopg.RawCursor)
         try:
             conn.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
         except psycopg.Error:
@@ -346,7 +329,7 @@ def migrate(conn: PgConnection, *, host: str | None = None, upto: int | None = N
                 if _version(conn) < version:  # else another process won the race
                     for statement in statements(bind_host(sql, host)):
                         conn.execute_migration(statement)
-                    conn.execute("INSERT INTO durability_schema (version, name) VALUES (?, ?)",
+                    conn.execute("INSERT INTO durability_schema (version, name) VALUES ($1, $2)",
                                  (version, name))
             current = version
     except PgError as exc:

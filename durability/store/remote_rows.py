@@ -29,7 +29,7 @@ from urllib.parse import unquote
 
 from durability.ground.store_errors import CredentialInURL, InvalidValue, NotFound, StoreUnavailable
 from durability.store.database import Location, is_url, migrate, open_database
-from durability.store.db import DB_ERRORS, Connection, write_transaction
+from durability.store.db import DB_ERRORS, Connection, marks, write_transaction
 from durability.store.host import host_id
 from durability.store.models import Checkpoint
 from durability.store.outbox import missing, queue_checkpoint, queue_missing, queue_remote
@@ -58,7 +58,7 @@ SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
   FROM replication_outbox o
   JOIN workspace_checkpoints c ON c.request_id = o.request_id
   JOIN remotes r ON r.host = o.host AND r.worktree = o.worktree AND r.name = o.remote
- WHERE o.host = ?
+ WHERE o.host = $1
  ORDER BY c.worktree, r.name, c.created_at_ms, c.seq
 """
 
@@ -153,12 +153,12 @@ class Remotes:
                 "keys supply it")
         remote = Remote(worktree, name, url, now_ms())
         with self._open() as conn, write_transaction(conn):
-            if conn.execute("SELECT 1 FROM remotes WHERE host=? AND worktree=? AND name=?",
+            if conn.execute("SELECT 1 FROM remotes WHERE host=$1 AND worktree=$2 AND name=$3",
                             (self.host, to_db(worktree), name)).fetchone():
                 raise InvalidValue(f"remote {name!r} already exists for {worktree}; "
                                    "remove it first")
             conn.execute("INSERT INTO remotes (host, worktree, name, url, created_at_ms) "
-                         "VALUES (?,?,?,?,?)",
+                         "VALUES ($1,$2,$3,$4,$5)",
                          (self.host, to_db(worktree), name, url, remote.created_at_ms))
             queue_remote(conn, self.host, worktree, name)
         return remote
@@ -169,22 +169,22 @@ class Remotes:
         with self._open() as conn, write_transaction(conn):
             mine = (self.host, to_db(worktree), name)
             found = conn.execute("SELECT worktree, name, url, created_at_ms FROM remotes "
-                                 "WHERE host=? AND worktree=? AND name=?", mine).fetchone()
+                                 "WHERE host=$1 AND worktree=$2 AND name=$3", mine).fetchone()
             if found is None:
                 raise NotFound(f"no remote {name!r} for {worktree}")
-            conn.execute("DELETE FROM remotes WHERE host=? AND worktree=? AND name=?", mine)
-            conn.execute("DELETE FROM replication WHERE host=? AND worktree=? AND remote=?",
+            conn.execute("DELETE FROM remotes WHERE host=$1 AND worktree=$2 AND name=$3", mine)
+            conn.execute("DELETE FROM replication WHERE host=$1 AND worktree=$2 AND remote=$3",
                          mine)
-            conn.execute("DELETE FROM replication_outbox WHERE host=? AND worktree=? AND "
-                         "remote=?", mine)
+            conn.execute("DELETE FROM replication_outbox WHERE host=$1 AND worktree=$2 AND "
+                         "remote=$3", mine)
         return _remote(row_from_db(found))
 
     def all(self, worktree: str | None = None) -> list[Remote]:
         """The remotes of ``worktree`` (of every worktree when None)."""
-        sql = "SELECT worktree, name, url, created_at_ms FROM remotes WHERE host=?"
+        sql = "SELECT worktree, name, url, created_at_ms FROM remotes WHERE host=$1"
         params: tuple[Any, ...] = (self.host,)
         if worktree is not None:
-            sql += " AND worktree=?"
+            sql += " AND worktree=$2"
             params += (to_db(worktree),)
         return [_remote(r) for r in self._read(sql + " ORDER BY worktree, name", params)]
 
@@ -235,19 +235,19 @@ class Remotes:
                 if not live[item.remote]:
                     continue
                 key = (to_db(item.checkpoint.request_id), item.remote.name)
-                conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?", key)
+                conn.execute("DELETE FROM replication WHERE request_id=$1 AND remote=$2", key)
                 conn.execute(
                     "INSERT INTO replication (request_id, worktree, host, remote, state, "
-                    "updated_at_ms, error) VALUES (?,?,?,?,?,?,?)",
+                    "updated_at_ms, error) VALUES ($1,$2,$3,$4,$5,$6,$7)",
                     (key[0], to_db(item.checkpoint.worktree), self.host, item.remote.name,
                      state, now, error))
                 if state == PUSHED:
-                    conn.execute("DELETE FROM replication_outbox WHERE request_id=? AND "
-                                 "remote=?", key)
+                    conn.execute("DELETE FROM replication_outbox WHERE request_id=$1 AND "
+                                 "remote=$2", key)
 
     def _still_there(self, conn: Connection, remote: Remote) -> bool:
-        return conn.execute("SELECT 1 FROM remotes WHERE host=? AND worktree=? AND name=? AND "
-                            "url=? AND created_at_ms=?",
+        return conn.execute("SELECT 1 FROM remotes WHERE host=$1 AND worktree=$2 AND name=$3 AND "
+                            "url=$4 AND created_at_ms=$5",
                             (self.host, to_db(remote.worktree), remote.name, remote.url,
                              remote.created_at_ms)).fetchone() is not None
 
@@ -266,7 +266,7 @@ class Remotes:
             chunk = asked[start:start + _CHUNK]
             for req, name, state in self._read(
                     "SELECT request_id, remote, state FROM replication WHERE request_id IN ("
-                    + ",".join("?" * len(chunk)) + ")", tuple(chunk)):
+                    + marks(1, len(chunk)) + ")", tuple(chunk)):
                 done[(str(req), str(name))] = str(state)
         return {c.request_id: {n: done.get((c.request_id, n), PENDING)
                                for n in by_tree[c.worktree]}
@@ -289,8 +289,8 @@ class Remotes:
             for c in rows:
                 key = (c.run_id, c.node_id, c.iteration, c.attempt)
                 there = conn.execute(
-                    "SELECT commit_id FROM workspace_checkpoints WHERE run_id=? AND node_id=? "
-                    "AND iteration=? AND attempt=? AND host=? AND seq=?",
+                    "SELECT commit_id FROM workspace_checkpoints WHERE run_id=$1 AND node_id=$2 "
+                    "AND iteration=$3 AND attempt=$4 AND host=$5 AND seq=$6",
                     (*key, self.host, c.seq)).fetchone()
                 if there is not None:
                     if there[0] != c.commit_id:
@@ -302,43 +302,43 @@ class Remotes:
                     continue  # its request id is another checkpoint's: not this one's record
                 added += 1
                 if pushed_to is not None:
-                    conn.execute("DELETE FROM replication_outbox WHERE request_id=? AND "
-                                 "remote=?", (to_db(c.request_id), pushed_to))
-                    conn.execute("DELETE FROM replication WHERE request_id=? AND remote=?",
+                    conn.execute("DELETE FROM replication_outbox WHERE request_id=$1 AND "
+                                 "remote=$2", (to_db(c.request_id), pushed_to))
+                    conn.execute("DELETE FROM replication WHERE request_id=$1 AND remote=$2",
                                  (to_db(c.request_id), pushed_to))
                     conn.execute("INSERT INTO replication (request_id, worktree, host, remote, "
-                                 "state, updated_at_ms) VALUES (?,?,?,?,?,?)",
+                                 "state, updated_at_ms) VALUES ($1,$2,$3,$4,$5,$6)",
                                  (to_db(c.request_id), to_db(c.worktree), self.host, pushed_to,
                                   PUSHED, now))
         return added
 
     def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> int:
-        if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=?",
+        if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=$1",
                         (to_db(c.request_id),)).fetchone():
             return 0
         key = (c.run_id, c.node_id, c.iteration, c.attempt)
-        if not conn.execute("SELECT 1 FROM runs WHERE run_id=?", (c.run_id,)).fetchone():
-            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?)",
+        if not conn.execute("SELECT 1 FROM runs WHERE run_id=$1", (c.run_id,)).fetchone():
+            conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ($1, $2)",
                          (c.run_id, now))
-        if not conn.execute("SELECT 1 FROM attempts WHERE run_id=? AND node_id=? AND "
-                            "iteration=? AND attempt=?", key).fetchone():
+        if not conn.execute("SELECT 1 FROM attempts WHERE run_id=$1 AND node_id=$2 AND "
+                            "iteration=$3 AND attempt=$4", key).fetchone():
             conn.execute("INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
-                         "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?)",
+                         "started_at_ms, worktree) VALUES ($1,$2,$3,$4,'running',$5,$6)",
                          (*key, now, to_db(c.worktree)))
         conn.execute(
             "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, seq, "
             "commit_id, change_id, operation_id, worktree, source, tool_use_id, label, "
             "request_id, created_at_ms, harness, agent_id, agent_type, host) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)",
             (*key, c.seq, c.commit_id, c.change_id, c.operation_id, to_db(c.worktree),
              c.source, to_db(c.tool_use_id), to_db(c.label), to_db(c.request_id),
              c.created_at_ms, c.harness, to_db(c.agent_id), to_db(c.agent_type), self.host))
         # The attempt's pointer names its newest checkpoint, whichever arrived last.
         conn.execute(
             "UPDATE attempts SET jj_pointer=(SELECT commit_id FROM workspace_checkpoints w "
-            "WHERE w.run_id=? AND w.node_id=? AND w.iteration=? AND w.attempt=? AND w.host=? "
-            "ORDER BY seq DESC LIMIT 1) WHERE run_id=? AND node_id=? AND iteration=? "
-            "AND attempt=?", (*key, self.host, *key))
+            "WHERE w.run_id=$1 AND w.node_id=$2 AND w.iteration=$3 AND w.attempt=$4 AND w.host=$5 "
+            "ORDER BY seq DESC LIMIT 1) WHERE run_id=$6 AND node_id=$7 AND iteration=$8 "
+            "AND attempt=$9", (*key, self.host, *key))
         queue_checkpoint(conn, c.request_id)  # due on this worktree's remotes
         return 1
 

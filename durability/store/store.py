@@ -58,25 +58,27 @@ _GAP_COLS = (
     "ts_ms, run_id, request_id, reason, node_id, iteration, attempt, worktree, "
     "source, tool_use_id, detail"
 )
-_KEY_WHERE = "run_id=? AND node_id=? AND iteration=? AND attempt=?"
+_KEY_WHERE = "run_id=$1 AND node_id=$2 AND iteration=$3 AND attempt=$4"
+# The same after two other parameters ($1, $2).
+_KEY_WHERE_AFTER_2 = "run_id=$3 AND node_id=$4 AND iteration=$5 AND attempt=$6"
 # An attempt's checkpoints on one machine (seqs are numbered per machine).
-_HOST_KEY_WHERE = _KEY_WHERE + " AND host=?"
-# One row per run id over checkpoints and gaps of this machine (every ``?``);
+_HOST_KEY_WHERE = _KEY_WHERE + " AND host=$5"
+# One row per run id over checkpoints and gaps of this machine (``$1`` to ``$4``: this machine);
 # the worktree is that of the newest checkpoint, else of the newest gap.
 _SESSIONS_SQLITE = """
 WITH events AS (
     SELECT run_id, created_at_ms AS ts, worktree, source, harness, 1 AS c, 0 AS g
-      FROM workspace_checkpoints WHERE host = ?
+      FROM workspace_checkpoints WHERE host = $1
     UNION ALL
-    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps WHERE host = ?
+    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps WHERE host = $2
 )
 SELECT run_id,
        COALESCE(
          (SELECT worktree FROM workspace_checkpoints w WHERE w.run_id = e.run_id
-             AND w.host = ?
+             AND w.host = $3
            ORDER BY created_at_ms DESC, seq DESC LIMIT 1),
          (SELECT worktree FROM gaps x WHERE x.run_id = e.run_id AND x.worktree IS NOT NULL
-             AND x.host = ?
+             AND x.host = $4
            ORDER BY ts_ms DESC LIMIT 1)),
        MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(GROUP_CONCAT(DISTINCT source), ''),
        COALESCE(GROUP_CONCAT(DISTINCT harness), '')
@@ -88,17 +90,17 @@ SELECT run_id,
 _SESSIONS_POSTGRESQL = """
 WITH events AS (
     SELECT run_id, created_at_ms AS ts, worktree, source, harness, 1 AS c, 0 AS g
-      FROM workspace_checkpoints WHERE host = ?
+      FROM workspace_checkpoints WHERE host = $1
     UNION ALL
-    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps WHERE host = ?
+    SELECT run_id, ts_ms, worktree, NULL, NULL, 0, 1 FROM gaps WHERE host = $2
 )
 SELECT run_id,
        COALESCE(
          (SELECT worktree FROM workspace_checkpoints w WHERE w.run_id = e.run_id
-             AND w.host = ?
+             AND w.host = $3
            ORDER BY created_at_ms DESC, seq DESC LIMIT 1),
          (SELECT worktree FROM gaps x WHERE x.run_id = e.run_id AND x.worktree IS NOT NULL
-             AND x.host = ?
+             AND x.host = $4
            ORDER BY ts_ms DESC LIMIT 1)),
        MIN(ts), MAX(ts), SUM(c), SUM(g), COALESCE(STRING_AGG(DISTINCT source, ','), ''),
        COALESCE(STRING_AGG(DISTINCT harness, ','), '')
@@ -202,7 +204,7 @@ class Store:
 
     def _record(self, conn: Connection, new: NewCheckpoint, now: int) -> Recorded:
         seen = conn.execute(
-            "SELECT seq, commit_id FROM workspace_checkpoints WHERE request_id=?",
+            "SELECT seq, commit_id FROM workspace_checkpoints WHERE request_id=$1",
             (to_db(new.request_id),),
         ).fetchone()
         if seen:
@@ -223,14 +225,14 @@ class Store:
         seq = (latest[0] if latest else 0) + 1
         conn.execute(
             f"INSERT INTO workspace_checkpoints ({_CHECKPOINT_COLS}, host) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)",
             (k.run_id, k.node_id, k.iteration, k.attempt, seq, new.commit_id, new.change_id,
              new.operation_id, to_db(new.worktree), new.source, to_db(new.tool_use_id),
              to_db(new.label), to_db(new.request_id), now, new.harness, to_db(new.agent_id),
              to_db(new.agent_type), self.host),
         )
         conn.execute(
-            f"UPDATE attempts SET jj_pointer=?, worktree=? WHERE {_KEY_WHERE}",
+            f"UPDATE attempts SET jj_pointer=$1, worktree=$2 WHERE {_KEY_WHERE_AFTER_2}",
             (new.commit_id, to_db(new.worktree), k.run_id, k.node_id, k.iteration, k.attempt),
         )
         # Due on its worktree's remotes from this commit on (docs/how-to/remote.md).
@@ -240,7 +242,7 @@ class Store:
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
     def _refuse_if_gap(self, conn: Connection, new: NewCheckpoint) -> None:
-        gap = conn.execute("SELECT reason FROM gaps WHERE request_id=?",
+        gap = conn.execute("SELECT reason FROM gaps WHERE request_id=$1",
                            (to_db(new.request_id),)).fetchone()
         if gap:
             raise RecordRefused(f"request {new.request_id} is already on record as a "
@@ -249,10 +251,10 @@ class Store:
     def request_record(self, request_id: str) -> Checkpoint | Gap | None:
         """What is on record for a request id: its checkpoint, its gap, or None."""
         rows = self._read(f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints "
-                          "WHERE request_id=?", (to_db(request_id),))
+                          "WHERE request_id=$1", (to_db(request_id),))
         if rows:
             return Checkpoint(*rows[0])
-        gaps = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE request_id=?",
+        gaps = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE request_id=$1",
                           (to_db(request_id),))
         return Gap(*gaps[0]) if gaps else None
 
@@ -260,12 +262,12 @@ class Store:
         self, conn: Connection, k: AttemptKey, worktree: str | None, now: int
     ) -> None:
         conn.execute(
-            "INSERT INTO runs (run_id, created_at_ms) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO runs (run_id, created_at_ms) VALUES ($1, $2) ON CONFLICT DO NOTHING",
             (k.run_id, now)
         )
         conn.execute(
             "INSERT INTO attempts (run_id, node_id, iteration, attempt, state, "
-            "started_at_ms, worktree) VALUES (?,?,?,?,'running',?,?) ON CONFLICT DO NOTHING",
+            "started_at_ms, worktree) VALUES ($1,$2,$3,$4,'running',$5,$6) ON CONFLICT DO NOTHING",
             (k.run_id, k.node_id, k.iteration, k.attempt, now, to_db(worktree)),
         )
 
@@ -279,10 +281,10 @@ class Store:
 
     def checkpoints(self, run_id: str, node_id: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (or of one node), by attempt then seq."""
-        sql = f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints WHERE run_id=? AND host=?"
+        sql = f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints WHERE run_id=$1 AND host=$2"
         params: tuple[Any, ...] = (run_id, self.host)
         if node_id is not None:
-            sql += " AND node_id=?"
+            sql += " AND node_id=$3"
             params += (node_id,)
         sql += " ORDER BY node_id, iteration, attempt, seq"
         return [Checkpoint(*row) for row in self._read(sql, params)]
@@ -290,13 +292,13 @@ class Store:
     def worktree_checkpoints(self, worktree: str) -> list[Checkpoint]:
         """Every checkpoint of one worktree, whichever run took it, oldest first."""
         rows = self._read(f"SELECT {_CHECKPOINT_COLS} FROM workspace_checkpoints "
-                          "WHERE host=? AND worktree=? ORDER BY created_at_ms, run_id, "
+                          "WHERE host=$1 AND worktree=$2 ORDER BY created_at_ms, run_id, "
                           "node_id, iteration, attempt, seq", (self.host, to_db(worktree)))
         return [Checkpoint(*row) for row in rows]
 
     def worktree_gaps(self, worktree: str) -> list[Gap]:
         """Every gap filed for one worktree, whichever run it was for, oldest first."""
-        rows = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE host=? AND worktree=? "
+        rows = self._read(f"SELECT {_GAP_COLS} FROM gaps WHERE host=$1 AND worktree=$2 "
                           "ORDER BY ts_ms, request_id", (self.host, to_db(worktree)))
         return [Gap(*row) for row in rows]
 
@@ -308,7 +310,7 @@ class Store:
         if seq is None:
             sql += " ORDER BY seq DESC LIMIT 1"
         else:
-            sql += " AND seq=?"
+            sql += " AND seq=$6"
             params += (seq,)
         rows = self._read(sql, params)
         if not rows:
@@ -331,11 +333,11 @@ class Store:
         self, run_id: str, node_id: str, iteration: int | None = None
     ) -> AttemptKey:
         """The newest attempt of a node that has a checkpoint."""
-        sql = ("SELECT iteration, attempt FROM workspace_checkpoints WHERE run_id=? "
-               "AND node_id=? AND host=?")
+        sql = ("SELECT iteration, attempt FROM workspace_checkpoints WHERE run_id=$1 "
+               "AND node_id=$2 AND host=$3")
         params: tuple[Any, ...] = (run_id, node_id, self.host)
         if iteration is not None:
-            sql += " AND iteration=?"
+            sql += " AND iteration=$4"
             params += (iteration,)
         rows = self._read(sql + " ORDER BY iteration DESC, attempt DESC LIMIT 1", params)
         if not rows:
@@ -346,14 +348,14 @@ class Store:
 
     def attempts(self, run_id: str) -> list[Attempt]:
         rows = self._read(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE run_id=? "
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE run_id=$1 "
             "ORDER BY node_id, iteration, attempt",
             (run_id,),
         )
         return [Attempt(*row) for row in rows]
 
     def run_exists(self, run_id: str) -> bool:
-        return bool(self._read("SELECT 1 FROM runs WHERE run_id=?", (run_id,)))
+        return bool(self._read("SELECT 1 FROM runs WHERE run_id=$1", (run_id,)))
 
     # -- gaps --------------------------------------------------------------
 
@@ -404,9 +406,9 @@ class Store:
             for row, gap in zip(rows, gaps_list, strict=True):
                 cur = conn.execute(
                     f"INSERT INTO gaps ({_GAP_COLS}, host) "
-                    "SELECT ?,?,?,?,?,?,?,?,?,?,?,? "
+                    "SELECT $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12 "
                     "WHERE NOT EXISTS (SELECT 1 FROM workspace_checkpoints "
-                    "WHERE request_id=?) ON CONFLICT DO NOTHING", row)
+                    "WHERE request_id=$13) ON CONFLICT DO NOTHING", row)
                 if cur.rowcount == 1:  # a new gap: the log says so once
                     added += 1
                     append(conn, to_db(gap.run_id), "gap", gap.ts_ms,
@@ -418,7 +420,7 @@ class Store:
         """This machine's gaps of a run (as ``checkpoints``: another host
         sharing the store may use the same run id and worktree path)."""
         rows = self._read(
-            f"SELECT {_GAP_COLS} FROM gaps WHERE run_id=? AND host=? ORDER BY ts_ms, request_id",
+            f"SELECT {_GAP_COLS} FROM gaps WHERE run_id=$1 AND host=$2 ORDER BY ts_ms, request_id",
             (run_id, self.host))
         return [Gap(*row) for row in rows]
 
@@ -434,20 +436,20 @@ class Store:
         try:
             with self._conn() as db, write_transaction(db) as conn:
                 conn.execute(
-                    "UPDATE attempts SET worktree=? WHERE worktree=? AND EXISTS (SELECT 1 FROM "
+                    "UPDATE attempts SET worktree=$1 WHERE worktree=$2 AND EXISTS (SELECT 1 FROM "
                     "workspace_checkpoints c WHERE c.run_id=attempts.run_id AND "
                     "c.node_id=attempts.node_id AND c.iteration=attempts.iteration AND "
-                    "c.attempt=attempts.attempt AND c.host=? AND c.worktree=?)", (n, o, h, o))
-                moved = conn.execute("UPDATE workspace_checkpoints SET worktree=? WHERE host=? "
-                                     "AND worktree=?", (n, h, o)).rowcount
+                    "c.attempt=attempts.attempt AND c.host=$3 AND c.worktree=$4)", (n, o, h, o))
+                moved = conn.execute("UPDATE workspace_checkpoints SET worktree=$1 WHERE host=$2 "
+                                     "AND worktree=$3", (n, h, o)).rowcount
                 for table in ("gaps", "replication", "replication_outbox"):
-                    conn.execute(f"UPDATE {table} SET worktree=? WHERE host=? AND worktree=?",
+                    conn.execute(f"UPDATE {table} SET worktree=$1 WHERE host=$2 AND worktree=$3",
                                  (n, h, o))
-                conn.execute("UPDATE watches SET worktree=? WHERE host=? AND worktree=? AND NOT "
-                             "EXISTS (SELECT 1 FROM watches w WHERE w.host=? AND w.worktree=?)",
+                conn.execute("UPDATE watches SET worktree=$1 WHERE host=$2 AND worktree=$3 AND NOT "
+                             "EXISTS (SELECT 1 FROM watches w WHERE w.host=$4 AND w.worktree=$5)",
                              (n, h, o, h, n))
-                conn.execute("UPDATE remotes SET worktree=? WHERE host=? AND worktree=? AND NOT "
-                             "EXISTS (SELECT 1 FROM remotes r WHERE r.host=? AND r.worktree=? "
+                conn.execute("UPDATE remotes SET worktree=$1 WHERE host=$2 AND worktree=$3 AND NOT "
+                             "EXISTS (SELECT 1 FROM remotes r WHERE r.host=$4 AND r.worktree=$5 "
                              "AND r.name=remotes.name)", (n, h, o, h, n))
                 return max(int(moved), 0)
         except DB_ERRORS as exc:
@@ -456,8 +458,8 @@ class Store:
     def knows_worktree(self, worktree: str) -> bool:
         """Whether this machine has any checkpoint or gap of ``worktree``."""
         return bool(self._read(
-            "SELECT 1 FROM workspace_checkpoints WHERE host=? AND worktree=? UNION ALL "
-            "SELECT 1 FROM gaps WHERE host=? AND worktree=? LIMIT 1",
+            "SELECT 1 FROM workspace_checkpoints WHERE host=$1 AND worktree=$2 UNION ALL "
+            "SELECT 1 FROM gaps WHERE host=$3 AND worktree=$4 LIMIT 1",
             (self.host, to_db(worktree), self.host, to_db(worktree))))
 
     # -- sessions ----------------------------------------------------------
@@ -470,8 +472,8 @@ class Store:
         found = [Session(*row) for row in rows]
         if worktree is not None:
             touched = {r[0] for r in self._read(
-                "SELECT DISTINCT run_id FROM workspace_checkpoints WHERE host=? AND worktree=? "
-                "UNION SELECT DISTINCT run_id FROM gaps WHERE host=? AND worktree=?",
+                "SELECT DISTINCT run_id FROM workspace_checkpoints WHERE host=$1 AND worktree=$2 "
+                "UNION SELECT DISTINCT run_id FROM gaps WHERE host=$3 AND worktree=$4",
                 (self.host, to_db(worktree), self.host, to_db(worktree)))}
             found = [s for s in found if s.run_id in touched]
         return found
@@ -480,8 +482,8 @@ class Store:
         """Whether anything is recorded under ``run_id`` (a run row, a
         checkpoint or a gap: hook sessions have no run row until they capture)."""
         return bool(self._read(
-            "SELECT 1 FROM runs WHERE run_id=? UNION ALL "
-            "SELECT 1 FROM gaps WHERE run_id=? LIMIT 1", (run_id, run_id)))
+            "SELECT 1 FROM runs WHERE run_id=$1 UNION ALL "
+            "SELECT 1 FROM gaps WHERE run_id=$2 LIMIT 1", (run_id, run_id)))
 
     # -- health ------------------------------------------------------------
 

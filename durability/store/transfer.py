@@ -129,7 +129,7 @@ def _copy_table(src: sqlite3.Connection, dst: PgConnection, table: str) -> Table
     rest = [c for c in cols if c not in key]
     action = (f"DO UPDATE SET {', '.join(f'{c}=EXCLUDED.{c}' for c in rest)}" if rest
               else "DO NOTHING")
-    sql = (f"INSERT INTO {table} ({col_list}) VALUES ({', '.join(['%s'] * len(cols))}) "
+    sql = (f"INSERT INTO {table} ({col_list}) VALUES ({db.marks(1, len(cols))}) "
            f"ON CONFLICT ({', '.join(key)}) {action}")
     rows = src.execute(f"SELECT {col_list} FROM {_quote(table)}")
     # One transaction per table, under the writers' lock: a reader never sees

@@ -76,7 +76,7 @@ class Watches:
         try:
             with self._open() as conn, write_transaction(conn):
                 conn.execute(f"INSERT INTO watches (host, {_COLS}) "
-                             "VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (host, worktree) "
+                             "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (host, worktree) "
                              "DO UPDATE SET run_id=excluded.run_id, node_id=excluded.node_id, "
                              "iteration=excluded.iteration, attempt=excluded.attempt, "
                              "settle_ms=excluded.settle_ms, max_delay_ms=excluded.max_delay_ms, "
@@ -90,9 +90,9 @@ class Watches:
         try:
             with self._open() as conn, write_transaction(conn):
                 mine = (self.host, to_db(worktree))
-                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? AND worktree=?",
+                found = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=$1 AND worktree=$2",
                                      mine).fetchone()
-                conn.execute("DELETE FROM watches WHERE host=? AND worktree=?", mine)
+                conn.execute("DELETE FROM watches WHERE host=$1 AND worktree=$2", mine)
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot remove watch: {exc}") from exc
         return _row(found) if found else None
@@ -101,7 +101,7 @@ class Watches:
         """Every recorded watch, by worktree."""
         try:
             with self._open() as conn:
-                rows = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=? ORDER BY worktree",
+                rows = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=$1 ORDER BY worktree",
                                     (self.host,)).fetchall()
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot read watches: {exc}") from exc

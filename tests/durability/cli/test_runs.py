@@ -280,10 +280,10 @@ def _own(run_id: str, **row: object) -> None:
     from durability.config import Settings
     from durability.store.database import open_database
 
-    sets = ", ".join(f"{k}=?" for k in row)
+    sets = ", ".join(f"{k}=${n}" for n, k in enumerate(row, 2))
     db = open_database(Settings.from_env().database)  # autocommit, on either database
     db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
-               f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
+               f"heartbeat_at_ms=$1, {sets} WHERE run_id=${len(row) + 2}",
                (time.time_ns() // 1_000_000, *row.values(), run_id))
     db.close()
 

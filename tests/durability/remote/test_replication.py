@@ -242,7 +242,7 @@ def test_a_push_whose_record_was_lost_is_recorded_not_pushed_again(tmp_path: Pat
         with write_transaction(db):  # the record the kill lost
             db.execute("DELETE FROM replication")
             db.executemany("INSERT INTO replication_outbox (request_id, worktree, host, "
-                           "remote) VALUES (?, ?, ?, ?)", queued)
+                           "remote) VALUES ($1, $2, $3, $4)", queued)
         db.close()
         assert quick_states() == [{"backup": "pending"}] * 2
         second = Replicator(settings, lambda: store, os.environ)

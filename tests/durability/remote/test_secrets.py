@@ -87,7 +87,7 @@ def _stored_by_an_older_toolkit(repo: Path, name: str, url: str) -> None:
     (today's ``Remotes.add`` refuses it)."""
     Remotes(Settings.from_env().database).add(str(repo), name, "https://127.0.0.1:9/x.git")
     with state_write() as conn:
-        conn.execute("UPDATE remotes SET url=? WHERE worktree=? AND name=?",
+        conn.execute("UPDATE remotes SET url=$1 WHERE worktree=$2 AND name=$3",
                      (url, str(repo), name))
 
 

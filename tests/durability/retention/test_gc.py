@@ -118,12 +118,12 @@ def test_unfinished_run_keeps_everything(tmp_path: Path, settings: Settings) -> 
     wt = make_repo("git", tmp_path / "wt")
     rec = daily(settings, wt, 3)
     with rec.store._conn() as conn:  # an engine run still running
-        conn.execute("UPDATE runs SET state='running' WHERE run_id=?", (KEY.run_id,))
+        conn.execute("UPDATE runs SET state='running' WHERE run_id=$1", (KEY.run_id,))
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
     assert report["checkpoints"]["dropped"] == 0
     assert report["checkpoints"]["kept_by"] == {"unfinished-run": 3}
     with rec.store._conn() as conn:
-        conn.execute("UPDATE runs SET state='finished' WHERE run_id=?", (KEY.run_id,))
+        conn.execute("UPDATE runs SET state='finished' WHERE run_id=$1", (KEY.run_id,))
     report = run_gc(settings, rec.store, AGE_ONLY, now_ms=T0 + 30 * DAY).to_dict()
     assert report["checkpoints"]["dropped"] == 2
     rec.close()

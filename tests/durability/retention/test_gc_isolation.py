@@ -27,7 +27,7 @@ def _task_worktree(store: Store, base: str, state: str) -> None:
         conn.execute(
             "INSERT INTO task_worktrees (run_id, node_id, iteration, path, kind, shared, "
             "base_commit, name, state, created_at_ms, updated_at_ms) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
             ("run-iso", "build", 0, "/nowhere", "jj", "/shared", base, "durability-x", state,
              T0, T0))
 

@@ -102,7 +102,7 @@ def test_an_owner_on_this_machine_is_gone_with_its_process(settings: Settings) -
         from tests.helpers import state_write
 
         with state_write() as conn:
-            conn.execute("UPDATE runs SET owner_pid=? WHERE run_id='r1'", (dead_pid,))
+            conn.execute("UPDATE runs SET owner_pid=$1 WHERE run_id='r1'", (dead_pid,))
         assert f"(pid {dead_pid}) is gone" in (owners.gone(alive) or "")
         assert row.owner_pid == os.getpid()
     finally:

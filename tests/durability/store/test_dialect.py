@@ -48,7 +48,7 @@ def test_a_write_that_timed_out_on_the_lock_leaves_the_store_usable(
         with Store(url, busy_timeout_ms=200) as store:
             assert isinstance(holder, PgConnection)
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(?)", (holder.lock_key,))
+            holder.execute("SELECT pg_advisory_xact_lock($1)", (holder.lock_key,))
             with pytest.raises(StoreUnavailable, match="locked"):
                 store.record_checkpoint(_checkpoint("q1", "a"))
             holder.execute("ROLLBACK")

@@ -121,10 +121,10 @@ def test_resume_never_reads_the_log(tmp_path: Path, repo: Path) -> None:
 def _own(tmp_path: Path, run_id: str, **row: object) -> None:
     """Make the run's row say a live claim holds it (as another process, or
     another host, would appear to a resume)."""
-    sets = ", ".join(f"{k}=?" for k in row)
+    sets = ", ".join(f"{k}=${n}" for n, k in enumerate(row, 2))
     with state_write() as db:
         db.execute(f"UPDATE runs SET state='running', owner='other', claim_epoch=claim_epoch+1, "
-                   f"heartbeat_at_ms=?, {sets} WHERE run_id=?",
+                   f"heartbeat_at_ms=$1, {sets} WHERE run_id=${len(row) + 2}",
                    (time.time_ns() // 1_000_000, *row.values(), run_id))
 
 

@@ -1,5 +1,5 @@
-"""The PostgreSQL backend's own parts (durability/store/postgres.py): placeholder
-binding, the migrations on both databases, and the writers' lock.  The store's
+"""The PostgreSQL backend's own parts (durability/store/postgres.py): statements
+run as written, the migrations on both databases, and the writers' lock.  The store's
 behaviour on both databases is tested by the parametrised store and lifecycle
 tests (``db_location``)."""
 
@@ -14,7 +14,7 @@ import pytest
 from durability.store import AttemptKey, NewCheckpoint, Store, StoreUnavailable, db
 from durability.store.database import open_database
 from durability.store.dialect import POSTGRESQL
-from durability.store.postgres import PgConnection, bind_placeholders
+from durability.store.postgres import PgConnection
 from tests import pg
 
 
@@ -85,12 +85,55 @@ def test_migrating_twice_and_racing_is_harmless(pg_server: pg.PgServer) -> None:
         assert store.checkpoint(AttemptKey("r", "n", 0, 1)).seq == 1
 
 
-def test_placeholders_are_bound_and_nothing_else_changes() -> None:
-    assert (bind_placeholders("SELECT a FROM t WHERE b=? AND c LIKE 'x?%'")
-            == "SELECT a FROM t WHERE b=%s AND c LIKE 'x?%%'")
-    upsert = ("INSERT INTO approvals (run_id, node_id) VALUES (?, ?) ON CONFLICT "
-              "(run_id, node_id) DO UPDATE SET node_id=excluded.node_id")
-    assert bind_placeholders(upsert) == upsert.replace("?", "%s")
+def test_the_driver_receives_each_statement_as_the_store_wrote_it(
+        pg_server: pg.PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No placeholder (or any other) rewriting between the store and psycopg:
+    # what PostgreSQL is sent is the text in the store's source.
+    import psycopg
+    written: list[str] = []
+    received: list[str] = []
+    ours, theirs = PgConnection.execute, psycopg.Connection.execute
+
+    def write(self: PgConnection, sql: str, params: object = (), /) -> object:
+        written.append(sql)
+        return ours(self, sql, params)  # type: ignore[arg-type]
+
+    def receive(self: psycopg.Connection[object], sql: object, *args: object,
+                **kwargs: object) -> object:
+        received.append(str(sql))
+        return theirs(self, sql, *args, **kwargs)  # type: ignore[arg-type]
+
+    with Store(pg_server.fresh_url()) as store:
+        monkeypatch.setattr(PgConnection, "execute", write)
+        monkeypatch.setattr(psycopg.Connection, "execute", receive)
+        key = AttemptKey("r", "n", 0, 1)
+        store.record_checkpoint(NewCheckpoint(key=key, commit_id="a" * 40, worktree="/w",
+                                              source="manual", request_id="q"))
+        assert store.checkpoint(key, 1).commit_id == "a" * 40
+        assert [c.seq for c in store.checkpoints("r", "n")] == [1]
+    assert len(written) >= 4
+    assert received == written
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_numbered_placeholders_bind_by_number_on_both(
+        database: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # Out of order, reused, beside a literal ? and % and a LIKE pattern: each
+    # $N is the Nth value on both databases, and the literals stay literal.
+    location: Path | str = (tmp_path / "s.db" if database == "sqlite"
+                            else request.getfixturevalue("pg_server").fresh_url())
+    conn = open_database(location)
+    try:
+        row = conn.execute("SELECT CAST($2 AS TEXT), CAST($1 AS TEXT), CAST($2 AS TEXT), '?', "
+                           "'a%b', CAST($1 AS TEXT) LIKE 'x%', 'x?%' LIKE CAST($3 AS TEXT)",
+                           ("x1", "two", "x?%")).fetchone()
+        assert tuple(row) == ("two", "x1", "two", "?", "a%b", True, True)
+        # $10 is the tenth value, not $1 followed by a 0.
+        ten = " || ".join(f"CAST(${n} AS TEXT)" for n in range(10, 0, -1))
+        many = conn.execute(f"SELECT {ten}", tuple(str(i) for i in range(1, 11))).fetchone()
+        assert many[0] == "10987654321"
+    finally:
+        conn.close()
 
 
 def test_the_migrations_are_written_in_postgresqls_types() -> None:

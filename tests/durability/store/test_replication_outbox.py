@@ -111,19 +111,19 @@ def _as_before_the_outbox(location: Location) -> None:
                          "started_at_ms) VALUES ('run-1', 'node-a', 0, 1, 1)")
             for name in ("a", "b"):
                 conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
-                             "VALUES ('/w', ?, ?, 1)", (name, f"file:///{name}.git"))
+                             "VALUES ('/w', $1, $2, 1)", (name, f"file:///{name}.git"))
             for n, worktree in [(1, "/w"), (2, "/w"), (3, "/w"), (4, "/w"), (5, "/w"),
                                 (6, "/no-remote")]:
                 conn.execute("INSERT INTO workspace_checkpoints (run_id, node_id, iteration, "
                              "attempt, seq, commit_id, worktree, source, request_id, "
-                             "created_at_ms) VALUES ('run-1', 'node-a', 0, 1, ?, ?, ?, "
-                             "'manual', ?, ?)", (n, f"{n:040x}", worktree,
+                             "created_at_ms) VALUES ('run-1', 'node-a', 0, 1, $1, $2, $3, "
+                             "'manual', $4, $5)", (n, f"{n:040x}", worktree,
                                                  f"r{9 if n == 6 else n}", n))
             rows = [(f"r{n}", "a", "pushed", None) for n in (1, 2, 3)] + [("r1", "b", "failed",
                                                                           "x")]
             for req, remote, state, error in rows:
                 conn.execute("INSERT INTO replication (request_id, worktree, remote, state, "
-                             "updated_at_ms, error) VALUES (?, '/w', ?, ?, 1, ?)",
+                             "updated_at_ms, error) VALUES ($1, '/w', $2, $3, 1, $4)",
                              (req, remote, state, error))
     finally:
         conn.close()
@@ -171,7 +171,7 @@ def _steps(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
         conn.set_progress_handler(count, 1)
-        rows = conn.execute(_PENDING_SQL, (host_id(),)).fetchall()
+        rows = conn.execute(_PENDING_SQL, {"1": host_id()}).fetchall()
     finally:
         conn.close()
     assert len(rows) == 1  # the one checkpoint still to push

@@ -137,17 +137,17 @@ def test_rows_before_the_migration_are_the_migrating_machine_s(db_location: Loca
                          "started_at_ms) VALUES ('run', 'node', 0, 1, 1)")
             conn.execute("INSERT INTO workspace_checkpoints (run_id, node_id, iteration, "
                          "attempt, seq, commit_id, worktree, source, request_id, "
-                         "created_at_ms) VALUES ('run', 'node', 0, 1, 1, 'c1', ?, 'hook', "
+                         "created_at_ms) VALUES ('run', 'node', 0, 1, 1, 'c1', $1, 'hook', "
                          "'r1', 1)", (PATH,))
             conn.execute("INSERT INTO gaps (request_id, ts_ms, run_id, worktree, reason) "
-                         "VALUES ('g1', 2, 'run', ?, 'jj-failed')", (PATH,))
+                         "VALUES ('g1', 2, 'run', $1, 'jj-failed')", (PATH,))
             conn.execute("INSERT INTO watches (worktree, run_id, node_id, iteration, attempt, "
-                         "settle_ms, max_delay_ms, created_at_ms) VALUES (?, 'run', 'node', "
+                         "settle_ms, max_delay_ms, created_at_ms) VALUES ($1, 'run', 'node', "
                          "0, 1, 1, 1, 1)", (PATH,))
             conn.execute("INSERT INTO remotes (worktree, name, url, created_at_ms) "
-                         "VALUES (?, 'origin', 'file:///o.git', 1)", (PATH,))
+                         "VALUES ($1, 'origin', 'file:///o.git', 1)", (PATH,))
             conn.execute("INSERT INTO replication_outbox (request_id, worktree, remote) "
-                         "VALUES ('r1', ?, 'origin')", (PATH,))
+                         "VALUES ('r1', $1, 'origin')", (PATH,))
     finally:
         conn.close()
     with Store(db_location, host="old") as old, Store(db_location, host="new") as new:
@@ -175,7 +175,7 @@ def test_the_migration_gives_the_rows_there_the_kept_machine_id(
                          "started_at_ms) VALUES ('run', 'node', 0, 1, 1)")
             conn.execute("INSERT INTO workspace_checkpoints (run_id, node_id, iteration, "
                          "attempt, seq, commit_id, worktree, source, request_id, "
-                         "created_at_ms) VALUES ('run', 'node', 0, 1, 1, 'c1', ?, 'hook', "
+                         "created_at_ms) VALUES ('run', 'node', 0, 1, 1, 'c1', $1, 'hook', "
                          "'r1', 1)", (PATH,))
     finally:
         conn.close()

@@ -56,7 +56,7 @@ def test_the_migration_names_the_pre_restore_checkpoints_already_recorded(
         with write_transaction(conn):
             conn.execute("DROP TABLE undo_points")
             if is_url(db_location):
-                conn.execute("DELETE FROM durability_schema WHERE version >= ?", (VERSION,))
+                conn.execute("DELETE FROM durability_schema WHERE version >= $1", (VERSION,))
             else:
                 conn.execute(f"PRAGMA user_version={before}")
     finally:
