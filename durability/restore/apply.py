@@ -15,13 +15,13 @@ restore to that seq) puts them back.
 ``paths`` limits a restore to some files and folders (``restore --path``):
 the pre-restore checkpoint is still the whole tree, so undo is the same, and
 the verification checks those paths against the checkpoint and everything
-else against the pre-restore checkpoint (``restore_paths``).  ``preview``
+else against the pre-restore checkpoint (``path_checks``).  ``preview``
 (``restore --dry-run``) makes the same plan and the same refusals and
 changes nothing: it snapshots the tree to see it, records no checkpoint.
 
 A restore whose ``.gitignore`` files would stop ignoring files that are on
 disk and in no checkpoint refuses (``restore-would-unignore``, see
-``restore_ignore``) before writing anything, and so does its dry run.
+``unignore``) before writing anything, and so does its dry run.
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ from durability.ground.errors import (
     RestoreError,
     WorktreeMissing,
 )
-from durability.restore import path_checks as restore_paths
-from durability.restore import unignore as restore_ignore
+from durability.restore import path_checks, unignore
 from durability.restore.guard import refuse_unrecorded, repository
 from durability.store import AttemptKey, Checkpoint, Store
 from durability.store.gc_rows import record_undo_point
@@ -273,20 +272,20 @@ def _pre_restore(job: _Job) -> Outcome:
 
 def _check_exist(backend: Backend, job: _Job) -> None:
     if job.paths is not None:
-        restore_paths.check_exist(repository(backend, job.root), job.root, job.target, job.paths)
+        path_checks.check_exist(repository(backend, job.root), job.root, job.target, job.paths)
 
 
 def _check_recorded(backend: Backend, job: _Job, current: str) -> None:
     if job.paths is not None:
-        restore_paths.check_recorded(repository(backend, job.root), job.target, current,
+        path_checks.check_recorded(repository(backend, job.root), job.target, current,
                                      job.paths)
 
 
 def _check_unignored(backend: Backend, job: _Job, current: str) -> None:
     """Refuse (``restore-would-unignore``) a restore whose ignore rules would
     let the next capture record files that are ignored now."""
-    restore_ignore.refuse_unignore(
-        restore_ignore.unignored(repository(backend, job.root), job.root, current,
+    unignore.refuse_unignore(
+        unignore.unignored(repository(backend, job.root), job.root, current,
                                  job.target.commit_id, job.paths, backend=backend.name),
         job.target.seq)
 
@@ -298,13 +297,13 @@ def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None
     got = backend.tree_id(root, now.commit_id)
     if want == got:
         return
-    wrong = restore_paths.tree_differs(repository(backend, root), want, got)
+    wrong = path_checks.tree_differs(repository(backend, root), want, got)
     raise RestoreError(f"after restoring seq {target.seq}, {root} still differs from it "
-                       f"at {restore_paths.named(wrong) or 'its tree id only'}")
+                       f"at {path_checks.named(wrong) or 'its tree id only'}")
 
 
 def _verify_paths(backend: Backend, job: _Job, before: str) -> None:
     assert job.paths is not None
     now = backend.snapshot(job.root)
-    restore_paths.verify_paths(repository(backend, job.root), job.root, job.target,
+    path_checks.verify_paths(repository(backend, job.root), job.root, job.target,
                                now=now.commit_id, before=before, paths=job.paths)
