@@ -33,7 +33,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("capture", "remote"),
     ("gaps", "inspect"),
     ("backends", "runs"),
-    ("config", "store"),
+    ("config", "store", "agents"),
     ("ground", "__init__"),
 ]
 
@@ -230,10 +230,12 @@ def unplaced_rooms(graph: Graph, floors: list[tuple[str, ...]] = FLOORS) -> list
 # The rules, each a check of the whole graph.
 RULES = {
     "store": lambda g: only_from(g, "store", ("store", "ground")),
-    "runs": lambda g: only_from(g, "runs", ("runs", "store", "ground")),
+    "runs": lambda g: only_from(g, "runs", ("runs", "store", "agents", "ground")),
+    "agents": lambda g: only_from(g, "agents", ("agents", "ground")),
     "ground": lambda g: only_from(g, "ground", ("ground",), stdlib_only=True),
     "store-libraries": lambda g: no_libraries(g, "store"),
     "runs-libraries": lambda g: no_libraries(g, "runs"),
+    "agents-libraries": lambda g: no_libraries(g, "agents"),
     "cli": cli_importers,
     "cycles": room_cycles,
     "floors": floor_violations,
