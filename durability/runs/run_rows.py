@@ -153,11 +153,13 @@ class Runs(TaskRecords):
         return Claim(run_id, epoch, owner) if cur.rowcount == 1 else None
 
     def start_running(self, claim: Claim, *, metadata_json: str | None = None,
-                      plan_json: str | None = None) -> None:
+                      plan_json: str | None = None, keep_request: bool = False) -> None:
         """Mark the claimed run running; attempts a previous owner left running
         are marked abandoned (they will re-run as fresh attempts).  When the
         run was ``failed``, its failed attempts are forgiven: each unfinished
-        task gets its whole retry budget again."""
+        task gets its whole retry budget again.  A pending pause or cancel is
+        cleared, unless ``keep_request`` (a worker starting on a claim taken
+        for it: a request made since was made of this claim)."""
         now = self._clock()
         with self.fenced(claim) as conn:
             # Resuming a failed run is a person's decision to try again (after
@@ -171,8 +173,9 @@ class Runs(TaskRecords):
                 "forgiven=0 AND (SELECT state FROM runs WHERE run_id=$2)='failed'",
                 (claim.run_id, claim.run_id))
             conn.execute(
-                "UPDATE runs SET state='running', requested=NULL, wake_at_ms=NULL, "
-                "waiting_on=NULL, error_json=NULL, updated_at_ms=$1, "
+                "UPDATE runs SET state='running', "
+                + ("" if keep_request else "requested=NULL, ")
+                + "wake_at_ms=NULL, waiting_on=NULL, error_json=NULL, updated_at_ms=$1, "
                 "metadata_json=COALESCE($2, metadata_json), plan_json=COALESCE($3, plan_json) "
                 "WHERE run_id=$4",
                 (now, metadata_json, plan_json, claim.run_id))
