@@ -120,16 +120,19 @@ def _existing(runs: Runs, run_id: str, workflow_path: Path) -> RunOutcome | None
 
 def resume_run(runs: Runs, run_id: str, *, config: EngineConfig, owner: Owner | None = None,
                force: bool = False, accept_workflow_change: bool = False,
-               since_ms: int | None = None, claim_epoch: int | None = None) -> RunOutcome:
+               since_ms: int | None = None, claim_epoch: int | None = None,
+               claim_started: bool = False) -> RunOutcome:
     """Resume ``run_id`` (legal from every state).
 
     With ``claim_epoch`` the caller is the child a supervisor started for
-    the claim it took at that epoch (as ``owner``'s name).
+    the claim it took at that epoch (as ``owner``'s name); ``claim_started``:
+    the claimant already marked the run running (``durability.runs.detach``).
     """
     owner = owner or Owner.this_process()
     row = runs.get_run(run_id)
     if claim_epoch is not None:
-        return _resume_claimed(runs, row, owner, claim_epoch, config, accept_workflow_change)
+        return _resume_claimed(runs, row, owner, claim_epoch, config, accept_workflow_change,
+                               started=claim_started)
     # Checked before claiming: a refused resume changes nothing.
     meta, loaded = _prepare(row, accept_workflow_change)
     claim = claim_run(runs, row, owner=owner, now=config.clock(),
@@ -153,7 +156,7 @@ def resume_claim(runs: Runs, run_id: str, *, owner: Owner, now: int, stale_after
 
 
 def _resume_claimed(runs: Runs, row: RunRow, owner: Owner, epoch: int, config: EngineConfig,
-                    accept: bool) -> RunOutcome:
+                    accept: bool, *, started: bool = False) -> RunOutcome:
     claim = runs.take_over(row.run_id, epoch=epoch, owner=owner)
     if claim is None:
         raise ClaimLost(f"run {row.run_id} was claimed by another process before it started")
@@ -167,7 +170,8 @@ def _resume_claimed(runs: Runs, row: RunRow, owner: Owner, epoch: int, config: E
     # A pause or cancel asked since the claim was taken was asked of this
     # claim (a request pending before it was acted on by whoever claimed).
     runs.start_running(claim, metadata_json=meta.to_json(),
-                       plan_json=json.dumps(loaded.workflow.plan()), keep_request=True)
+                       plan_json=json.dumps(loaded.workflow.plan()), keep_request=True,
+                       announce=not started)
     return _drive(runs, loaded, claim, config)
 
 
