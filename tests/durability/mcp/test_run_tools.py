@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.runs.run_rows import PARKED
 from tests.durability.mcp.test_server import Mcp, serve
 from tests.helpers import cli, cli_json, make_jj_repo
@@ -94,6 +96,7 @@ def _pid_gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow  # workers drive real runs: 10-40 s each on this machine
 def test_run_answers_at_once_and_a_worker_drives_it_to_the_gate(tmp_path: Path) -> None:
     repo, flow, signals = _project(tmp_path)
     seen: dict[str, Any] = {}
@@ -139,6 +142,7 @@ def test_run_answers_at_once_and_a_worker_drives_it_to_the_gate(tmp_path: Path) 
     assert _pid_gone(worker["pid"]), "the worker outlived the run it drove"
 
 
+@pytest.mark.slow  # workers drive real runs: 10-40 s each on this machine
 def test_approve_resume_pause_cancel_and_fork_through_the_server(tmp_path: Path) -> None:
     repo, _, signals = _project(tmp_path)
     (signals / "go").write_text("go\n")  # the first task finishes at once
@@ -187,6 +191,7 @@ def test_approve_resume_pause_cancel_and_fork_through_the_server(tmp_path: Path)
     assert cli_json("run-status", "m2-fork")["forked_from"]["node_id"] == "first"
 
 
+@pytest.mark.slow  # workers drive real runs: 10-40 s each on this machine
 def test_refusals_keep_the_commands_codes_and_the_server_lives_on(tmp_path: Path) -> None:
     repo, flow, signals = _project(tmp_path)
     (signals / "go").write_text("go\n")
