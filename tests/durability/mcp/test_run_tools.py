@@ -197,7 +197,8 @@ def test_refusals_keep_the_commands_codes_and_the_server_lives_on(tmp_path: Path
     (signals / "go").write_text("go\n")
     other = make_jj_repo(tmp_path / "other").resolve()
     (other / "flow.py").write_text(_flow(signals))
-    (repo / "broken.py").write_text("raise SystemExit(3)\n")
+    # Loads in the server: its print must miss the wire, its exit end nothing.
+    (repo / "broken.py").write_text("print('noise on stdout')\nraise SystemExit(3)\n")
     (repo / "empty.py").write_text("x = 1\n")
     (repo / "outside.py").symlink_to(other / "flow.py")
     # A run of the other project, started by its own CLI.
