@@ -49,19 +49,25 @@ from durability.remote.replicator import POLL_S  # noqa: E402
 from durability.store import AttemptKey, NewCheckpoint, Store  # noqa: E402
 from durability.store.database import Location, open_database  # noqa: E402
 from durability.store.db import write_transaction  # noqa: E402
+from durability.store.host import host_id  # noqa: E402
 from durability.store.remote_rows import _CP_COLS, _PENDING_SQL, Remotes  # noqa: E402
 
-#: The derived outbox of migration 0010 (durability/store/remote_rows.py before 0011).
+#: The derived outbox of migration 0010 (durability/store/remote_rows.py before 0011),
+#: with the machine in the join and the filter as migration 0012 keys every
+#: worktree by it ($1: this machine's id, as the outbox query takes it).
 BEFORE_SQL = f"""
 SELECT {_CP_COLS}, r.name, r.url, r.created_at_ms,
        (SELECT p.state FROM replication p
          WHERE p.request_id = c.request_id AND p.remote = r.name)
-  FROM remotes r JOIN workspace_checkpoints c ON c.worktree = r.worktree
- WHERE NOT EXISTS (SELECT 1 FROM replication p WHERE p.request_id = c.request_id
+  FROM remotes r JOIN workspace_checkpoints c ON c.host = r.host AND c.worktree = r.worktree
+ WHERE r.host = $1
+   AND NOT EXISTS (SELECT 1 FROM replication p WHERE p.request_id = c.request_id
                       AND p.remote = r.name AND p.state = 'pushed')
  ORDER BY c.worktree, r.name, c.created_at_ms, c.seq
 """
 WORKTREE = "/bench/worktree"
+#: This machine's id, as every row of the store names it.
+HOST = host_id()
 CHUNK = 5000
 
 
@@ -81,16 +87,19 @@ def fill(location: Location, size: int) -> None:
         for start in range(0, size, CHUNK):
             part = range(start + 1, min(start + CHUNK, size) + 1)
             with write_transaction(conn):
+                # Every row is this machine's (migration 0012: a worktree is
+                # its machine and its path), as the store writes them.
                 conn.executemany(
                     "INSERT INTO workspace_checkpoints (run_id, node_id, iteration, attempt, "
-                    "seq, commit_id, worktree, source, request_id, created_at_ms, harness) "
-                    "VALUES ($1, 'agent', 0, 1, $2, $3, $4, 'hook', $5, $6, 'claude')",
-                    [(f"run-{n // 1000}", n, f"{n:040x}", WORKTREE, f"req-{n}", n)
+                    "host, seq, commit_id, worktree, source, request_id, created_at_ms, "
+                    "harness) VALUES ($1, 'agent', 0, 1, $2, $3, $4, $5, 'hook', $6, $7, "
+                    "'claude')",
+                    [(f"run-{n // 1000}", HOST, n, f"{n:040x}", WORKTREE, f"req-{n}", n)
                      for n in part])
                 conn.executemany(
-                    "INSERT INTO replication (request_id, worktree, remote, state, "
-                    "updated_at_ms) VALUES ($1, $2, 'backup', 'pushed', 1)",
-                    [(f"req-{n}", WORKTREE) for n in part])
+                    "INSERT INTO replication (request_id, host, worktree, remote, state, "
+                    "updated_at_ms) VALUES ($1, $2, $3, 'backup', 'pushed', 1)",
+                    [(f"req-{n}", HOST, WORKTREE) for n in part])
         conn.execute("ANALYZE")  # what autovacuum (PostgreSQL) would have done
     finally:
         conn.close()
@@ -113,7 +122,7 @@ def looks(location: Location, reps: int) -> dict[str, float]:
     try:
         def query(sql: str) -> Callable[[], None]:
             def run() -> None:
-                rows = conn.execute(sql).fetchall()
+                rows = conn.execute(sql, (HOST,)).fetchall()
                 if rows:
                     sys.exit(f"bench: {len(rows)} checkpoints pending; expected none")
             return run

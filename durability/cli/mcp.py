@@ -26,7 +26,8 @@ def mcp_command(allow_approve: bool, any_worktree: bool) -> None:
 
     Tools: sessions, snapshots, show, diff, log, gaps, attempts, restore,
     snapshot_now, runs, run_status, service_status, logs, gc_preview, remotes,
-    deny (and approve with --allow-approve).
+    deny, run, resume, pause, cancel, fork (and approve with --allow-approve).
+    A run, resume or fork is driven by a detached worker process.
     Run ids default to the newest session of the worktree it runs in, and
     only that worktree is served unless --any-worktree.
     Register it for Claude Code with `durability install-hook --mcp`.

@@ -160,13 +160,14 @@ def run_command(workflow: Path, run_id: str | None, worktree: Path | None,
               help="A heartbeat older than this means the owner is gone.")
 @click.option("--claim-epoch", type=click.IntRange(1), hidden=True)
 @click.option("--claim-owner", hidden=True)
+@click.option("--claim-started", is_flag=True, hidden=True)
 @click.option("--quiet", is_flag=True,
               help="Another owner still working on the run (RUN_OWNER_ALIVE, "
                    "RUN_STILL_RUNNING) exits with its status and prints nothing.")
 @options.json_option
 def resume_command(run_id: str, force: bool, accept_workflow_change: bool, stale_after: int,
-                   claim_epoch: int | None, claim_owner: str | None, quiet: bool,
-                   as_json: bool) -> None:
+                   claim_epoch: int | None, claim_owner: str | None, claim_started: bool,
+                   quiet: bool, as_json: bool) -> None:
     """Resume RUN_ID where it stopped: completed tasks are not run again.
 
     \b
@@ -181,7 +182,8 @@ def resume_command(run_id: str, force: bool, accept_workflow_change: bool, stale
             outcome = resume_run(runs, run_id, config=_config(settings, stale_after),
                                  owner=owner, force=force,
                                  accept_workflow_change=accept_workflow_change,
-                                 since_ms=_process_start_ms(), claim_epoch=claim_epoch)
+                                 since_ms=_process_start_ms(), claim_epoch=claim_epoch,
+                                 claim_started=claim_started)
         except (RunOwnerAlive, RunStillRunning) as exc:
             # "Another worker owns this run.  Say nothing": contention, not failure.
             exc.quiet = quiet

@@ -32,7 +32,9 @@ from durability.output import (
     LogsOut,
     RemoteOut,
     RemotesOut,
+    RequestOut,
     RestoreOut,
+    RunOutcomeOut,
     RunsOut,
     RunStatusOut,
     ServiceStatusOut,
@@ -43,6 +45,7 @@ from durability.output import (
     SnapshotOut,
     TotalsOut,
     UndoOut,
+    WorkerOut,
 )
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "ErrorOut",
     "EventOut",
     "FileChangeOut",
+    "ForkIn",
     "GapOut",
     "GapsIn",
     "GapsOut",
@@ -72,9 +76,13 @@ __all__ = [
     "RemoteOut",
     "RemotesIn",
     "RemotesOut",
+    "RequestOut",
     "RestoreIn",
     "RestoreOut",
+    "ResumeIn",
     "RunIdIn",
+    "RunIn",
+    "RunOutcomeOut",
     "RunStatusIn",
     "RunStatusOut",
     "RunsOut",
@@ -89,6 +97,7 @@ __all__ = [
     "SnapshotsIn",
     "TotalsOut",
     "UndoOut",
+    "WorkerOut",
 ]
 
 
@@ -236,3 +245,50 @@ class DenyIn(ApproveIn):
 
 class NoIn(_In):
     pass
+
+
+# -- the engine's runs ---------------------------------------------------------
+
+_RUN_ID = "The engine run's id (the runs tool lists them)."
+
+
+class RunIn(_In):
+    workflow: PathText = Field(description="The workflow file (a Python file defining one "
+                               "Workflow): absolute, or relative to the folder the server was "
+                               "started in; it must be inside the served worktree.")
+    run_id: Id | None = Field(default=None, description="Your own run id (default: a new one). "
+                              "A run id already started for the same workflow is answered "
+                              "with that run (`existing`), nothing done.")
+    worktree: PathText | None = Field(default=None, description="The worktree the tasks work "
+                                      "in; default: the served one.")
+    max_turns: int | None = Field(default=None, ge=0, le=INT_MAX,
+                                  description="Abort past this many turns.")
+    max_tokens: int | None = Field(default=None, ge=0, le=INT_MAX,
+                                   description="Abort past this many tokens.")
+    max_cost: float | None = Field(default=None, ge=0, le=1e12,
+                                   description="Abort past this cost.")
+
+
+class ResumeIn(_In):
+    run_id: Id = Field(description=_RUN_ID)
+    force: bool = Field(default=False, description="Take the run over even if its owner "
+                        "looks alive.")
+    accept_workflow_change: bool = Field(default=False, description="Resume although the "
+                                         "workflow's files changed (paths must not).")
+    stale_after_ms: int = Field(default=15 * 60 * 1000, ge=0, le=INT_MAX,
+                                description="A heartbeat older than this means the owner "
+                                "is gone (as `resume --stale-after`, default 15 minutes).")
+
+
+class ForkIn(_In):
+    run_id: Id = Field(description="The run to fork (it is not changed).")
+    node_id: Id = Field(description="The task whose checkpoint the new run starts from (it "
+                        "runs again).")
+    iteration: int | None = Field(default=None, ge=0, le=INT_MAX, description="Its iteration "
+                                  "(default: the newest with checkpoints).")
+    seq: int | None = Field(default=None, ge=1, le=INT_MAX, description="The checkpoint of its "
+                            "newest attempt (default: the last; a pre-restore checkpoint is "
+                            "never a fork's point).")
+    new_run_id: Id | None = Field(default=None, description="The new run's id (default: a new "
+                                  "one).")
+

@@ -55,7 +55,9 @@ _INSTRUCTIONS = (
     "Checkpoints of this worktree: every tool call is captured. `sessions` and `log` find "
     "them, `show` and `diff` read them, `restore` puts files back (a checkpoint of the tree "
     "is taken first; the answer's `undo` reverses it; dry_run=true changes nothing). Run ids "
-    "default to the newest session of the worktree the server runs in.")
+    "default to the newest session of the worktree the server runs in. `run`, `resume` and "
+    "`fork` hand the run to a worker process and answer at once: follow it with `run_status` "
+    "and `logs`, stop it with `pause` or `cancel`.")
 
 
 def build(here: Here) -> Server[Any]:

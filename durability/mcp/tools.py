@@ -33,7 +33,10 @@ from durability.store.models import Attempt, Session
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
-    from durability.runs.run_rows import Runs
+    from durability.runs.detach import Worker
+    from durability.runs.fence import Claim, Owner
+    from durability.runs.run_rows import RunRow, Runs
+    from durability.runs.runner import RunOutcome
     from durability.store.events import Event
 
 __all__ = ["TOOLS", "Here", "Tool", "tools"]
@@ -96,6 +99,34 @@ class Here:
         if not any(s.run_id == run_id for s in store.sessions(worktree=str(own))):
             raise InvalidInput(f"run {run_id!r} has not touched the worktree this server "
                                f"serves ({ids.printable(str(own))})")
+
+    def workflow(self, given: str) -> Path:
+        """A workflow file from the agent: a file inside the served worktree
+        (its real path: no link out of it), since running it runs its code."""
+        path = self.path(given)
+        real = path.resolve()
+        if not real.is_file():
+            raise InvalidInput(f"workflow file {ids.printable(str(path))} does not exist or is "
+                               "not a file")
+        if not self.any_worktree:
+            own = self.own().resolve()
+            if not real.is_relative_to(own):
+                raise InvalidInput(f"workflow file {ids.printable(str(path))} is not inside "
+                                   f"the worktree this server serves ({ids.printable(str(own))})"
+                                   "; a person can start it with --any-worktree")
+        return path
+
+    def check_engine_run(self, row: RunRow) -> None:
+        """Refuse an engine run of another project: one that works in another
+        worktree (or, with none, whose workflow is not in the served one)."""
+        if self.any_worktree:
+            return
+        own = self.own()
+        where = row.worktree if row.worktree is not None else row.workflow_path
+        inside = where is not None and (where == str(own) or _inside(where, str(own)))
+        if not inside:
+            raise InvalidInput(f"run {row.run_id!r} does not work in the worktree this "
+                               f"server serves ({ids.printable(str(own))})")
 
     @contextmanager
     def store(self) -> Iterator[Store]:
@@ -565,6 +596,149 @@ def remotes(here: Here, args: m.RemotesIn) -> m.RemotesOut:
         for r in named.all(root)])
 
 
+# -- the engine's runs: run, resume, pause, cancel, fork -------------------------
+# A run, a resume or a fork is recorded and claimed here, with the engine's
+# checks (so a refusal is this call's answer, with the command's code), then
+# handed to a detached worker (durability.runs.detach; decision 0053): the
+# call answers at once, the worker drives the run for as long as it takes,
+# and it outlives the server.  run_status and logs follow it.
+
+
+def _owner() -> Owner:
+    """The claimant while the worker starts: this server's process."""
+    from durability.runs.fence import Owner, host_id
+
+    return Owner.this_process(f"mcp:{os.getpid()}@{host_id()}:{uuid.uuid4().hex[:8]}")
+
+
+def _hand_over(here: Here, r: Runs, claim: Claim, accept: bool = False) -> Worker:
+    from durability.runs.detach import hand_over
+
+    # The worker resolves exactly these settings (config.Settings.to_env).
+    env = {**os.environ, **here.settings.to_env()}
+    return hand_over(r, claim, runs_dir=here.settings.state_dir / "runs", env=env,
+                     accept_workflow_change=accept)
+
+
+def _outcome(outcome: RunOutcome) -> m.RunOutcomeOut:
+    return m.RunOutcomeOut(run_id=outcome.run_id, state=outcome.state,
+                           existing=outcome.existing, error=outcome.error,
+                           waiting_on=outcome.waiting_on, wake_at_ms=outcome.wake_at_ms,
+                           next=_follow(outcome.run_id))
+
+
+def _started(worker: Worker) -> m.RunOutcomeOut:
+    return m.RunOutcomeOut(run_id=worker.run_id, state="running",
+                           worker=m.WorkerOut.from_record(worker), next=_follow(worker.run_id))
+
+
+def _follow(run_id: str) -> str:
+    return (f"run_status (run_id {run_id!r}) for its tasks, logs for its events; "
+            f"pause or cancel to stop it")
+
+
+def _engine_row(here: Here, r: Runs, run_id: str) -> RunRow:
+    row = r.get_run(run_id)  # NotFound for a hook session or an unknown id
+    here.check_engine_run(row)
+    return row
+
+
+def run(here: Here, args: m.RunIn) -> m.RunOutcomeOut:
+    from durability.runs.budget import Limits
+    from durability.runs.execute import create_run
+    from durability.runs.run_rows import Runs
+    from durability.runs.runner import RunOutcome
+
+    workflow = here.workflow(args.workflow)
+    worktree = str(here.worktree(args.worktree)) if args.worktree is not None else _own_or_none(
+        here)
+    with Runs(here.settings.database) as r:
+        made = create_run(r, workflow, run_id=args.run_id, worktree=worktree,
+                          limits=Limits(args.max_turns, args.max_tokens, args.max_cost),
+                          owner=_owner())
+        if isinstance(made, RunOutcome):  # already started: said, nothing done
+            here.check_engine_run(r.get_run(made.run_id))
+            return _outcome(made)
+        return _started(_hand_over(here, r, made[1]))
+
+
+def _own_or_none(here: Here) -> str | None:
+    """The served worktree, as `durability run` defaults to the one it is
+    started in; None when the server's folder is in none."""
+    from durability.ground.errors import CaptureError
+
+    try:
+        return str(here.own())
+    except CaptureError:
+        return None
+
+
+def resume(here: Here, args: m.ResumeIn) -> m.RunOutcomeOut:
+    from durability.runs.execute import resume_claim
+    from durability.runs.run_rows import Runs
+    from durability.store import now_ms
+
+    asked = now_ms()  # a claim another process takes after this is a lost race
+    with Runs(here.settings.database) as r:
+        _engine_row(here, r, args.run_id)
+        claim = resume_claim(r, args.run_id, owner=_owner(), now=now_ms(),
+                             stale_after_ms=args.stale_after_ms, force=args.force,
+                             accept_workflow_change=args.accept_workflow_change,
+                             since_ms=asked)
+        return _started(_hand_over(here, r, claim, args.accept_workflow_change))
+
+
+def _request(here: Here, run_id: str, kind: str) -> m.RequestOut:
+    from durability.runs.run_rows import Runs
+
+    with Runs(here.settings.database) as r:
+        _engine_row(here, r, run_id)
+        # As the commands: ten missed beats (one a second) means the owner is gone.
+        done = r.request(run_id, kind, live_within_ms=10_000)
+    return m.RequestOut.model_validate({"run_id": run_id, "request": kind, "outcome": done})
+
+
+def pause(here: Here, args: m.RunStatusIn) -> m.RequestOut:
+    return _request(here, args.run_id, "pause")
+
+
+def cancel(here: Here, args: m.RunStatusIn) -> m.RequestOut:
+    return _request(here, args.run_id, "cancel")
+
+
+def fork(here: Here, args: m.ForkIn) -> m.RunOutcomeOut:
+    from durability.runs.execute import EngineConfig
+    from durability.runs.fork import create_fork
+    from durability.runs.run_rows import Runs
+
+    with Runs(here.settings.database) as r:
+        _engine_row(here, r, args.run_id)
+        _, claim = create_fork(r, args.run_id, node_id=args.node_id, config=EngineConfig(),
+                               restore=_fork_restorer(here), iteration=args.iteration,
+                               seq=args.seq, new_id=args.new_run_id, owner=_owner())
+        return _started(_hand_over(here, r, claim))
+
+
+def _fork_restorer(here: Here) -> Callable[[Checkpoint, str], str]:
+    """The fork's restore of the parent's worktree (as `durability fork`'s)."""
+    def restore_to(point: Checkpoint, worktree: str) -> str:
+        from durability.restore.apply import restore as do_restore
+
+        here.check(worktree)
+        done = do_restore(here.settings, run_id=point.run_id, node_id=point.node_id,
+                          iteration=point.iteration, attempt=point.attempt, seq=point.seq,
+                          worktree=worktree)
+        return (f"restored {done.worktree} to {point.node_id} iteration {point.iteration} "
+                f"attempt {point.attempt} seq {point.seq} (undo: seq {done.pre_restore_seq})")
+    return restore_to
+
+
+# An `agent_run` tool (the twin of `durability agent run`) goes here, once the
+# engine's `durability.runs.agent.run_agent` exists: record and claim the
+# one-task run as `run` does, then `_hand_over` it, so an agent's hours-long
+# session runs in the worker, never in the server; one line in TOOLS below.
+
+
 def approve(here: Here, args: m.ApproveIn) -> m.DecisionOut:
     return _decide(here, args.run_id, args.node_id, "approved", None)
 
@@ -578,6 +752,7 @@ def _decide(here: Here, run_id: str, node_id: str, decision: str,
     from durability.runs.run_rows import Runs
 
     with Runs(here.settings.database) as r:
+        _engine_row(here, r, run_id)
         r.decide(run_id, node_id, decision, reason)
     return m.DecisionOut(run_id=run_id, node_id=node_id,
                          decision="approved" if decision == "approved" else "denied",
@@ -623,6 +798,23 @@ TOOLS = [
          m.RemotesIn, m.RemotesOut, remotes),
     Tool("deny", "Deny a gated task of a run; its next resume fails the run there.",
          m.DenyIn, m.DecisionOut, deny, read_only=False),
+    Tool("run", "Start a run of a workflow file (as `durability run`). It is recorded and "
+         "checked now (a bad file or run id is this call's error) and driven by a worker "
+         "process of its own, which outlives this server: the answer comes at once; follow "
+         "the run with run_status and logs.", m.RunIn, m.RunOutcomeOut, run, read_only=False),
+    Tool("resume", "Resume a run where it stopped (as `durability resume`): completed tasks are "
+         "not run again. Claimed now (an owner still at work is this call's error: "
+         "RUN_OWNER_ALIVE, RUN_STILL_RUNNING), driven by a worker process of its own.",
+         m.ResumeIn, m.RunOutcomeOut, resume, read_only=False),
+    Tool("pause", "Pause a run: no new task starts, running ones finish, then it parks as "
+         "paused (resume continues it).", m.RunStatusIn, m.RequestOut, pause, read_only=False),
+    Tool("cancel", "Cancel a run: running tasks are told to stop and it parks as cancelled "
+         "(it can be resumed).", m.RunStatusIn, m.RequestOut, cancel, read_only=False),
+    Tool("fork", "Fork a run at a checkpoint of a task into a new run (as `durability fork`): "
+         "earlier tasks' outputs are copied, the worktree is restored to the checkpoint, and "
+         "the task and what follows run again, under the workflow as it is now, driven by a "
+         "worker process of its own.", m.ForkIn, m.RunOutcomeOut, fork, read_only=False),
+    # agent_run: see the note above `approve`.
 ]
 
 #: Served only with ``--allow-approve``: an agent approving its own gate

@@ -35,8 +35,10 @@ if TYPE_CHECKING:
         LogsOut,
         PreviewOut,
         RemotesOut,
+        RequestOut,
         RestoredOut,
         RestoreOut,
+        RunOutcomeOut,
         RunsOut,
         RunStatusOut,
         ServiceStatusOut,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
         StartedOut,
         StoppedOut,
         UndoOut,
+        WorkerOut,
     )
     from durability.output.base import Out, mirror
     from durability.output.records import (
@@ -95,8 +98,10 @@ __all__ = [
     "RemoteOut",
     "RemoteRowOut",
     "RemotesOut",
+    "RequestOut",
     "RestoreOut",
     "RestoredOut",
+    "RunOutcomeOut",
     "RunStatusOut",
     "RunsOut",
     "ServiceStatusOut",
@@ -111,6 +116,7 @@ __all__ = [
     "TableCopyOut",
     "TotalsOut",
     "UndoOut",
+    "WorkerOut",
     "entry_out",
     "files_out",
     "mirror",

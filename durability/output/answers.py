@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptsOut", "ChangesOut", "CheckpointListedOut", "CheckpointsOut", "DecisionOut",
            "DiffOut", "ErrorOut", "GapsOut", "GcPreviewOut", "LogOut", "LogsOut", "PreviewOut",
-           "RemotesOut", "RestoreOut", "RestoredOut", "RunStatusOut", "RunsOut",
-           "ServiceStatusOut", "SessionsOut", "ShowOut", "ShownOut", "SnapshotOut",
-           "StartedOut", "StoppedOut", "UndoOut"]
+           "RemotesOut", "RequestOut", "RestoreOut", "RestoredOut", "RunOutcomeOut",
+           "RunStatusOut", "RunsOut", "ServiceStatusOut", "SessionsOut", "ShowOut", "ShownOut",
+           "SnapshotOut", "StartedOut", "StoppedOut", "UndoOut", "WorkerOut"]
 
 #: {remote name: pushed | pending | failed}; {} when the worktree has no remote.
 Replicated = dict[str, str]
@@ -301,6 +301,43 @@ class RemotesOut(Out):
     worktree: str
     checkpoints: int = Field(description="How many checkpoints the worktree has.")
     remotes: list[RemoteOut]
+
+
+class WorkerOut(Out):
+    """The detached process that drives the run (``durability resume RUN
+    --claim-epoch E``, as a supervisor's child): it outlives the server."""
+
+    pid: int
+    epoch: int = Field(description="The claim it drives the run under.")
+    owner: str
+    log: str = Field(description="The file its output is appended to.")
+
+
+class RunOutcomeOut(Out):
+    """``run``, ``resume`` and ``fork``: the run handed to a worker, or
+    (``existing``) a run id already started for the same workflow, as it is."""
+
+    run_id: str
+    state: str = Field(description="`running` when handed to a worker; an existing run's "
+                       "state otherwise.")
+    existing: bool = Field(default=False, description="The run id was already started for "
+                           "this workflow: nothing was done.")
+    worker: WorkerOut | None = Field(default=None, description="The process driving it (None: "
+                                     "nothing was started).")
+    error: dict[str, Any] | None = None
+    waiting_on: str | None = None
+    wake_at_ms: int | None = None
+    next: str = Field(description="How to follow the run.")
+
+
+class RequestOut(Out):
+    """``pause`` and ``cancel``, as the commands say it."""
+
+    run_id: str
+    request: Literal["pause", "cancel"]
+    outcome: str = Field(description="`requested`: the live owner was asked and acts on it "
+                         "(within a heartbeat); else the state the run was put in at once "
+                         "(nobody was working on it).")
 
 
 class ErrorOut(Out):

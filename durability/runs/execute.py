@@ -33,7 +33,8 @@ from durability.runs.workflow import validate_id
 from durability.runs.worktree import NullWorktreeOps, WorktreeOps
 from durability.store.clock import Clock, system_clock
 
-__all__ = ["EngineConfig", "drive", "new_run_id", "resume_run", "start_run"]
+__all__ = ["EngineConfig", "create_run", "drive", "new_run_id", "resume_claim", "resume_run",
+           "start_run"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,23 @@ def start_run(runs: Runs, workflow_path: Path, *, config: EngineConfig,
     of the same run is contention, not failure.  Another workflow's run id
     is ``InvalidValue``.
     """
+    made = create_run(runs, workflow_path, run_id=run_id, worktree=worktree, limits=limits,
+                      owner=owner)
+    if isinstance(made, RunOutcome):
+        return made
+    loaded, claim = made
+    runs.start_running(claim)
+    return _drive(runs, loaded, claim, config)
+
+
+def create_run(runs: Runs, workflow_path: Path, *, run_id: str | None = None,
+               worktree: str | None = None, limits: Limits | None = None,
+               owner: Owner | None = None) -> tuple[Loaded, Claim] | RunOutcome:
+    """``start_run`` up to the claim: the workflow loaded and checked and
+    the run recorded, claimed by ``owner``, nothing driven yet (a detached
+    start hands the claim to a worker, ``durability.runs.detach``).  A run
+    id already used by a run of the same workflow file is its outcome
+    (``existing``); another workflow's run id is ``InvalidValue``."""
     run_id = validate_id(run_id or new_run_id(), "run id")
     existing = _existing(runs, run_id, workflow_path)
     if existing is not None:
@@ -81,8 +99,7 @@ def start_run(runs: Runs, workflow_path: Path, *, config: EngineConfig,
         if existing is None:
             raise
         return existing
-    runs.start_running(claim)
-    return _drive(runs, loaded, claim, config)
+    return loaded, claim
 
 
 def _existing(runs: Runs, run_id: str, workflow_path: Path) -> RunOutcome | None:
@@ -103,16 +120,19 @@ def _existing(runs: Runs, run_id: str, workflow_path: Path) -> RunOutcome | None
 
 def resume_run(runs: Runs, run_id: str, *, config: EngineConfig, owner: Owner | None = None,
                force: bool = False, accept_workflow_change: bool = False,
-               since_ms: int | None = None, claim_epoch: int | None = None) -> RunOutcome:
+               since_ms: int | None = None, claim_epoch: int | None = None,
+               claim_started: bool = False) -> RunOutcome:
     """Resume ``run_id`` (legal from every state).
 
     With ``claim_epoch`` the caller is the child a supervisor started for
-    the claim it took at that epoch (as ``owner``'s name).
+    the claim it took at that epoch (as ``owner``'s name); ``claim_started``:
+    the claimant already marked the run running (``durability.runs.detach``).
     """
     owner = owner or Owner.this_process()
     row = runs.get_run(run_id)
     if claim_epoch is not None:
-        return _resume_claimed(runs, row, owner, claim_epoch, config, accept_workflow_change)
+        return _resume_claimed(runs, row, owner, claim_epoch, config, accept_workflow_change,
+                               started=claim_started)
     # Checked before claiming: a refused resume changes nothing.
     meta, loaded = _prepare(row, accept_workflow_change)
     claim = claim_run(runs, row, owner=owner, now=config.clock(),
@@ -122,8 +142,21 @@ def resume_run(runs: Runs, run_id: str, *, config: EngineConfig, owner: Owner | 
     return _drive(runs, loaded, claim, config)
 
 
+def resume_claim(runs: Runs, run_id: str, *, owner: Owner, now: int, stale_after_ms: int,
+                 force: bool = False, accept_workflow_change: bool = False,
+                 since_ms: int | None = None) -> Claim:
+    """``resume_run`` up to the claim, for a worker to drive
+    (``durability.runs.detach``): the same checks (the workflow's files
+    hashed against the record, never run; the owner and heartbeat), then the
+    compare-and-swap.  A refused resume changes nothing."""
+    row = runs.get_run(run_id)
+    _verified(row, accept_workflow_change)
+    return claim_run(runs, row, owner=owner, now=now, stale_after_ms=stale_after_ms,
+                     force=force, since_ms=since_ms)
+
+
 def _resume_claimed(runs: Runs, row: RunRow, owner: Owner, epoch: int, config: EngineConfig,
-                    accept: bool) -> RunOutcome:
+                    accept: bool, *, started: bool = False) -> RunOutcome:
     claim = runs.take_over(row.run_id, epoch=epoch, owner=owner)
     if claim is None:
         raise ClaimLost(f"run {row.run_id} was claimed by another process before it started")
@@ -134,12 +167,16 @@ def _resume_claimed(runs: Runs, row: RunRow, owner: Owner, epoch: int, config: E
         runs.park(claim, "failed", error={"code": exc.code, "message": exc.message,
                                           "node_id": None})
         raise
+    # A pause or cancel asked since the claim was taken was asked of this
+    # claim (a request pending before it was acted on by whoever claimed).
     runs.start_running(claim, metadata_json=meta.to_json(),
-                       plan_json=json.dumps(loaded.workflow.plan()))
+                       plan_json=json.dumps(loaded.workflow.plan()), keep_request=True,
+                       announce=not started)
     return _drive(runs, loaded, claim, config)
 
 
-def _prepare(row: RunRow, accept: bool) -> tuple[Metadata, Loaded]:
+def _verified(row: RunRow, accept: bool) -> Metadata:
+    """The run's workflow files checked against the record (hashed, not run)."""
     if not row.workflow_path or not row.repo_root:
         raise WorkflowInvalid(f"run {row.run_id} has no workflow on record")
     stored_files = json.loads(row.metadata_json or "{}").get("files", {})
@@ -147,8 +184,12 @@ def _prepare(row: RunRow, accept: bool) -> tuple[Metadata, Loaded]:
     path = Path(row.workflow_path)
     if not path.is_file():
         raise ResumeMetadataMismatch(f"workflow file {path} is missing")
-    meta = verify(stored, path, accept_change=accept)
-    loaded = load_workflow(path)
+    return verify(stored, path, accept_change=accept)
+
+
+def _prepare(row: RunRow, accept: bool) -> tuple[Metadata, Loaded]:
+    meta = _verified(row, accept)
+    loaded = load_workflow(Path(meta.workflow_path))
     if accept:  # the accepted files are the new baseline, with what they import now
         meta = compute(loaded.path, loaded.imported)
     return meta, loaded

@@ -21,7 +21,7 @@ from durability.ground.store_errors import InvalidValue, NotFound, WorkflowInval
 from durability.runs.budget import Limits
 from durability.runs.execute import EngineConfig, drive, new_run_id
 from durability.runs.fence import Claim, Owner
-from durability.runs.loader import load_workflow
+from durability.runs.loader import Loaded, load_workflow
 from durability.runs.metadata import compute
 from durability.runs.resume import check_claimable
 from durability.runs.run_rows import Runs
@@ -31,7 +31,7 @@ from durability.store.database import Connection
 from durability.store.events import append
 from durability.store.models import AttemptKey, Checkpoint
 
-__all__ = ["ForkPoint", "Restore", "find_point", "fork_run", "forked_from"]
+__all__ = ["ForkPoint", "Restore", "create_fork", "find_point", "fork_run", "forked_from"]
 
 #: Puts a worktree back to a checkpoint's tree; a one-line description.
 Restore = Callable[[Checkpoint, str], str]
@@ -101,6 +101,18 @@ def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, res
              iteration: int | None = None, seq: int | None = None,
              new_id: str | None = None, owner: Owner | None = None) -> RunOutcome:
     """Fork ``run_id`` at a checkpoint of ``node_id`` into a new run and drive it."""
+    loaded, claim = create_fork(runs, run_id, node_id=node_id, config=config, restore=restore,
+                                iteration=iteration, seq=seq, new_id=new_id, owner=owner)
+    return drive(runs, loaded, claim, config)
+
+
+def create_fork(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig,
+                restore: Restore, iteration: int | None = None, seq: int | None = None,
+                new_id: str | None = None, owner: Owner | None = None
+                ) -> tuple[Loaded, Claim]:
+    """``fork_run`` up to the claim: every check, the worktree restored and
+    the new run recorded, claimed by ``owner``, nothing driven yet (a
+    detached fork hands the claim to a worker, ``durability.runs.detach``)."""
     new_id = validate_id(new_id or new_run_id(), "run id")
     parent = runs.get_run(run_id)
     # The fork restores the parent's worktree: never under a live owner's tasks.
@@ -130,7 +142,7 @@ def fork_run(runs: Runs, run_id: str, *, node_id: str, config: EngineConfig, res
         plan_json=json.dumps(loaded.workflow.plan()),
         limits_json=parent.limits_json or Limits().to_json(),
         also=lambda conn, made: _record(conn, made, point, tasks, done, runs._clock()))
-    return drive(runs, loaded, claim, config)
+    return loaded, claim
 
 
 def _exists(runs: Runs, run_id: str) -> bool:

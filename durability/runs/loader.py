@@ -49,7 +49,7 @@ def load_workflow(path: str | os.PathLike[str]) -> Loaded:
     before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a file that exits is no workflow either
         raise WorkflowInvalid(f"{file}: {type(exc).__name__}: {exc}") from exc
     imported = {sys.modules[n] for n in set(sys.modules) - before if n in sys.modules}
     workflow = _find(module, file)

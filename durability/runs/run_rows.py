@@ -153,11 +153,16 @@ class Runs(TaskRecords):
         return Claim(run_id, epoch, owner) if cur.rowcount == 1 else None
 
     def start_running(self, claim: Claim, *, metadata_json: str | None = None,
-                      plan_json: str | None = None) -> None:
+                      plan_json: str | None = None, keep_request: bool = False,
+                      announce: bool = True) -> None:
         """Mark the claimed run running; attempts a previous owner left running
         are marked abandoned (they will re-run as fresh attempts).  When the
         run was ``failed``, its failed attempts are forgiven: each unfinished
-        task gets its whole retry budget again."""
+        task gets its whole retry budget again.  A pending pause or cancel is
+        cleared, unless ``keep_request`` (a worker starting on a claim taken
+        for it: a request made since was made of this claim).  ``announce``
+        False: the claimant already started it (and logged the resume); the
+        worker it handed the claim to only brings the record up to date."""
         now = self._clock()
         with self.fenced(claim) as conn:
             # Resuming a failed run is a person's decision to try again (after
@@ -171,8 +176,9 @@ class Runs(TaskRecords):
                 "forgiven=0 AND (SELECT state FROM runs WHERE run_id=$2)='failed'",
                 (claim.run_id, claim.run_id))
             conn.execute(
-                "UPDATE runs SET state='running', requested=NULL, wake_at_ms=NULL, "
-                "waiting_on=NULL, error_json=NULL, updated_at_ms=$1, "
+                "UPDATE runs SET state='running', "
+                + ("" if keep_request else "requested=NULL, ")
+                + "wake_at_ms=NULL, waiting_on=NULL, error_json=NULL, updated_at_ms=$1, "
                 "metadata_json=COALESCE($2, metadata_json), plan_json=COALESCE($3, plan_json) "
                 "WHERE run_id=$4",
                 (now, metadata_json, plan_json, claim.run_id))
@@ -186,7 +192,7 @@ class Runs(TaskRecords):
             for node, iteration, attempt in left:
                 append(conn, claim.run_id, "attempt-abandoned", now, node_id=node,
                        iteration=iteration, attempt=attempt)
-            if claim.epoch > 1:  # a claim after the first: the run is resumed
+            if claim.epoch > 1 and announce:  # a claim after the first: the run is resumed
                 append(conn, claim.run_id, "run-resumed", now,
                        detail={"owner": claim.owner.name, "epoch": claim.epoch})
 

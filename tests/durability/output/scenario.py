@@ -147,7 +147,32 @@ def mcp_answers(tmp_path: Path) -> dict[str, Any]:
     call("run_status", run_id="q0")
     call("approve", run_id="q0", node_id="gate")
     call("deny", run_id="q0", node_id="gate", reason="no")
+    # The run tools: each run is driven by a detached worker, waited for
+    # here (its shape is the answer's, not the worker's timing).
+    mine = repo / "quick.py"  # a workflow inside the served worktree
+    mine.write_text(WORKFLOW)
+    call("run", workflow=str(mine), run_id="q2")
+    _parked(settings, "q2")
+    call("run", "run existing", workflow=str(mine), run_id="q2")
+    call("pause", run_id="q2")
+    call("resume", run_id="q2")
+    _parked(settings, "q2")
+    call("cancel", run_id="q2")
+    call("fork", run_id="q2", node_id="first", new_run_id="q3")
+    _parked(settings, "q3")
     return out
+
+
+def _parked(settings: Any, run_id: str) -> None:
+    import time
+
+    from durability.runs.run_rows import PARKED, Runs
+
+    deadline = time.monotonic() + 120
+    with Runs(settings.database) as runs:
+        while runs.get_run(run_id).state not in PARKED:
+            assert time.monotonic() < deadline, f"run {run_id} never parked"
+            time.sleep(0.1)
 
 
 def mcp_schemas() -> dict[str, Any]:
