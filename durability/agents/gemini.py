@@ -4,14 +4,19 @@ docs/explanation/session-formats.md).
 One invocation is ``gemini -p "" --output-format stream-json
 --approval-mode yolo --skip-trust [--model M] [--resume ID]`` with the
 prompt on stdin (Gemini reads piped stdin as the prompt, and ``-p ""`` keeps
-it headless; an argv prompt would be capped at 128 KiB).  The hook goes into
-a private *system settings* file named by ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``
-(a copy of the machine's own system settings, if any, plus our
-``BeforeTool`` / ``AfterTool`` entries): the user's ``~/.gemini`` and the
-project's ``.gemini/`` are never written, and the user's home (login,
-sessions) is used as it is, so resume finds the session.  ``--skip-trust``
+it headless; an argv prompt would be capped at 128 KiB).  ``--skip-trust``
 trusts the worktree for this process only (an untrusted folder would turn
 ``yolo`` back into prompting).
+
+The hook goes into a private *user* home: ``GEMINI_CLI_HOME`` names a folder
+of this attempt whose ``.gemini/settings.json`` is the user's own settings
+plus our ``BeforeTool`` / ``AfterTool`` entries, and whose every other entry
+is a symbolic link to the user's real ``~/.gemini`` (sessions under
+``tmp/``, ``history/``, logins, extensions), so sessions land where the
+user's Gemini finds them and a later attempt's resume finds them too.  The
+user's files are never written.  (A private *system* settings file, named
+by ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``, is refused by Gemini unless root
+owns it and every folder above it: it is no way for a user's agent run.)
 
 The stream: ``init`` {session_id, model}; ``message`` {role, content, delta};
 ``tool_use`` {tool_name, tool_id, parameters}; ``tool_result`` {tool_id,
@@ -27,6 +32,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,15 +48,20 @@ from durability.agents.protocol import (
     Usage,
 )
 
-__all__ = ["GeminiHarness", "classify_quota", "system_settings"]
+__all__ = ["GeminiHarness", "classify_quota", "private_home", "settings_with_hook"]
 
 CHECKED_VERSION = "0.61.0"
 HOOK_EVENTS = ("BeforeTool", "AfterTool")
 #: Gemini counts hook timeouts in milliseconds.
 HOOK_TIMEOUT_MS = 15_000
-SYSTEM_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
-#: Where Gemini looks for system settings on Linux when the variable is unset.
-DEFAULT_SYSTEM_SETTINGS = Path("/etc/gemini-cli/settings.json")
+HOME_ENV = "GEMINI_CLI_HOME"
+GEMINI_DIR = ".gemini"
+#: Folders Gemini writes sessions and project markers into: made in the
+#: user's real ``~/.gemini`` before linking, so that they are shared.
+SHARED_DIRS = ("tmp", "history")
+#: Copied rather than linked: Gemini replaces it by a rename, which would
+#: turn a link into a private file anyway.
+COPIED_FILES = ("projects.json",)
 #: Exit statuses Gemini documents: 42 input error (an unknown session to
 #: resume is one), 53 turn limit.
 EXIT_INPUT_ERROR = 42
@@ -87,12 +98,32 @@ def classify_quota(message: str, now_s: float | None = None) -> QuotaSignal | No
     return QuotaSignal(message=message, reset_at_ms=reset)
 
 
-def system_settings(command: str, *, base: Mapping[str, Any] | None = None,
-                    max_turns: int | None = None) -> dict[str, Any]:
-    """The private system settings: ``base`` (the machine's own, if any)
-    with our hook entries added to each event and, when given, the turn
-    limit."""
+def settings_with_hook(command: str | None, *, base: Mapping[str, Any] | None = None,
+                       max_turns: int | None = None) -> dict[str, Any]:
+    """The private user settings: ``base`` (the user's own) with our hook
+    entries added to each event, the turn limit when given, and Gemini's
+    startup session cleanup off for this process.
+
+    That cleanup (``general.sessionRetention``, on by default) deletes every
+    chats file it cannot read a resumable conversation from *and every other
+    file of the same session*; a resume in a later minute than the session's
+    file name writes just such a file (a header and the old messages), so in
+    0.61.0 the next start in the project deletes a resumed session whole
+    (docs/explanation/session-formats.md)."""
     settings: dict[str, Any] = json.loads(json.dumps(dict(base or {})))
+    general = settings.get("general")
+    if not isinstance(general, dict):
+        general = settings["general"] = {}
+    retention = general.get("sessionRetention")
+    general["sessionRetention"] = {**(retention if isinstance(retention, dict) else {}),
+                                   "enabled": False}
+    if max_turns is not None:
+        model = settings.get("model")
+        if not isinstance(model, dict):
+            model = settings["model"] = {}
+        model["maxSessionTurns"] = max_turns
+    if command is None:
+        return settings
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
         hooks = settings["hooks"] = {}
@@ -101,22 +132,47 @@ def system_settings(command: str, *, base: Mapping[str, Any] | None = None,
     for event in HOOK_EVENTS:
         groups = hooks.get(event)
         hooks[event] = [*(groups if isinstance(groups, list) else []), entry]
-    if max_turns is not None:
-        model = settings.get("model")
-        if not isinstance(model, dict):
-            model = settings["model"] = {}
-        model["maxSessionTurns"] = max_turns
     return settings
 
 
-def _machine_settings(env: Mapping[str, str]) -> dict[str, Any]:
-    path = Path(env[SYSTEM_SETTINGS_ENV]) if env.get(SYSTEM_SETTINGS_ENV) \
-        else DEFAULT_SYSTEM_SETTINGS
+def user_gemini_dir(env: Mapping[str, str]) -> Path:
+    """The user's real ``.gemini`` folder, as Gemini would find it."""
+    root = env.get(HOME_ENV) or env.get("HOME") or str(Path.home())
+    return Path(root) / GEMINI_DIR
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def private_home(home: Path, real: Path, settings: Mapping[str, Any]) -> Path:
+    """Build the private ``GEMINI_CLI_HOME`` at ``home``: its
+    ``.gemini/settings.json`` is ``settings``; every other entry of the
+    user's real ``.gemini`` (``real``) is linked (``projects.json`` copied).
+    Only ``tmp/`` and ``history/`` may be created in ``real`` (where Gemini
+    would create them); nothing in it is written."""
+    for name in SHARED_DIRS:
+        (real / name).mkdir(parents=True, exist_ok=True)
+    mine = home / GEMINI_DIR
+    if mine.exists():
+        shutil.rmtree(mine)
+    mine.mkdir(parents=True)
+    for entry in sorted(real.iterdir()):
+        if entry.name == "settings.json" or entry.name.endswith(".tmp"):
+            continue
+        if entry.name in COPIED_FILES:
+            if entry.is_file():
+                shutil.copyfile(entry, mine / entry.name)
+            continue
+        (mine / entry.name).symlink_to(entry)
+    tmp = mine / "settings.json.tmp"
+    tmp.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    os.replace(tmp, mine / "settings.json")
+    return home
 
 
 class GeminiHarness:
@@ -126,7 +182,7 @@ class GeminiHarness:
     executable = "gemini"
 
     def __init__(self) -> None:
-        self._machine: dict[str, Any] | None = None
+        self._real: Path | None = None
         #: Assistant text since the last tool result: the final answer.
         self._answer: list[str] = []
 
@@ -139,28 +195,25 @@ class GeminiHarness:
             argv += ["--resume", request.resume_id]
         return argv
 
-    def _settings_path(self, request: AgentRequest) -> Path:
-        return request.private_dir / "gemini-system-settings.json"
+    @staticmethod
+    def _home(request: AgentRequest) -> Path:
+        return request.private_dir / "gemini-home"
 
     def env(self, request: AgentRequest, base: dict[str, str]) -> dict[str, str]:
-        # The machine's system settings, read before we point the variable
-        # at our copy of them.
-        self._machine = _machine_settings(base)
-        return {**base, **request.hook_env, SYSTEM_SETTINGS_ENV: str(self._settings_path(request))}
+        # The user's real folder, found before we point the variable at ours.
+        self._real = user_gemini_dir(base)
+        return {**base, **request.hook_env, HOME_ENV: str(self._home(request))}
 
     def stdin(self, request: AgentRequest) -> bytes | None:
         return request.prompt.encode("utf-8")
 
     def prepare(self, request: AgentRequest) -> None:
         request.private_dir.mkdir(parents=True, exist_ok=True)
-        machine = self._machine if self._machine is not None else _machine_settings(os.environ)
-        command = shlex.join(request.hook_command)
-        settings = system_settings(command, base=machine, max_turns=request.max_turns) \
-            if request.hook_command else {**machine}
-        path = self._settings_path(request)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
+        real = self._real or user_gemini_dir(os.environ)
+        command = shlex.join(request.hook_command) if request.hook_command else None
+        settings = settings_with_hook(command, base=_read_settings(real / "settings.json"),
+                                      max_turns=request.max_turns)
+        private_home(self._home(request), real, settings)
 
     def parse(self, line: str) -> list[Event]:
         value = decode(line)

@@ -121,7 +121,9 @@ def _offers_tools(body: dict[str, Any]) -> bool:
 def answer_parts(body: dict[str, Any], script: Script, seq: int) -> list[dict[str, Any]]:
     if not _offers_tools(body):
         return [{"text": "ok"}]
-    call = (script.plan or _default_plan(script.command))(function_responses(body))
+    # Distinct by id: a resumed history sends each functionResponse twice.
+    distinct = {str(r.get("id") or i): r for i, r in enumerate(function_responses(body))}
+    call = (script.plan or _default_plan(script.command))(list(distinct.values()))
     if call is None:
         return [{"text": script.final_text}]
     name, args = call
