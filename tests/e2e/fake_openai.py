@@ -171,7 +171,7 @@ def sse_events(response_id: str, model: str, items: list[dict[str, Any]],
 
 
 def codex_config(codex_home: Path, base_url: str, *, model: str = MODEL,
-                 extra: str = "") -> Path:
+                 retries: int = 0, extra: str = "") -> Path:
     """A private ``config.toml`` pointing Codex at the stand-in (``base_url``
     is the server's root; Codex appends ``/responses`` to the provider's)."""
     codex_home.mkdir(parents=True, exist_ok=True)
@@ -186,8 +186,8 @@ def codex_config(codex_home: Path, base_url: str, *, model: str = MODEL,
         f'base_url = "{base_url}/v1"\n'
         'wire_api = "responses"\n'
         f'env_key = "{API_KEY_ENV}"\n'
-        'request_max_retries = 0\n'
-        'stream_max_retries = 0\n'
+        f'request_max_retries = {retries}\n'
+        f'stream_max_retries = {retries}\n'
         + extra)
     return path
 

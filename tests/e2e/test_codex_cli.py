@@ -31,10 +31,10 @@ from tests.helpers import cli_json, durability_exe, git, make_git_repo
 pytestmark = pytest.mark.slow
 
 
-def _homes(tmp_path: Path, fake: FakeOpenAI) -> tuple[Path, dict[str, str]]:
+def _homes(tmp_path: Path, fake: FakeOpenAI, retries: int = 0) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "user-home"
     codex_home = home / ".codex"
-    fake_openai.codex_config(codex_home, fake.base_url)
+    fake_openai.codex_config(codex_home, fake.base_url, retries=retries)
     env = base_env(home, CODEX_HOME=str(codex_home), **{fake_openai.API_KEY_ENV: "sk-e2e"})
     return codex_home, env
 
@@ -177,3 +177,15 @@ def test_a_codex_usage_limit_is_a_quota_with_its_reset_time(tmp_path: Path) -> N
     # Codex prints the reset as a wall-clock minute: within a minute of it.
     assert final.quota.reset_at_ms is not None
     assert abs(final.quota.reset_at_ms / 1000 - resets) <= 60, (final.quota, resets)
+
+
+def test_a_429_codex_retries_is_a_retry_not_a_quota(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    with FakeOpenAI(Script(failures=[fake_openai.rate_limited(1)])) as fake:
+        _, env = _homes(tmp_path, fake, retries=2)
+        _, done = _invoke(repo, tmp_path, env, "Write one.")
+        assert len(fake.responses()) == 3  # the 429, then the call and the answer
+    retries = [e.text for e in done.events if e.kind == "retry"]
+    assert len(retries) == 1 and "429" in (retries[0] or ""), done.lines
+    assert done.final.ok and done.final.quota is None
+    assert (repo / "made-by-codex.txt").read_text() == "hello\n"

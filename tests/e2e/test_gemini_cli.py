@@ -192,3 +192,18 @@ def test_a_gemini_daily_quota_is_a_quota_reset_at_pacific_midnight(tmp_path: Pat
     assert "daily quota" in final.quota.message
     assert final.quota.reset_at_ms is not None
     assert os.environ.get("TZ") is None or final.quota.reset_at_ms > 0
+
+
+def test_a_429_gemini_retries_is_silent_in_the_stream(tmp_path: Path) -> None:
+    """One RESOURCE_EXHAUSTED with a 1 s retry delay: Gemini waits and
+    retries by itself; the stream says nothing of it (stderr does), so the
+    attempt simply succeeds."""
+    repo = _repo(tmp_path)
+    with FakeGemini(Script(failures=[fake_gemini.resource_exhausted(retry_delay_s=1)])) as fake:
+        _, env = _home(tmp_path, fake)
+        done = _invoke(repo, tmp_path, env, "Write a file.")
+        assert len(fake.streams()) == 3  # the 429, then the call and the answer
+    assert done.final.ok and done.final.quota is None, done.stderr[-1000:]
+    assert not [e for e in done.events if e.kind in ("retry", "quota", "error")]
+    assert "Attempt 1 failed: Resource has been exhausted" in done.stderr
+    assert (repo / "made-by-gemini.txt").read_text() == "hello\n"
