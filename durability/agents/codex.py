@@ -148,6 +148,7 @@ class CodexHarness:
         self._total: dict[str, int] = {}
         self._seen_tools: set[str] = set()
         self._structured = False
+        self._last_message: str | None = None
 
     # -- starting ---------------------------------------------------------
     def argv(self, request: AgentRequest, executable: str) -> list[str]:
@@ -203,7 +204,9 @@ class CodexHarness:
             return self._item(kind, value.get("item"), raw)
         if kind == "turn.completed":
             usage = self._usage(value.get("usage"))
-            return [Event("usage", usage=usage, raw=raw)] if usage else []
+            events = [Event("usage", usage=usage, raw=raw)] if usage else []
+            # The turn's answer: its last agent message (what ``-o`` writes).
+            return [*events, Event("result", text=self._last_message, raw=raw)]
         if kind == "turn.failed":
             error = value.get("error")
             message = str(error.get("message") if isinstance(error, dict) else error or "")
@@ -240,6 +243,7 @@ class CodexHarness:
         if kind != "item.completed":
             return []
         if item_type == "agent_message" and isinstance(item.get("text"), str):
+            self._last_message = item["text"]
             return [Event("message", text=item["text"], raw=raw)]
         if item_type == "error":
             # Warnings Codex goes on after (the hook-trust bypass notice, an
@@ -262,11 +266,14 @@ class CodexHarness:
     # -- the verdict ------------------------------------------------------
     def finish(self, events: list[Event], returncode: int, stderr_head: str) -> Final:
         session = next((e.session_id for e in events if e.kind == "session"), None)
-        texts = [e.text for e in events if e.kind == "message" and e.text is not None]
+        texts = [e.text for e in events if e.kind in ("message", "result") and e.text is not None]
         quota = next((e.quota for e in reversed(events) if e.kind == "quota"), None)
-        failed = [e.text for e in events if e.kind in ("quota", "error") and e.raw
-                  and e.raw.get("type") in ("turn.failed", "error")]
-        turns = sum(1 for e in events if e.kind == "usage")
+        # Only a failed turn fails the invocation; a top-level error Codex
+        # went on after is logged, and names the failure when there is one.
+        failed = [e.text for e in events if e.raw and e.raw.get("type") == "turn.failed"]
+        errors = [e.text for e in events if e.kind in ("quota", "error") and e.raw
+                  and e.raw.get("type") == "error"]
+        turns = sum(1 for e in events if e.kind == "result")
         lost = bool(_LOST.search(stderr_head))
         text = texts[-1] if texts else None
         structured: Any = None
@@ -278,8 +285,8 @@ class CodexHarness:
         ok = returncode == 0 and not failed and quota is None and not lost
         error = None
         if not ok:
-            error = (failed[-1] if failed else None) or _first_error_line(stderr_head) \
-                or f"codex exited with status {returncode}"
+            error = (failed[-1] if failed else None) or (errors[-1] if errors else None) \
+                or _first_error_line(stderr_head) or f"codex exited with status {returncode}"
         return Final(ok=ok, session_id=session, text=text, structured=structured,
                      num_turns=turns or None, error=error, session_lost=lost, quota=quota)
 

@@ -275,9 +275,9 @@ class GeminiHarness:
             else:
                 error = (failed[-1] if failed else None) or _last_line(stderr_head) \
                     or f"gemini exited with status {returncode}"
-        turns = sum(1 for e in events if e.kind == "tool_call") + 1 if result else None
+        # Gemini reports no turn count (its stats count tool calls).
         return Final(ok=ok, session_id=session, text=result.text if result else None,
-                     num_turns=turns, error=error, session_lost=lost, quota=quota)
+                     num_turns=None, error=error, session_lost=lost, quota=quota)
 
 
 def _usages(stats: Any) -> list[Usage]:

@@ -44,7 +44,7 @@ def test_a_session_of_three_tool_calls() -> None:
     assert [e.kind for e in events] == [
         "session", "error", "error",
         "tool_call", "tool_result", "tool_call", "tool_result", "tool_call", "tool_result",
-        "message", "usage"]
+        "message", "usage", "result"]
     thread = json.loads(_scenario("tools")["lines"][0])["thread_id"]
     assert events[0].session_id == thread
     tools = [(e.kind, e.tool.id, e.tool.name, e.tool.completed) for e in events if e.tool]
@@ -60,6 +60,7 @@ def test_a_session_of_three_tool_calls() -> None:
     assert final.ok and final.session_id == thread and not final.session_lost
     assert final.text == "Done: I wrote made-by-codex.txt." and final.quota is None
     assert final.num_turns == 1 and final.error is None
+    assert events[-1].text == final.text
 
 
 def test_a_resumed_thread_counts_only_the_tokens_past_the_rollouts_total() -> None:
