@@ -38,6 +38,7 @@ More a ``Script`` can say (issue 23: budgets, quota, structured output):
   rejected (429) · <message>`` assistant message and an error result.
   ``fail_always``: one ``Failure`` for every main request once ``failures``
   is spent (a quota that never lifts).
+- ``say``: a text block before each tool call, in the same message.
 - ``structured``: the JSON the agent answers with when the request offers
   Claude Code's ``StructuredOutput`` tool (``--json-schema``): the final
   turn is a call of that tool with this input instead of ``final_text``.
@@ -126,6 +127,9 @@ class Script:
     failures: list[Failure] = field(default_factory=list)
     fail_always: Failure | None = None
     structured: Any = None
+    #: A text block the agent says before each tool call (one message, two
+    #: content blocks: Claude Code prints a line per block).
+    say: str | None = None
 
 
 def _last_user_has_tool_result(body: dict[str, Any]) -> bool:
@@ -168,6 +172,8 @@ def answer_blocks(body: dict[str, Any], script: Script,
                   seq: int) -> tuple[list[dict[str, Any]], str]:
     """The content blocks and stop reason for one Messages request."""
     blocks, stop = _answer_blocks(body, script, seq)
+    if script.say is not None and stop == "tool_use":
+        blocks = [{"type": "text", "text": script.say}, *blocks]
     if (script.structured is not None and _offers_tool(body, STRUCTURED_TOOL)
             and stop == "end_turn"):
         return [{"type": "tool_use", "id": f"toolu_e2e_{seq:04d}", "name": STRUCTURED_TOOL,
