@@ -62,10 +62,10 @@ def _zone(name: str | None, local: tzinfo | None) -> tzinfo:
 def _absolute(found: re.Match[str], now_ms: int, local: tzinfo | None) -> int | None:
     zone = _zone(found["tz"], local)
     now = datetime.fromtimestamp(now_ms / 1000, zone)
-    hour = int(found["hour"]) % 12 + (12 if found["ampm"].lower() == "pm" else 0)
-    minute = int(found["minute"] or 0)
-    if hour > 23 or minute > 59:
+    hour, minute = int(found["hour"]), int(found["minute"] or 0)
+    if not 1 <= hour <= 12 or minute > 59:
         return None
+    hour = hour % 12 + (12 if found["ampm"].lower() == "pm" else 0)
     if found["mon"] is None:
         at = _at(now.date(), hour, minute, zone)
         if at <= now:
