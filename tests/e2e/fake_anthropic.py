@@ -49,6 +49,7 @@ More a ``Script`` can say (issue 23: budgets, quota, structured output):
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -236,11 +237,23 @@ def sse_events(message_id: str, model: str, blocks: list[dict[str, Any]],
     yield "message_stop", {"type": "message_stop"}
 
 
-class FakeAnthropic:
-    """The stand-in server, in a daemon thread; use as a context manager."""
+#: Each stand-in of a process numbers its ids from its own base, so that a
+#: session resumed against a second stand-in never meets a tool_use id its
+#: history already holds (the real API never repeats one; Claude Code treats
+#: a repeated id as an interrupted call).
+_ID_BASES = itertools.count()
 
-    def __init__(self, script: Script | None = None) -> None:
+
+class FakeAnthropic:
+    """The stand-in server, in a daemon thread; use as a context manager.
+
+    Message and tool_use ids are ``msg_e2e_NNNN`` and ``toolu_e2e_NNNN`` with
+    NNNN the request's number plus ``id_base`` (default: 0 for a process's
+    first stand-in, 10000 for its second, ...)."""
+
+    def __init__(self, script: Script | None = None, *, id_base: int | None = None) -> None:
         self.script = script or Script()
+        self.id_base = next(_ID_BASES) * 10_000 if id_base is None else id_base
         self.requests: list[Recorded] = []
         #: Failures answered so far (``Script.failures`` and ``fail_always``).
         self.failed = 0
@@ -364,6 +377,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                     self._fail(failure)
                     return
                 usage = _usage(fake.script.usage, number)
+            seq += fake.id_base
             blocks, stop = answer_blocks(body, fake.script, seq)
             model = str(body.get("model") or MODEL)
             message_id = f"msg_e2e_{seq:04d}"

@@ -114,7 +114,7 @@ def run(scenario: Scenario, tmp: Path) -> tuple[list[str], dict[str, Any]]:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     adapter = ClaudeCode()
     request = scenario.request(repo, private)
-    with FakeAnthropic(scenario.script(repo)) as fake:
+    with FakeAnthropic(scenario.script(repo), id_base=0) as fake:
         adapter.prepare(request)
         env = adapter.env(request, base_env(home, fake.base_url) | scenario.env)
         argv = adapter.argv(request, str(CLAUDE))
