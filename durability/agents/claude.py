@@ -313,6 +313,46 @@ class ClaudeCode:
                 for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
                 and isinstance(b.get("tool_use_id"), str)]
 
+    # -- the transcript --------------------------------------------------
+
+    def transcript(self, session_id: str, worktree: Path, env: dict[str, str]) -> Path | None:
+        """The session's transcript file, where Claude Code keeps it:
+        ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``) ``/projects/<the working
+        folder, every other character than a letter or digit a dash>/<id>.jsonl``;
+        any project folder holding that id when the key is not found (Claude
+        Code shortens very long keys).  None: no transcript (nothing to resume)."""
+        name = _session_id(session_id) + ".jsonl"
+        base = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else \
+            Path(env.get("HOME") or Path.home()) / ".claude"
+        projects = base / "projects"
+        key = re.sub(r"[^A-Za-z0-9]", "-", str(worktree))
+        for candidate in (projects / key / name, *sorted(projects.glob(f"*/{name}"))):
+            if candidate.is_file() and not candidate.is_symlink():
+                return candidate
+        return None
+
+    def completed_calls(self, session_id: str, worktree: Path,
+                        env: dict[str, str]) -> set[str] | None:
+        """The tool calls whose results the session's transcript holds: what
+        the continued conversation will hold.  None when there is no
+        transcript (the engine then goes by the stream's tool results).
+        Only ``tool_result`` blocks of ``user`` entries are read, so a newer
+        transcript format (2.1.220 added file-history lines) reads the same."""
+        path = self.transcript(session_id, worktree, env)
+        if path is None:
+            return None
+        done: set[str] = set()
+        with path.open("rb") as lines:
+            for line in lines:
+                if b"tool_result" not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a crash mid-write
+                done.update(_result_ids(entry))
+        return done
+
     # -- the verdict -----------------------------------------------------
 
     def finish(self, events: list[Event], returncode: int, stderr_head: str) -> Final:
@@ -360,6 +400,17 @@ class ClaudeCode:
         if quotas:
             return Final(False, session, error=f"quota: {quotas[-1].message}", quota=quotas[-1])
         return Final(False, session, error=f"no-result: {detail}")
+
+
+def _result_ids(entry: Any) -> list[str]:
+    if not isinstance(entry, dict) or entry.get("type") != "user":
+        return []
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b["tool_use_id"] for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)]
 
 
 def _session_id(value: str) -> str:

@@ -59,6 +59,8 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     #: Run first, in the same folder and HOME (a session to resume).
     before: str | None = None
+    #: Keep the session's transcript too (``NAME.transcript.jsonl``).
+    transcript: bool = False
 
 
 def _request(repo: Path, private: Path, **kw: Any) -> AgentRequest:
@@ -69,7 +71,8 @@ def _request(repo: Path, private: Path, **kw: Any) -> AgentRequest:
 SCENARIOS = [
     Scenario("two_calls", lambda r: Script(plan=two_calls(r), final_text="Both written.",
                                            usage=USAGE),
-             lambda r, p: _request(r, p, session_id=SESSION, model="claude-sonnet-4-5")),
+             lambda r, p: _request(r, p, session_id=SESSION, model="claude-sonnet-4-5"),
+             transcript=True),
     Scenario("two_blocks", lambda r: Script(say="Writing the file now.", usage=USAGE),
              lambda r, p: _request(r, p, model="claude-haiku-4-5")),
     Scenario("resumed", lambda r: Script(plan=two_calls(r), final_text="Carried on.", usage=USAGE),
@@ -125,6 +128,11 @@ def run(scenario: Scenario, tmp: Path) -> tuple[list[str], dict[str, Any]]:
     shown = [a.replace(str(tmp), "/TMP") for a in argv[1:]]
     if shown and shown[-2:-1] == ["--"]:
         shown[-1] = "<prompt>"
+    if scenario.transcript:
+        found = adapter.transcript(SESSION, repo, env)
+        assert found is not None, "no transcript"
+        (FIXTURES / f"{scenario.name}.transcript.jsonl").write_text(
+            found.read_text().replace(str(tmp), "/TMP"))
     meta = {"returncode": done.returncode, "argv": ["claude", *shown],
             "stderr_head": done.stderr.decode("utf-8", "replace")[:2000].replace(str(tmp), "/TMP"),
             "env": scenario.env, "stand_in_failures": fake.failed}

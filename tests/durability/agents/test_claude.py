@@ -257,3 +257,40 @@ def test_the_registry_gives_a_fresh_adapter_per_invocation() -> None:
     assert isinstance(one, ClaudeCode) and one is not two and one.name == "claude"
     with pytest.raises(InvalidInput, match="unknown harness"):
         harness("nope")
+
+
+# -- the transcript: which calls the session completed ---------------------
+
+
+def put_transcript(config: Path, folder_key: str) -> Path:
+    target = config / "projects" / folder_key / f"{SESSION}.jsonl"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((FIXTURES / "two_calls.transcript.jsonl").read_bytes())
+    return target
+
+
+def test_completed_calls_are_the_transcripts_tool_results(tmp_path: Path) -> None:
+    worktree = tmp_path / "my repo.x"
+    put_transcript(tmp_path / "home" / ".claude", str(worktree).replace("/", "-")
+                   .replace(" ", "-").replace(".", "-"))
+    env = {"HOME": str(tmp_path / "home")}
+    assert ClaudeCode().completed_calls(SESSION, worktree, env) == {"toolu_e2e_0002",
+                                                                    "toolu_e2e_0003"}
+
+
+def test_completed_calls_under_claude_config_dir_and_any_project_key(tmp_path: Path) -> None:
+    target = put_transcript(tmp_path / "conf", "-a-shortened-key")
+    env = {"HOME": str(tmp_path / "elsewhere"), "CLAUDE_CONFIG_DIR": str(tmp_path / "conf")}
+    adapter = ClaudeCode()
+    assert adapter.transcript(SESSION, tmp_path / "wt", env) == target
+    # A crash mid-write leaves a cut last line: the calls before it still count.
+    target.write_bytes(target.read_bytes() + b'{"type":"user","message":{"content":[{"tool_r')
+    assert adapter.completed_calls(SESSION, tmp_path / "wt", env) == {"toolu_e2e_0002",
+                                                                      "toolu_e2e_0003"}
+
+
+def test_no_transcript_is_none_and_a_bad_id_is_refused(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    assert ClaudeCode().completed_calls(SESSION, tmp_path, env) is None
+    with pytest.raises(InvalidInput):
+        ClaudeCode().completed_calls("../../etc/passwd", tmp_path, env)
