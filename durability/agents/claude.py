@@ -90,6 +90,8 @@ _QUOTA = re.compile(
     r"You've hit your|You've reached your|Request rejected \(429\)|"
     r"Server is temporarily limiting requests|You're out of (?:usage|extra usage)|"
     r"usage limit reached|rate[_ ]limit", re.IGNORECASE)
+#: An overage status under which a rejected plan limit does not stop the agent.
+_GOING_ON = ("allowed", "allowed_warning")
 _LOST = re.compile(r"No conversation found", re.IGNORECASE)
 
 
@@ -217,6 +219,8 @@ class ClaudeCode:
         info = obj.get("rate_limit_info")
         if not isinstance(info, dict) or info.get("status") != "rejected":
             return []  # allowed, allowed_warning: a notice on a healthy stream
+        if info.get("isUsingOverage") is True or info.get("overageStatus") in _GOING_ON:
+            return []  # the plan's limit is hit, but usage credits carry the work on
         resets = info.get("resetsAt")
         reset_ms = int(resets * 1000) if isinstance(resets, (int, float)) else None
         text = f"rate limit rejected ({info.get('rateLimitType') or 'unknown'})"

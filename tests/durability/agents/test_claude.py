@@ -148,9 +148,16 @@ def test_subscriber_limit_events_only_rejected_is_quota() -> None:
     assert final.quota == quotas[-1] and not final.ok
 
 
-def test_an_allowed_rate_limit_event_is_nothing() -> None:
-    line = json.dumps({"type": "rate_limit_event", "rate_limit_info": {
-        "status": "allowed", "resetsAt": 1796191200}, "session_id": SESSION})
+@pytest.mark.parametrize("info", [
+    {"status": "allowed", "resetsAt": 1796191200},
+    {"status": "allowed_warning", "resetsAt": 1796191200, "utilization": 0.9},
+    # The plan's limit is hit but usage credits carry the work on.
+    {"status": "rejected", "resetsAt": 1796191200, "overageStatus": "allowed"},
+    {"status": "rejected", "resetsAt": 1796191200, "isUsingOverage": True},
+])
+def test_a_rate_limit_event_that_does_not_stop_the_agent_is_nothing(info: dict[str, Any]) -> None:
+    line = json.dumps({"type": "rate_limit_event", "rate_limit_info": info,
+                       "session_id": SESSION})
     assert ClaudeCode().parse(line) == []
 
 
