@@ -26,6 +26,8 @@ task's worktree, with:
   a resumed one: ``--resume ID`` with the continuation prompt.  Claude Code
   keeps the transcript under the working folder's key: resume from the same
   worktree path.
+- ``--include-partial-messages``: each message's output tokens as soon as
+  the message ends (below).
 - ``--model``, ``--max-turns``, ``--json-schema`` (the result then carries
   ``structured_output``).
 - the prompt as the last argument, after ``--`` (a prompt starting with a
@@ -38,10 +40,14 @@ repeated every turn); each ``assistant`` line is one content block of a
 message, every line of a message repeating that message's usage, so usage is
 folded per message id, only what was not yet counted.  The pinned CLI prints
 each block with the usage of the message's *start*: input and cache tokens
-are right at once, output tokens are the start's placeholder (1) until the
-``result``, whose per-model totals (``modelUsage``, which also counts the
-CLI's side requests the stream never shows) become one more usage event
-each for what the lines did not hold.  ``user`` lines carry
+are right at once, output tokens are the start's placeholder (1).  So the
+adapter asks for ``--include-partial-messages``: the message's closing
+``message_delta`` carries its output tokens, before its tool call runs (a
+budget is checked before the call, not at the invocation's end).  The
+``result``'s per-model totals (``modelUsage``, which also counts the CLI's
+side requests the stream never shows) become one more usage event per model
+for whatever the lines did not hold (all output tokens, with
+``partial_messages=False``).  ``user`` lines carry
 the tool results; ``system/api_retry`` is a retry the CLI makes itself;
 ``rate_limit_event`` is a limit only when its status is ``rejected``;
 a synthetic assistant message (model ``<synthetic>``) carries the CLI's
@@ -111,16 +117,20 @@ class ClaudeCode:
 
     def __init__(self, *, permission_mode: str = PERMISSION_MODE,
                  setting_sources: tuple[str, ...] = SETTING_SOURCES,
+                 partial_messages: bool = True,
                  now_ms: Callable[[], int] | None = None, local_tz: tzinfo | None = None,
                  euid: Callable[[], int] = os.geteuid) -> None:
         self.permission_mode = permission_mode
         self.setting_sources = setting_sources
+        self.partial_messages = partial_messages
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._local_tz = local_tz
         self._euid = euid
         #: Tokens already folded, per message id and kind.
         self._counted: dict[str, Usage] = {}
         self._tool_names: dict[str, str] = {}
+        #: The message each stream (main, or a subagent's) is printing: id, model.
+        self._streaming: dict[str, tuple[str | None, str | None]] = {}
         #: Tokens folded per model (name without its context tag), by kind.
         self._by_model: dict[str, tuple[int, int, int, int]] = {}
         #: The last result line whole (its ``Event.raw`` may be capped).
@@ -136,6 +146,8 @@ class ClaudeCode:
                 "--permission-mode", self.permission_mode,
                 "--settings", str(self.settings_file(request)),
                 "--setting-sources", ",".join(self.setting_sources)]
+        if self.partial_messages:
+            args.append("--include-partial-messages")
         if request.resume_id is not None:
             args += ["--resume", _session_id(request.resume_id)]
         elif request.session_id is not None:
@@ -197,6 +209,8 @@ class ClaudeCode:
             return self._user(obj, raw)
         if kind == "rate_limit_event":
             return self._rate_limit(obj, raw)
+        if kind == "stream_event":
+            return self._partial(obj, raw)
         if kind == "result":
             self._result = obj
             session = _str(obj.get("session_id"))
@@ -213,6 +227,26 @@ class ClaudeCode:
                     f"{obj.get('error_status')} {obj.get('error')}, retrying in "
                     f"{obj.get('retry_delay_ms')} ms")
             return [Event("retry", session_id=_str(obj.get("session_id")), text=text, raw=raw)]
+        return []
+
+    def _partial(self, obj: dict[str, Any], raw: dict[str, Any]) -> list[Event]:
+        """A message's start and its closing delta (``--include-partial-messages``):
+        the delta carries the message's output tokens, before its tool runs."""
+        event = obj.get("event")
+        if not isinstance(event, dict):
+            return []
+        stream = str(obj.get("parent_tool_use_id"))  # a subagent's messages interleave
+        session = _str(obj.get("session_id"))
+        if event.get("type") == "message_start" and isinstance(event.get("message"), dict):
+            message = event["message"]
+            self._streaming[stream] = (_str(message.get("id")), _str(message.get("model")))
+            return self._usage(message, session, raw)
+        if event.get("type") == "message_delta" and stream in self._streaming:
+            message_id, model = self._streaming[stream]
+            if message_id is None:
+                return []
+            return self._usage({"id": message_id, "model": model, "usage": event.get("usage")},
+                               session, raw)
         return []
 
     def _rate_limit(self, obj: dict[str, Any], raw: dict[str, Any]) -> list[Event]:

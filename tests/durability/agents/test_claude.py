@@ -63,20 +63,37 @@ def test_two_calls_give_session_calls_results_and_the_result() -> None:
                           reported_cost_usd=pytest.approx(0.022725))
 
 
-def test_usage_is_counted_once_per_message_and_reaches_the_results_totals() -> None:
+def test_usage_is_counted_per_message_before_its_call_runs() -> None:
+    # --include-partial-messages: a message's start gives its input and cache
+    # tokens, its closing delta its output tokens, both before the call runs.
     events, _ = replay("two_calls")
+    first = [e for e in events if e.kind in ("usage", "tool_result")][:3]
+    assert [(e.kind, e.usage) for e in first] == [
+        ("usage", Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)),
+        ("usage", Usage("claude-sonnet-4-5", 0, 79, 0, 0)),
+        ("tool_result", None)]
+    # 3 x (1200, 80, 3000, 500), what the stand-in reported, all counted
+    # before the result: the result adds nothing.
+    before_result = events[:kinds(events).index("result")]
+    assert total(before_result) == total(events) == (3600, 240, 9000, 1500)
+    # (The result's own additions carry no line of their own.)
+    assert all(e.raw is not None for e in events if e.kind == "usage")
+
+
+def test_without_partial_messages_the_result_brings_the_output_tokens() -> None:
+    events, final = replay("two_calls_plain", ClaudeCode(partial_messages=False))
     usage_events = [e for e in events if e.kind == "usage"]
-    # Three answers, each folded the moment its first line is seen ...
-    first_three = usage_events[:3]
-    assert [u.usage for u in first_three] == [Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)] * 3
-    # ... and the result's totals bring the output tokens the lines lacked:
-    # 3 x (1200, 80, 3000, 500), what the stand-in reported.
-    assert total(events) == (3600, 240, 9000, 1500)
+    # Each line shows the usage of its message's start (output: 1) ...
+    assert [u.usage for u in usage_events[:3]] == [
+        Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)] * 3
+    # ... and the result's modelUsage adds the output tokens the lines lacked.
+    assert usage_events[3].usage == Usage("claude-sonnet-4-5", 0, 237, 0, 0)
+    assert total(events) == (3600, 240, 9000, 1500) and final.ok
 
 
 def test_two_blocks_of_one_message_fold_its_usage_once() -> None:
     lines = (FIXTURES / "two_blocks.jsonl").read_text().splitlines()
-    first = [json.loads(x) for x in lines if '"msg_e2e_0002"' in x]
+    first = [json.loads(x) for x in lines if '"msg_e2e_0002"' in x and '"assistant"' in x[:20]]
     assert len(first) == 2 and first[0]["message"]["usage"] == first[1]["message"]["usage"]
     events, final = replay("two_blocks")
     assert next(e.text for e in events if e.kind == "message") == "Writing the file now."
@@ -198,7 +215,8 @@ def test_argv_of_a_new_session(tmp_path: Path) -> None:
     assert argv == ["/opt/claude", "-p", "--output-format", "stream-json", "--verbose",
                     "--permission-mode", "bypassPermissions",
                     "--settings", str(tmp_path / "private" / "claude-settings.json"),
-                    "--setting-sources", "user,project,local", "--session-id", SESSION,
+                    "--setting-sources", "user,project,local", "--include-partial-messages",
+                    "--session-id", SESSION,
                     "--model", "claude-opus-4-8", "--max-turns", "7",
                     "--json-schema", '{"type":"object"}', "--", "-v is a prompt"]
 
