@@ -98,6 +98,9 @@ _QUOTA = re.compile(
     r"usage limit reached|rate[_ ]limit", re.IGNORECASE)
 #: An overage status under which a rejected plan limit does not stop the agent.
 _GOING_ON = ("allowed", "allowed_warning")
+#: Result subtypes of a limit the task set itself: never a quota.
+_OWN_LIMITS = frozenset({"error_max_turns", "error_max_budget_usd",
+                         "error_max_structured_output_retries"})
 _LOST = re.compile(r"No conversation found", re.IGNORECASE)
 
 
@@ -416,7 +419,9 @@ class ClaudeCode:
         if _LOST.search(detail) or _LOST.search(stderr_head):
             return Final(False, error=f"session-lost: {detail[:500]}", session_lost=True,
                          **common)
-        quota = self._result_quota(result, detail, quotas)
+        # A limit of the task's own (turns, budget) is its verdict, whatever
+        # rate-limit notice came before it.
+        quota = None if subtype in _OWN_LIMITS else self._result_quota(result, detail, quotas)
         if quota is not None:
             return Final(False, error=f"quota: {quota.message}", quota=quota, **common)
         return Final(False, error=f"{subtype or 'error'}: {detail[:500]}", **common)

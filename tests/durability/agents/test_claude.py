@@ -125,6 +125,17 @@ def test_max_turns_fails_with_its_subtype() -> None:
     assert final.num_turns == 2
 
 
+def test_max_turns_after_a_rejected_limit_notice_is_still_max_turns() -> None:
+    adapter = ClaudeCode()
+    notice = json.dumps({"type": "rate_limit_event", "session_id": SESSION, "rate_limit_info": {
+        "status": "rejected", "resetsAt": 1796191200}})
+    lines = [notice, *(FIXTURES / "max_turns.jsonl").read_text().splitlines()]
+    events = [e for line in lines for e in adapter.parse(line)]
+    assert "quota" in kinds(events)
+    final = adapter.finish(events, 1, "")
+    assert final.quota is None and (final.error or "").startswith("error_max_turns")
+
+
 def test_structured_output_is_the_answer() -> None:
     _, final = replay("structured")
     assert final.ok and final.structured == {"answer": 42, "files": ["a.txt"]}
