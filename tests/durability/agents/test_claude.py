@@ -330,3 +330,17 @@ def test_no_transcript_is_none_and_a_bad_id_is_refused(tmp_path: Path) -> None:
     assert ClaudeCode().completed_calls(SESSION, tmp_path, env) is None
     with pytest.raises(InvalidInput):
         ClaudeCode().completed_calls("../../etc/passwd", tmp_path, env)
+
+
+@pytest.mark.parametrize("subtype", ["error_max_budget_usd", "error_max_structured_output_retries",
+                                     "error_during_execution"])
+def test_other_error_results_fail_with_their_subtype(subtype: str) -> None:
+    # Shaped as the recorded max_turns result (these subtypes need a real
+    # budget or a model that keeps refusing the schema to appear).
+    adapter = ClaudeCode()
+    line = json.dumps({"type": "result", "subtype": subtype, "is_error": True, "num_turns": 4,
+                       "session_id": SESSION, "total_cost_usd": 1.25, "errors": []})
+    final = adapter.finish(adapter.parse(line), 1, "")
+    assert (final.ok, final.session_lost, final.quota) == (False, False, None)
+    assert (final.error or "").startswith(subtype)
+    assert (final.num_turns, final.reported_cost_usd) == (4, 1.25)
