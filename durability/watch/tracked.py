@@ -32,9 +32,9 @@ from durability.watch.changed import ChangedPaths, Informed
 from durability.watch.ignore import IgnoreRules
 from durability.watch.inotify import (
     OverflowListener,
-    default_observer,
     event_filter,
-    folders_within,
+    folders_outside_internal,
+    internal_observer,
     watched_folders,
 )
 from durability.watch.watch import _inode, _text, change_ends
@@ -164,7 +164,7 @@ class Tracker:
                  barrier_timeout_s: float = 5.0) -> None:
         self.max_worktrees = max_worktrees
         self.max_watches = default_max_watches() if max_watches is None else max_watches
-        self._observer_factory = observer_factory or default_observer
+        self._observer_factory = observer_factory or internal_observer
         self._observer: Any = None
         self._barrier_timeout_s = barrier_timeout_s
         self._lock = threading.RLock()
@@ -265,7 +265,7 @@ class Tracker:
         with self._lock:
             if self._closed or self._refused_recently(worktree):
                 return None
-        folders = folders_within(worktree, self.max_watches)
+        folders = folders_outside_internal(worktree, self.max_watches)
         if folders is None:
             self._refuse(worktree, f"more than {self.max_watches} folders")
             return None
