@@ -154,7 +154,7 @@ def _arm_alarm(hook: _Hook) -> Callable[[], None]:
     try:
         # The C module: ``signal`` imports enum, functools and collections
         # (~3-5 ms of every hook process, pre-call ones included: issue 25).
-        import _signal as signal
+        import _signal as signal  # type: ignore[import-not-found]
 
         # Past a file size limit a write fails with EFBIG (and the spool tries
         # its next folder) instead of the signal killing the hook mid-gap.
