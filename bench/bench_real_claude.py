@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -85,7 +86,8 @@ class Session:
 
     def env(self, base_url: str) -> dict[str, str]:
         b = self.bench.env
-        keep = ("HOME", "LANG", "TMPDIR", "JJ_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
+        keep = ("HOME", "LANG", "TMPDIR", "JJ_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
+                "PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
         env = {k: b[k] for k in keep if k in b}
         env |= {k: v for k, v in b.items() if k.startswith("DURABILITY_")}
         env |= {"PATH": "/usr/bin:/bin", "ANTHROPIC_BASE_URL": base_url,
@@ -95,7 +97,19 @@ class Session:
                 "NO_PROXY": "127.0.0.1,localhost"}
         return env
 
-    def run(self, tag: str) -> tuple[list[float], str]:
+    def run(self, tag: str) -> tuple[list[float], str, float]:
+        """The session's tool calls' ms, its id, and the CPU ms it cost:
+        Claude Code and every process it waited for (the hooks, the tools),
+        and the service's own (with the jj runs it waited for)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        service = service_cpu_s(self.bench.service_pid)
+        gaps, session = self._run(tag)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        cpu += service_cpu_s(self.bench.service_pid) - service
+        return gaps, session, cpu * 1000
+
+    def _run(self, tag: str) -> tuple[list[float], str]:
         target = self.repo / "bench-edits.txt"
         calls = self.calls
 
@@ -111,7 +125,8 @@ class Session:
             extra += ["--settings", str(self.settings)]
         if self.debug is not None:
             extra += ["--debug-file", str(self.debug / f"{tag}.log"), "--debug", "hooks"]
-        with TimedFake(Script(plan=plan)) as fake:
+        fake = TimedFake(Script(plan=plan))
+        with fake:
             done = subprocess.run(
                 [*CLAUDE_WRAP, str(CLAUDE), "-p", "Append to the file.", "--output-format", "json",
                  "--permission-mode", "bypassPermissions", *extra],
@@ -124,6 +139,18 @@ class Session:
         if len(gaps) != calls:
             sys.exit(f"bench: {len(gaps)} tool calls seen, {calls} planned")
         return gaps, session
+
+
+def service_cpu_s(pid: int | None) -> float:
+    """The service's CPU seconds so far, its reaped children (jj) included."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def build_git(bench: Bench, n: int) -> Path:
@@ -189,6 +216,9 @@ def main() -> None:
                         help="also time the hook with no service (in-process captures)")
     parser.add_argument("--debug-dir", type=Path, help="keep Claude Code's debug logs here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="run the hooks as a harness started with PYTHONDONTWRITEBYTECODE=1 "
+                        "over an install without bytecode caches (an empty PYTHONPYCACHEPREFIX)")
     parser.add_argument("--claude", type=Path, help="another Claude Code binary than the pinned "
                         "one (npm install --prefix DIR @anthropic-ai/claude-code@VERSION)")
     args = parser.parse_args()
@@ -222,6 +252,9 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     (home / ".claude").mkdir(parents=True)
     bench.env["HOME"] = str(home)
     bench.env["DURABILITY_AUTOSTART"] = "0"
+    if args.no_bytecode:
+        bench.env["PYTHONDONTWRITEBYTECODE"] = "1"
+        bench.env["PYTHONPYCACHEPREFIX"] = str(root / "no-caches")
     repo = bench.build_repo(n)[0] if kind == "jj" else build_git(bench, n)
     (repo / "bench-edits.txt").write_text("start\n")
     settings = hook_settings(bench)
@@ -231,6 +264,9 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
         modes.append(("hook, no service", settings, False))
     per_mode: dict[str, list[float]] = {m: [] for m, _, _ in modes}
     per_pair: dict[str, list[float]] = {m: [] for m, _, _ in modes}
+    cpu_pair: dict[str, list[float]] = {m: [] for m, _, _ in modes}
+    #: The service's ping counters, summed over its sessions.
+    informed: dict[str, int] = {}
     base: dict[str, list[float]] = {}
     loads = []
     for pair in range(args.pairs):
@@ -241,18 +277,26 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
                 for k, v in floor(bench, repo, kind, n).items():
                     base.setdefault(k, []).append(v)
                 tag = f"{kind}{n}-{pair}-{mode.replace(' ', '').replace(',', '-')}"
-                gaps, session = Session(bench, repo, args.calls, hook, args.debug_dir).run(tag)
+                session_run = Session(bench, repo, args.calls, hook, args.debug_dir)
+                gaps, session, cpu_ms = session_run.run(tag)
+                if service:
+                    seen = bench.ping().get("informed") or {}
+                    for k in ("full", "quiet", "ahead", "from_snapshot"):
+                        informed[k] = informed.get(k, 0) + int(seen.get(k) or 0)
             finally:
                 if service:
                     bench.stop_service()
+            cpu_pair[mode].append(cpu_ms / args.calls)
             if hook is not None and (missed := gaps_of(bench, session)):
                 sys.exit(f"bench: the hook left gaps: {missed[:3]}")
             per_mode[mode] += gaps
             per_pair[mode].append(med(gaps))
             loads.append(os.getloadavg()[0])
     print(f"\n{kind}, {n} files (load average {min(loads):.2f}-{max(loads):.2f})")
-    for k, v in base.items():
-        print(f"  {k:34s} median {med(v):7.1f} ms")
+    for k, samples in base.items():
+        print(f"  {k:34s} median {med(samples):7.1f} ms")
+    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
+          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
     nohook = per_pair["no hook"]
     for mode, _, _ in modes:
         print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
@@ -263,6 +307,9 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
         over = med([h - o for h, o in zip(per_pair[mode], nohook, strict=True)])
         print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
               f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
+        cpu = med([h - o for h, o in zip(cpu_pair[mode], cpu_pair["no hook"], strict=True)])
+        print(f"  CPU per call, {mode:23s} {cpu:7.1f} ms  (Claude Code, hooks, service and "
+              f"its jj, minus the no-hook session's)")
 
 
 if __name__ == "__main__":
