@@ -281,7 +281,7 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
                 gaps, session, cpu_ms = session_run.run(tag)
                 if service:
                     seen = bench.ping().get("informed") or {}
-                    for k in ("full", "quiet", "ahead", "from_snapshot"):
+                    for k in ("full", "informed", "quiet", "ahead", "from_snapshot"):
                         informed[k] = informed.get(k, 0) + int(seen.get(k) or 0)
             finally:
                 if service:

@@ -86,8 +86,12 @@ def _pruned_observer_class() -> Any:
         def _add_all_callbacks(self, path: bytes) -> None:
             kept = {os.path.join(self.path, os.fsencode(k)) for k in INTERNAL_KEPT}
             if _internal(self.path, path):
-                if path in kept and os.path.isdir(path):
-                    self._add_callback(path)  # a kept folder made later (.git/info)
+                # A kept folder made later (.git/info; .git itself, re-made),
+                # with the kept ones already inside it.
+                if path in kept:
+                    for folder in sorted(k for k in kept if _under(k, path)):
+                        if os.path.isdir(folder):
+                            self._add_callback(folder)
                 return
             self._add_callback(path)
             if not (self.is_recursive and os.path.isdir(path)):

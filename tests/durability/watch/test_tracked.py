@@ -166,3 +166,20 @@ def test_the_narrowed_observer_is_the_one_in_use() -> None:
     observer.start()
     observer.stop()
     observer.join(10)
+
+
+def test_a_git_folder_made_again_is_watched_where_it_must_be(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    tracker = Tracker()
+    try:
+        tracker.prepare(repo)
+        (repo / ".git").rename(tmp_path / "old.git")
+        (tmp_path / "old.git").rename(repo / ".git")  # moved back in: a new watch
+        (repo / "src.txt").write_text("x\n")
+        tracker.prepare(repo)
+        assert tracker.armed == 1  # the same watch: the folder's own event re-watched it
+        watched = _watched(tracker, repo)
+        assert {".git", ".git/info"} <= watched
+        assert not any(w.startswith(".git/objects") for w in watched)
+    finally:
+        tracker.close()
