@@ -51,6 +51,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "DURABILITY_INFORMED_WATCHES": "inotify watches (folders) those internal watches may use",
     "DURABILITY_INFORMED_RESCAN_MS": "the longest a watched worktree goes without a full "
                                      "capture (0: never)",
+    "DURABILITY_INFORMED_SETTLE_MS": "how long a watched jj worktree stays still before the "
+                                     "service snapshots it ahead of the hook (0: never)",
     "DURABILITY_SERVICE_IDLE_MS": "an autostarted service leaves after this long with no "
                                   "request and no watch (0: never)",
 }
@@ -98,6 +100,9 @@ class Settings:
     informed_watches: int | None = None
     #: The longest a watched worktree goes without a full capture (0: never).
     informed_rescan_ms: int = 60_000
+    #: How long a watched jj worktree stays still before the service
+    #: snapshots it ahead of the hook (0: never; ``service.informed``).
+    informed_settle_ms: int = 20
     #: ``DURABILITY_HOST_ID`` where it is set (``durability.store.host.machine``); None:
     #: the id kept in the state folder.
     host_id: str | None = None
@@ -128,6 +133,7 @@ class Settings:
                                       DEFAULT_INFORMED_WORKTREES),
             informed_watches=_count(env, "DURABILITY_INFORMED_WATCHES", None),
             informed_rescan_ms=int(_number(env, "DURABILITY_INFORMED_RESCAN_MS")),
+            informed_settle_ms=int(_number(env, "DURABILITY_INFORMED_SETTLE_MS")),
             service_idle_ms=int(_number(env, "DURABILITY_SERVICE_IDLE_MS")),
             host_id=env.get("DURABILITY_HOST_ID", "").strip() or None,
         )
@@ -152,6 +158,7 @@ class Settings:
             "DURABILITY_REPLICATION_BOUND_MS": str(self.replication_bound_ms),
             "DURABILITY_INFORMED_WORKTREES": str(self.informed_worktrees),
             "DURABILITY_INFORMED_RESCAN_MS": str(self.informed_rescan_ms),
+            "DURABILITY_INFORMED_SETTLE_MS": str(self.informed_settle_ms),
             "DURABILITY_SERVICE_IDLE_MS": str(self.service_idle_ms),
             **({} if self.informed_watches is None
                else {"DURABILITY_INFORMED_WATCHES": str(self.informed_watches)}),

@@ -86,6 +86,9 @@ ENV_DEFAULTS: dict[str, str] = {
                                    "worktree is captured by full scans",
     "DURABILITY_INFORMED_RESCAN_MS": "60000, so writes inotify never reports (an mmap write, a "
                                      "hard link made from outside) are taken within this long",
+    "DURABILITY_INFORMED_SETTLE_MS": "20; a hook whose tree has not changed since that snapshot "
+                                     "began is recorded from it, with no jj run of its own "
+                                     "(docs/decisions/0047)",
     "DURABILITY_SERVICE_IDLE_MS": "1800000 (30 min) with no request, no watch and no push under "
                                   "way; the next hook starts one again; a service you started "
                                   "(`serve`, the user unit) never leaves",

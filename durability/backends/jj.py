@@ -45,7 +45,8 @@ from durability.ground.fsutil import replace_file
 if TYPE_CHECKING:
     import pygit2
 
-__all__ = ["MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "repo_dir"]
+__all__ = ["JJ_COLUMNS", "MIN_VERSION", "JjBackend", "JjBinary", "find_jj", "git_dir", "jj_env",
+           "repo_dir"]
 
 MIN_VERSION = (0, 30)
 PIN_PREFIX = "refs/durability/jj/"
@@ -92,6 +93,21 @@ def usual_places(env: Mapping[str, str]) -> list[str]:
               *([f"{home}/.local/bin/jj", f"{home}/.nix-profile/bin/jj"] if home else []),
               "/opt/homebrew/bin/jj", "/usr/local/bin/jj", "/home/linuxbrew/.linuxbrew/bin/jj"]
     return [p for p in places if p.startswith("/")]
+
+
+#: The terminal width jj is told when nobody told it one: without COLUMNS
+#: every jj command spawns ``tput cols`` and ``tput lines`` (2-3 ms of each
+#: capture, more on a loaded machine).  Nothing we parse depends on it: our
+#: templates print no graph and wrap nothing.
+JJ_COLUMNS = "200"
+
+
+def jj_env(env: Mapping[str, str] = os.environ) -> dict[str, str] | None:
+    """The environment of a jj command we run: ``env`` with ``COLUMNS`` set
+    when it is not (None: ``env`` as it is, when it is the process's own)."""
+    if env.get("COLUMNS"):
+        return None if env is os.environ else dict(env)
+    return {**env, "COLUMNS": JJ_COLUMNS}
 
 
 def find_jj(env: Mapping[str, str] = os.environ) -> JjBinary:
@@ -242,7 +258,8 @@ class JjBackend:
         for item in config:
             argv += ["--config", item]
         try:
-            return proc.run([*argv, *args], cwd=str(worktree), timeout=self._timeout())
+            return proc.run([*argv, *args], cwd=str(worktree), timeout=self._timeout(),
+                            env=jj_env())
         except proc.TimedOut as exc:
             raise JjTimeout(f"jj {args[0]} in {worktree}: {exc}") from exc
         except OSError as exc:
@@ -253,7 +270,7 @@ class JjBackend:
         try:
             done = proc.run([self.jj.path, "--no-pager", "--color=never", "-R", str(worktree),
                              "--ignore-working-copy", "config", "get", "snapshot.auto-track"],
-                            cwd=str(worktree), timeout=self._timeout())
+                            cwd=str(worktree), timeout=self._timeout(), env=jj_env())
         except (proc.TimedOut, OSError):
             return "all()"
         value = done.stdout.strip()

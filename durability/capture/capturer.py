@@ -138,6 +138,9 @@ class Capturer:
         #: When the requester must have its answer (``time.monotonic()``), if
         #: it has a budget (the hook): jj's timeout is cut to fit it.
         self._deadline = deadline
+        #: Per worktree, its last snapshot (the service's internal watch may
+        #: answer a later request from it: ``service.informed``).
+        self.snapshots: dict[Path, Snapshot] = {}
 
     def lock(self, worktree: Path, timeout_s: float, *,
              held: list[int] | None = None) -> filelock.BaseFileLock:
@@ -212,7 +215,19 @@ class Capturer:
             snap = backend.snapshot(worktree, stamps, changed_paths=_changed_paths(requests))
         except CaptureError as exc:
             return [self.fail(r, exc) for r in requests]
+        self.snapshots[worktree] = snap
         return [self._record(r, snap) for r in requests]
+
+    def record_snapshot(self, requests: list[CaptureRequest], snap: Snapshot) -> list[Outcome]:
+        """Answer ``requests`` with ``snap``, taken earlier of a tree that
+        has not changed since it began (the caller proves it and holds the
+        worktree lock): what ``capture_locked`` answers, without the jj run."""
+        settled = {id(r): o for r in requests if (o := self.settled(r)) is not None}
+        todo = [r for r in requests if id(r) not in settled]
+        if todo:
+            self._follow(todo[0].worktree)
+        settled.update((id(r), self._record(r, snap)) for r in todo)
+        return [settled[id(r)] for r in requests]
 
     def settled(self, request: CaptureRequest) -> Outcome | None:
         """The answer to a request that must not be captured now, if any."""

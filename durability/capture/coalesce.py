@@ -9,8 +9,10 @@ Bursts: when requests queued up while a capture ran (parallel tool calls, many
 agents on one tree), the next capture waits until arrivals have paused for
 ``burst_quiet_s`` (at most ``burst_max_s``), so a burst of hook processes that
 trickle in over a few hundred ms (each a Python start) costs two or three jj
-snapshots instead of one per arrival.  A request reaching an idle worktree is
-captured at once: sequential tool calls never wait.
+snapshots instead of one per arrival; unless ``answerable`` says the batch
+would be answered without a capture (the service's internal watch saw
+nothing change), which waits for nothing.  A request reaching an idle
+worktree is captured at once: sequential tool calls never wait.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ class Coalescer:
         idle_exit_s: float = 30.0,
         burst_quiet_s: float = 0.0,
         burst_max_s: float = 0.0,
+        answerable: Callable[[Path], bool] | None = None,
     ) -> None:
         self._run_batch = run_batch
+        self._answerable = answerable
         self._idle_exit_s = idle_exit_s
         self._burst_quiet_s = burst_quiet_s
         self._burst_max_s = burst_max_s
@@ -94,7 +98,7 @@ class Coalescer:
             while not queue.pending and not self._stopping:
                 if not queue.wake.wait(self._idle_exit_s):
                     break
-            if queue.burst and queue.pending:
+            if queue.burst and queue.pending and not self._can_answer(worktree):
                 self._gather(queue)
         with self._lock, queue.wake:
             if not queue.pending:
@@ -121,6 +125,12 @@ class Coalescer:
             else:
                 live.append((request, future))
         return live
+
+    def _can_answer(self, worktree: Path) -> bool:
+        try:
+            return self._answerable is not None and self._answerable(worktree)
+        except Exception:
+            return False  # only a shortcut: wait out the burst as before
 
     def _gather(self, queue: _Queue) -> None:
         """Let a burst settle: wait until no request has arrived for the quiet

@@ -33,9 +33,81 @@ def run_checks(settings: Settings, env: Mapping[str, str],
                project_dir: Path | None = None) -> list[Check]:
     where = Path(project_dir or Path.cwd()).absolute()
     remotes = _remotes(settings, where, env)
-    return [_backend(where, env), _state(settings), _spool(settings), _socket(settings, env),
-            _machine(env), *([remotes] if remotes is not None else []), *hook_checks(where, env),
-            *mcp_checks(where, env)]
+    service = _socket(settings, env)
+    hooks = hook_checks(where, env)
+    return [_backend(where, env), _state(settings), _spool(settings), service,
+            _machine(env), *([remotes] if remotes is not None else []), *hooks,
+            _hook_speed(env, service, hooks), *mcp_checks(where, env)]
+
+
+#: The modules every hook process imports (its fast path: the service answers).
+HOOK_MODULES = ("durability", "durability.__main__", "durability.hook", "durability.hook.entry",
+                "durability.gaps", "durability.gaps.calls", "durability.ground",
+                "durability.ground.client", "durability.ground.envms",
+                "durability.ground.errors", "durability.ground.fastjson",
+                "durability.ground.ids", "durability.ground.paths")
+
+
+def _hook_speed(env: Mapping[str, str], service: Check, hooks: list[Check]) -> Check:
+    """What makes every tool call slower without failing it: no service to
+    answer the hook (each call captures in-process), and a hook that has no
+    bytecode caches to load (each call compiles its modules); each costs
+    50-250 ms per tool call (bench/RESULTS.md, issue 25)."""
+    slow: list[str] = []
+    steps: list[str] = []
+    installed = any(c.name.startswith("hook ") and "not installed" not in c.detail
+                    for c in hooks)
+    if installed and service.status == OK and service.detail.startswith("not running"):
+        from durability.hook.autostart import enabled
+
+        slow.append("no service answers the hook, so each tool call captures in-process"
+                    + (" until the next hook starts one" if enabled(env) else
+                       " (DURABILITY_AUTOSTART is off)"))
+        steps.append("`durability serve --detach` (or `durability service install`)")
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        slow.append("PYTHONDONTWRITEBYTECODE is set: a hook started with it never writes the "
+                    "bytecode caches it lacks")
+        steps.append("unset PYTHONDONTWRITEBYTECODE where the harness starts")
+    missing = _missing_bytecode()
+    if missing:
+        slow.append(f"no up-to-date bytecode cache for {len(missing)} of the hook's "
+                    f"{len(HOOK_MODULES)} modules ({', '.join(missing[:3])}"
+                    f"{', ...' if len(missing) > 3 else ''}): each hook compiles them")
+        steps.append("`python -m compileall` the toolkit's package folder "
+                     "(or run any durability command once where it may write there)")
+    if not slow:
+        return Check("hook speed", OK, "a service answers the hook, and its "
+                     f"{len(HOOK_MODULES)} modules load from bytecode caches")
+    return Check("hook speed", WARN, "; ".join(slow) + " (each costs 50-250 ms per tool call)",
+                 "; ".join(steps))
+
+
+def _missing_bytecode() -> list[str]:
+    """The hook modules whose bytecode cache is missing or older than their
+    source (as the interpreter checks it: the source's mtime and size)."""
+    import importlib.util
+
+    missing = []
+    for name in HOOK_MODULES:
+        spec = importlib.util.find_spec(name)
+        source = spec.origin if spec is not None else None
+        if source is None or not source.endswith(".py"):
+            continue
+        try:
+            cache = importlib.util.cache_from_source(source)
+            with open(cache, "rb") as f:
+                head = f.read(16)
+            st = os.stat(source)
+        except (OSError, NotImplementedError, ValueError):
+            missing.append(name)
+            continue
+        stamped = int.from_bytes(head[4:8], "little") == 0  # not a hash-based cache
+        stale = stamped and (
+            int.from_bytes(head[8:12], "little") != int(st.st_mtime) & 0xFFFFFFFF
+            or int.from_bytes(head[12:16], "little") != st.st_size & 0xFFFFFFFF)
+        if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER or stale:
+            missing.append(name)
+    return missing
 
 
 def _backend(where: Path, env: Mapping[str, str]) -> Check:

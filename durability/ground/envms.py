@@ -37,6 +37,11 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # inotify never reports (mmap, a hard link made from outside) are taken
     # within this long (0: never; docs/DESIGN.md contract 2).
     "DURABILITY_INFORMED_RESCAN_MS": (60_000, True),
+    # How long a watched jj worktree's tree must stay still before the
+    # service snapshots it ahead of the hook, which is then answered from
+    # that snapshot when nothing changed since it began (0: never;
+    # docs/decisions/0047).
+    "DURABILITY_INFORMED_SETTLE_MS": (20, True),
     # A service a hook started leaves after this long with no request and no
     # watch; the next hook starts one again (0: never).
     "DURABILITY_SERVICE_IDLE_MS": (1_800_000, True),

@@ -152,7 +152,9 @@ def _arm_alarm(hook: _Hook) -> Callable[[], None]:
     thread, or without SIGALRM, a watchdog thread does the same."""
     delay = max(hook.budget_s - _MARGIN_S, 0.05)
     try:
-        import signal
+        # The C module: ``signal`` imports enum, functools and collections
+        # (~3-5 ms of every hook process, pre-call ones included: issue 25).
+        import _signal as signal  # type: ignore[import-not-found]
 
         # Past a file size limit a write fails with EFBIG (and the spool tries
         # its next folder) instead of the signal killing the hook mid-gap.
@@ -184,7 +186,7 @@ def _on_alarm(hook: _Hook) -> None:
     # The handler runs on the main thread: if that thread is writing a gap,
     # let it finish (briefly), since it holds the lock _give_up would wait on.
     if hook.done.locked() and hook.alarms < 2:
-        import signal
+        import _signal as signal
 
         hook.alarms += 1
         signal.setitimer(signal.ITIMER_REAL, _MARGIN_S / 3)

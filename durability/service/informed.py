@@ -3,6 +3,14 @@
 only the paths that changed (git), and a call after which nothing changed is
 answered with the previous checkpoint without running jj or scanning (both
 backends).  Why the quiet answer keeps contract 2: docs/DESIGN.md.
+
+Ahead of the hook (jj, whose commits name no attempt): once a watched tree
+has been still for ``settle_s``, the service snapshots it; a request whose
+barrier then proves nothing changed since that snapshot began is recorded
+from it (``Capturer.record_snapshot``), so the hook waits for no jj run.
+The latest snapshot of a still tree also answers a new attempt's request
+(another session, sub-agent or simultaneous call) the same way.  Why this
+keeps contract 2: docs/DESIGN.md and docs/decisions/0047.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any
 import filelock
 import pygit2
 
-from durability.backends.base import MOVING
+from durability.backends.base import MOVING, Snapshot
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.ground.errors import DurabilityError
@@ -37,13 +45,18 @@ log = logging.getLogger("durability.service")
 _LOCK_WAIT_S = 0.05
 # Attempts remembered per worktree while its tree stays the same.
 _KEYS_PER_WORKTREE = 64
+# A snapshot ahead of the hook that nobody used (the tree moved on first)
+# doubles the stillness the next one waits for, up to this: a tool that
+# writes for minutes costs a few wasted jj runs, not one per pause.
+_SETTLE_MAX_S = 1.0
 
 
 class InformedCaptures:
     """Runs the coalescer's batches: informed, quiet, or a full capture."""
 
     def __init__(self, capturer: Capturer, tracker: Tracker, store: Callable[[], Store],
-                 *, rescan_s: float = 60.0, timer: Timer = SYSTEM_TIMER) -> None:
+                 *, rescan_s: float = 60.0, timer: Timer = SYSTEM_TIMER,
+                 settle_s: float = 0.0) -> None:
         self.capturer = capturer
         self.rescan_s = rescan_s
         #: Decides when a rescan is due (a test moves it).
@@ -58,13 +71,50 @@ class InformedCaptures:
         self._answers: dict[Path, dict[AttemptKey, Outcome]] = {}
         #: Per jj worktree: jj's operation heads right after that capture.
         self._ops: dict[Path, tuple[str, ...] | None] = {}
+        #: Per jj worktree: the snapshot of its tree as of the last take
+        #: (a capture's, or one taken ahead of the hook), while quiet.
+        self._snaps: dict[Path, Snapshot] = {}
+        #: One batch or snapshot ahead at a time per worktree, so a take and
+        #: the snapshot that follows it are never split by another take.
+        self._busy: dict[Path, threading.Lock] = {}
         #: Batches answered without a capture, captured with changed paths
         #: only, and captured with a full scan (the ping shows them).
         self.quiet = 0
         self.informed = 0
         self.full = 0
+        #: Snapshots taken ahead of the hook, and batches answered from a
+        #: snapshot without a jj run of their own.
+        self.ahead = 0
+        self.from_snapshot = 0
+        self.settle_s = settle_s
+        self._settler: _Settler | None = None
+        if settle_s > 0:
+            self._settler = _Settler(self, settle_s, timer)
+            tracker.on_change = self._settler.changed
+
+    def close(self) -> None:
+        """Stop snapshotting ahead (the tracker is closed by its owner)."""
+        if self._settler is not None:
+            self._settler.stop()
+
+    def _busy_lock(self, worktree: Path) -> threading.Lock:
+        with self._lock:
+            return self._busy.setdefault(worktree, threading.Lock())
+
+    def answerable(self, worktree: Path) -> bool:
+        """Whether a request for ``worktree`` would likely be answered from
+        what is known, with no capture (a hint: the coalescer then waits out
+        no burst; the answer itself is decided behind a barrier)."""
+        with self._lock:
+            known = worktree in self._snaps or bool(self._answers.get(worktree))
+        return known and not self.tracker.stirred(worktree)
 
     def run_batch(self, requests: list[CaptureRequest], *, lock_timeout_s: float) -> list[Outcome]:
+        with self._busy_lock(requests[0].worktree):
+            return self._run_batch(requests, lock_timeout_s=lock_timeout_s)
+
+    def _run_batch(self, requests: list[CaptureRequest], *,
+                   lock_timeout_s: float) -> list[Outcome]:
         worktree = requests[0].worktree
         informed = self._prepare(worktree)
         if informed is not None and self._tracked_ignored_changed(worktree):
@@ -80,6 +130,10 @@ class InformedCaptures:
             answers = self._quiet_answers(worktree, requests)
             if answers is not None:
                 self.quiet += 1
+                return answers
+            answers = self._snapshot_answers(worktree, requests)
+            if answers is not None:
+                self.from_snapshot += 1
                 return answers
         else:
             self._forget(worktree)  # the tree moved on: no earlier answer stands
@@ -132,6 +186,7 @@ class InformedCaptures:
         """The counters the ping answer carries under ``informed``."""
         t = self.tracker
         return {"quiet": self.quiet, "informed": self.informed, "full": self.full,
+                "ahead": self.ahead, "from_snapshot": self.from_snapshot,
                 "worktrees": len(t.worktrees()), "watches": t.watches(), "armed": t.armed,
                 "evicted": t.evicted, "refused": t.refused, "rearmed": t.rearmed}
 
@@ -171,6 +226,82 @@ class InformedCaptures:
         finally:
             lock.release()
 
+    def _snapshot_answers(self, worktree: Path,
+                          requests: list[CaptureRequest]) -> list[Outcome] | None:
+        """Each request recorded from the worktree's latest snapshot (jj),
+        or None (capture).  Only when the barrier just proved nothing changed
+        since the take before that snapshot began (the caller saw quiet), and
+        jj's operation heads are still the ones after it."""
+        with self._lock:
+            snap = self._snaps.get(worktree)
+            ops = self._ops.get(worktree)
+        if snap is None or ops is None or _op_heads(worktree) != ops:
+            return None
+        try:
+            lock = self.capturer.lock(worktree, _LOCK_WAIT_S)
+            lock.acquire()
+        except (filelock.Timeout, DurabilityError, OSError):
+            return None
+        try:
+            outcomes = self.capturer.record_snapshot(requests, snap)
+        finally:
+            lock.release()
+        self._remember(worktree, requests, outcomes, snap)
+        return outcomes
+
+    # -- ahead of the hook -----------------------------------------------------
+
+    def settle(self, worktree: Path) -> bool:
+        """Snapshot ``worktree`` now (its tree has been still), so the next
+        request is recorded from it if nothing changes first.  False when
+        nothing was taken (not a watched jj worktree, busy, quiet already,
+        or it failed: then the next request captures, as without this)."""
+        if not (worktree / ".jj").is_dir() or worktree not in self.tracker.worktrees():
+            return False
+        busy = self._busy_lock(worktree)
+        if not busy.acquire(blocking=False):
+            return False  # a batch is capturing it: that capture is as good
+        try:
+            return self._settle(worktree)
+        finally:
+            busy.release()
+
+    def _settle(self, worktree: Path) -> bool:
+        informed = self._prepare(worktree)  # the take this snapshot is measured from
+        if informed is None:
+            return False
+        if informed.quiet:
+            return False  # nothing changed since the last take: what we hold stands
+        self._forget(worktree)
+        # The snapshot is full (jj scans everything), so ignored paths that
+        # changed so far are in it, and the rescan clock starts again.
+        self.tracker.ignored_changed(worktree)
+        began = self.timer.monotonic()
+        try:
+            lock = self.capturer.lock(worktree, _LOCK_WAIT_S)
+            lock.acquire()
+        except (filelock.Timeout, DurabilityError, OSError):
+            self.tracker.lost(worktree)  # the take found changes nobody captured
+            return False
+        try:
+            snap = self.capturer.backend(worktree).snapshot(worktree)
+        except Exception as exc:
+            log.info("snapshot ahead of the hook of %s failed: %s", worktree, exc)
+            self.tracker.lost(worktree)
+            return False
+        finally:
+            lock.release()
+        if any(s.reason == MOVING for s in snap.skipped):
+            self.tracker.lost(worktree)
+            return False
+        ops = _op_heads(worktree)
+        with self._lock:
+            self._snaps[worktree] = snap
+            self._ops[worktree] = ops
+            self._full_at[worktree] = began
+        self.ahead += 1
+        return True
+
     def _dedup(self, request: CaptureRequest, last: Outcome) -> Outcome | None:
         try:
             latest = self._store().checkpoint(request.key)
@@ -184,7 +315,7 @@ class InformedCaptures:
     # -- bookkeeping ---------------------------------------------------------
 
     def _remember(self, worktree: Path, requests: list[CaptureRequest],
-                  outcomes: list[Outcome]) -> None:
+                  outcomes: list[Outcome], snap: Snapshot | None = None) -> None:
         if not any(o.fresh for o in outcomes):
             # No snapshot ran (it failed, or every request was answered from
             # the record or expired): the paths taken were never staged.
@@ -194,8 +325,17 @@ class InformedCaptures:
         usable = [(r.key, o) for r, o in zip(requests, outcomes, strict=True)
                   if o.fresh and not any(s.reason == MOVING for s in o.skipped)]
         ops = _op_heads(worktree)
+        if snap is None and ops is not None:
+            snap = self.capturer.snapshots.get(worktree)
+            if snap is not None and (any(s.reason == MOVING for s in snap.skipped)
+                                     or all(o.commit_id != snap.commit_id for o in outcomes)):
+                snap = None  # not this batch's snapshot, or a tree still moving
         with self._lock:
             self._ops[worktree] = ops
+            if snap is not None:
+                self._snaps[worktree] = snap
+            else:
+                self._snaps.pop(worktree, None)
             known = self._answers.setdefault(worktree, {})
             for request in requests:
                 known.pop(request.key, None)
@@ -208,11 +348,97 @@ class InformedCaptures:
                 self._ops.pop(gone, None)
             for gone in [w for w in self._full_at if w not in tracked]:
                 del self._full_at[gone]
+            for gone in [w for w in self._snaps if w not in tracked]:
+                del self._snaps[gone]
 
     def _forget(self, worktree: Path) -> None:
         with self._lock:
             self._answers.pop(worktree, None)
             self._ops.pop(worktree, None)
+            self._snaps.pop(worktree, None)
+
+
+class _Settler:
+    """The thread that snapshots watched jj worktrees ahead of the hook,
+    once each has been still for its settle time."""
+
+    def __init__(self, captures: InformedCaptures, settle_s: float, timer: Timer) -> None:
+        self._captures = captures
+        self._settle_s = settle_s
+        self._timer = timer
+        self._cond = timer.condition()
+        #: Worktree -> when its tree last changed.
+        self._pending: dict[Path, float] = {}
+        #: Worktree -> the stillness its next snapshot waits for.
+        self._wait: dict[Path, float] = {}
+        #: Worktree -> whether it is a jj worktree (git commits name their
+        #: attempt: no snapshot can be taken before the request).
+        self._jj: dict[Path, bool] = {}
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="informed-settle", daemon=True)
+        self._thread.start()
+
+    def changed(self, worktree: Path) -> None:
+        """A change of ``worktree``'s tree (on the observer thread)."""
+        jj = self._jj.get(worktree)
+        if jj is None:
+            jj = self._jj[worktree] = (worktree / ".jj").is_dir()
+        if not jj:
+            return
+        with self._cond:
+            self._pending[worktree] = self._timer.monotonic()
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                due = self._due()
+                while not due and not self._stopping:
+                    self._timer.wait_on(self._cond, self._next_wait())
+                    due = self._due()
+                if self._stopping:
+                    return
+            for worktree in due:
+                self._one(worktree)
+
+    def _due(self) -> list[Path]:
+        """The worktrees still long enough now (taken off the list); the
+        caller holds the condition."""
+        now = self._timer.monotonic()
+        due = [w for w, at in self._pending.items()
+               if now - at >= self._wait.get(w, self._settle_s)]
+        for worktree in due:
+            del self._pending[worktree]
+        return due
+
+    def _next_wait(self) -> float | None:
+        if not self._pending:
+            return None
+        now = self._timer.monotonic()
+        return max(min(at + self._wait.get(w, self._settle_s) - now
+                       for w, at in self._pending.items()), 0.001)
+
+    def _one(self, worktree: Path) -> None:
+        captures = self._captures
+        used = captures.from_snapshot + captures.quiet
+        try:
+            took = captures.settle(worktree)
+        except Exception:
+            log.exception("snapshot ahead of the hook of %s failed", worktree)
+            return
+        with self._cond:
+            if took and worktree in self._pending:
+                # Changed again during it: unused, and the next one waits longer.
+                self._wait[worktree] = min(self._wait.get(worktree, self._settle_s) * 2,
+                                           _SETTLE_MAX_S)
+            elif took or captures.from_snapshot + captures.quiet != used:
+                self._wait.pop(worktree, None)
 
 
 def _in_tree(tree: Any, path: str) -> bool:

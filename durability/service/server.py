@@ -149,10 +149,12 @@ class Service:
                               max_watches=self.settings.informed_watches)
             self.informed = InformedCaptures(
                 self.capturer, tracker, self._get_store,
-                rescan_s=self.settings.informed_rescan_ms / 1000)
+                rescan_s=self.settings.informed_rescan_ms / 1000,
+                settle_s=self.settings.informed_settle_ms / 1000)
             self.coalescer = Coalescer(
                 self._run_batch, burst_quiet_s=self.settings.burst_quiet_ms / 1000,
-                burst_max_s=self.settings.burst_max_ms / 1000)
+                burst_max_s=self.settings.burst_max_ms / 1000,
+                answerable=self.informed.answerable)
             self._ingest()
         except BaseException:
             self._release()
@@ -213,6 +215,7 @@ class Service:
         if self.coalescer is not None:
             self.coalescer.close()
         if self.informed is not None:
+            self.informed.close()
             self.informed.tracker.close()
         for thread in conns:
             thread.join(5)

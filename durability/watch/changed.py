@@ -67,6 +67,13 @@ class ChangedPaths:
         self._barrier: str | None = None
         self._barrier_seen = threading.Event()
 
+    @property
+    def stirred(self) -> bool:
+        """Whether an event (or a loss) came since the last take, as far as
+        delivered (no barrier: a hint, never a proof)."""
+        with self._lock:
+            return self._stirred or self._unknown
+
     def is_barrier(self, path: str) -> bool:
         """Whether ``path`` is the pending barrier (and note that it arrived)."""
         if self._barrier is not None and path == self._barrier:

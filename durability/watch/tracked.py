@@ -32,9 +32,9 @@ from durability.watch.changed import ChangedPaths, Informed
 from durability.watch.ignore import IgnoreRules
 from durability.watch.inotify import (
     OverflowListener,
-    default_observer,
     event_filter,
-    folders_within,
+    folders_outside_internal,
+    internal_observer,
     watched_folders,
 )
 from durability.watch.watch import _inode, _text, change_ends
@@ -68,8 +68,10 @@ def default_max_watches() -> int:
 class _Tracked:
     """One internally watched worktree."""
 
-    def __init__(self, worktree: Path) -> None:
+    def __init__(self, worktree: Path, on_change: Callable[[Path], None] | None = None) -> None:
         self.worktree = worktree
+        #: Told of each change of the tree (on the observer thread: cheap).
+        self.on_change = on_change
         # Files inside .git and .jj (never a change themselves) whose change can
         # change what a capture takes: the ignore rules and the repository's
         # settings.  Their events send the next capture to a full scan.
@@ -102,6 +104,8 @@ class _Tracked:
             self._note_ignored(event)
             return
         self.changed.add(ends)
+        if self.on_change is not None:
+            self.on_change(self.worktree)
         if not event.is_directory and event.event_type in ("created", "moved", "attrib"):
             self._check_links(ends[1] or ends[0])
         if event.is_directory and event.event_type in ("created", "moved"):
@@ -161,10 +165,13 @@ class Tracker:
     def __init__(self, *, max_worktrees: int = DEFAULT_MAX_WORKTREES,
                  max_watches: int | None = None,
                  observer_factory: ObserverFactory | None = None,
-                 barrier_timeout_s: float = 5.0) -> None:
+                 barrier_timeout_s: float = 5.0,
+                 on_change: Callable[[Path], None] | None = None) -> None:
         self.max_worktrees = max_worktrees
+        #: Told of each change of a watched tree, on the observer thread.
+        self.on_change = on_change
         self.max_watches = default_max_watches() if max_watches is None else max_watches
-        self._observer_factory = observer_factory or default_observer
+        self._observer_factory = observer_factory or internal_observer
         self._observer: Any = None
         self._barrier_timeout_s = barrier_timeout_s
         self._lock = threading.RLock()
@@ -222,6 +229,14 @@ class Tracker:
             self._refuse(worktree, "its event barrier did not arrive")
         return informed
 
+    def stirred(self, worktree: Path) -> bool:
+        """Whether ``worktree`` may have changed since its last take (True
+        when not watched): a hint without a barrier, for deciding whether to
+        wait, never for answering."""
+        with self._lock:
+            tracked = self._tracked.get(worktree)
+        return tracked is None or tracked.broken or tracked.changed.stirred
+
     def ignored_changed(self, worktree: Path) -> frozenset[str] | None:
         """Ignored paths changed since the last call (see ``_Tracked``), or
         None (too many, or not watched)."""
@@ -265,11 +280,11 @@ class Tracker:
         with self._lock:
             if self._closed or self._refused_recently(worktree):
                 return None
-        folders = folders_within(worktree, self.max_watches)
+        folders = folders_outside_internal(worktree, self.max_watches)
         if folders is None:
             self._refuse(worktree, f"more than {self.max_watches} folders")
             return None
-        tracked = _Tracked(worktree)
+        tracked = _Tracked(worktree, self.on_change)
         with self._lock:
             self._make_room(folders)
             try:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from durability.ground import ids
-from tests.helpers import cli
+from tests.helpers import cli, make_git_repo
 
 # Each of these was measured on the fast path at 3-9 ms (or pulls in the
 # third-party stack the fallback needs); none is needed when the service answers.
@@ -18,6 +19,24 @@ HEAVY = ("typing", "uuid", "tempfile", "hashlib", "dataclasses", "platform", "in
          "json", "re", "pathlib", "threading", "socket", "enum", "collections",
          "durability.gaps.spool", "durability.store", "durability.runs", "pydantic", "click",
          "filelock", "pygit2")
+
+
+def test_a_whole_pre_call_hook_loads_no_heavy_module(tmp_path: Path) -> None:
+    # Run, not only imported: its watchdog (signal's C module, not signal.py,
+    # which imports enum, functools and collections: issue 25) and the call
+    # log it writes.  A pre-call hook runs before every tool call.
+    repo = make_git_repo(tmp_path / "repo")
+    payload = (f'{{"session_id": "s1", "cwd": "{repo}", "hook_event_name": "PreToolUse", '
+               f'"tool_name": "Bash", "tool_input": {{"command": "true"}}, '
+               f'"tool_use_id": "toolu_1"}}')
+    heavy = [*HEAVY, "signal", "functools"]
+    code = ("import io, sys; from durability.hook.entry import main; "
+            f"main(io.BytesIO({payload.encode()!r})); "
+            f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.split() == [], done.stderr
+    assert "durability:" not in done.stderr  # it announced the call, no gap
 
 
 def test_importing_the_hook_loads_no_heavy_module() -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from durability.watch.inotify import INTERNAL_KEPT, internal_observer, watched_folders
 from durability.watch.tracked import Tracker
 from tests.helpers import make_git_repo, make_jj_repo
 
@@ -73,7 +76,8 @@ def test_least_recently_captured_worktrees_are_dropped_first(tmp_path: Path) -> 
         tracker.prepare(repos[2])
         assert tracker.worktrees() == [repos[0], repos[2]] and tracker.evicted == 1
         folders = tracker.watches()
-        assert folders >= 2 * len(os.listdir(repos[0] / ".git"))  # .git is watched too
+        # Each: its root, .git and .git/info; nothing deeper in .git.
+        assert folders == 2 * 3
     finally:
         tracker.close()
 
@@ -91,5 +95,91 @@ def test_a_barrier_that_does_not_arrive_is_not_waited_for_on_every_call(tmp_path
         assert tracker.refused == 1 and tracker.worktrees() == []
         assert tracker.prepare(repo) is None  # full scans, no watch, no wait
         assert tracker.armed == 1
+    finally:
+        tracker.close()
+
+
+# -- the internal watch stays out of .git and .jj (issue 25) --------------------
+
+
+def _watched(tracker: Tracker, repo: Path) -> set[str]:
+    tracked = tracker._tracked[repo]
+    found = watched_folders(tracker._observer, tracked.observed)
+    assert found is not None, "this watchdog does not say what it watches"
+    return {os.path.relpath(os.fsdecode(p), repo) for p in found}
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_the_internal_watch_holds_no_watch_inside_git_or_jj_but_the_kept_folders(
+        tmp_path: Path, kind: str) -> None:
+    repo = make_jj_repo(tmp_path / "repo") if kind == "jj" else make_git_repo(tmp_path / "repo")
+    (repo / "src" / "deep").mkdir(parents=True)
+    (repo / "vendored" / ".git" / "objects").mkdir(parents=True)  # a nested repository's store
+    tracker = Tracker()
+    try:
+        tracker.prepare(repo)
+        watched = _watched(tracker, repo)
+        internal = {w for w in watched if ".git" in w.split("/") or ".jj" in w.split("/")}
+        assert internal == {k for k in INTERNAL_KEPT if (repo / k).is_dir()}
+        assert {".", "src", "src/deep", "vendored"} <= watched
+        # A folder made later inside .git is not watched either; one in the tree is.
+        (repo / ".git" / "refs" / "made-later").mkdir()
+        (repo / "src" / "new").mkdir()
+        (repo / "src" / "new" / "b.txt").write_text("b\n")
+        informed = tracker.prepare(repo)  # behind a barrier: every event so far is in
+        assert informed is not None and not informed.quiet
+        watched = _watched(tracker, repo)
+        assert "src/new" in watched and ".git/refs/made-later" not in watched
+        if kind == "git":
+            assert informed.paths is not None and "src/new/b.txt" in informed.paths
+    finally:
+        tracker.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_writes_inside_git_and_jj_alone_leave_the_tree_quiet(tmp_path: Path, kind: str) -> None:
+    repo = make_jj_repo(tmp_path / "repo") if kind == "jj" else make_git_repo(tmp_path / "repo")
+    tracker = Tracker()
+    try:
+        tracker.prepare(repo)
+        tracker.prepare(repo)
+        (repo / ".git" / "objects" / "ab").mkdir(exist_ok=True)
+        (repo / ".git" / "objects" / "ab" / "cd").write_bytes(b"x")
+        (repo / ".git" / "HEAD.lock").write_text("x\n")
+        (repo / ".git" / "HEAD.lock").unlink()
+        informed = tracker.prepare(repo)
+        assert informed is not None and informed.quiet
+        # ... and a settings file there still sends the next capture to a full scan.
+        with (repo / ".git" / "info" / "exclude").open("a") as f:
+            f.write("*.log\n")
+        informed = tracker.prepare(repo)
+        assert informed is not None and not informed.quiet and informed.paths is None
+    finally:
+        tracker.close()
+
+
+def test_the_narrowed_observer_is_the_one_in_use() -> None:
+    # This watchdog's inotify observer is the one internal_observer knows how
+    # to narrow: were it not, the watch would silently watch everything again.
+    observer = internal_observer()
+    assert type(observer).__name__ == "PrunedObserver"
+    observer.start()
+    observer.stop()
+    observer.join(10)
+
+
+def test_a_git_folder_made_again_is_watched_where_it_must_be(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    tracker = Tracker()
+    try:
+        tracker.prepare(repo)
+        (repo / ".git").rename(tmp_path / "old.git")
+        (tmp_path / "old.git").rename(repo / ".git")  # moved back in: a new watch
+        (repo / "src.txt").write_text("x\n")
+        tracker.prepare(repo)
+        assert tracker.armed == 1  # the same watch: the folder's own event re-watched it
+        watched = _watched(tracker, repo)
+        assert {".git", ".git/info"} <= watched
+        assert not any(w.startswith(".git/objects") for w in watched)
     finally:
         tracker.close()
