@@ -68,10 +68,13 @@ if TYPE_CHECKING:
         entry_out,
         files_out,
     )
+    from durability.output.rewind import BoundaryOut, BoundaryRefOut, RewoundOut
 
 __all__ = [
     "AttemptOut",
     "AttemptsOut",
+    "BoundaryOut",
+    "BoundaryRefOut",
     "ChangesOut",
     "CheckpointListedOut",
     "CheckpointOut",
@@ -97,6 +100,7 @@ __all__ = [
     "RemotesOut",
     "RestoreOut",
     "RestoredOut",
+    "RewoundOut",
     "RunStatusOut",
     "RunsOut",
     "ServiceStatusOut",
@@ -118,7 +122,8 @@ __all__ = [
 
 
 #: The modules the names live in, searched in this order.
-_MODULES = ("durability.output.records", "durability.output.answers", "durability.output.base")
+_MODULES = ("durability.output.records", "durability.output.answers", "durability.output.base",
+            "durability.output.rewind")
 
 
 def __getattr__(name: str) -> Any:
