@@ -1,0 +1,44 @@
+"""Claude Code transcripts shaped as 2.1.197 writes them (the lines
+tests/e2e/test_rewind.py reads from the real CLI), for the unit tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+VERSION = "2.1.197"
+
+
+def line(kind: str, uuid: str, parent: str | None, content: Any, *, session: str,
+         version: str = VERSION, cwd: str = "/w") -> dict[str, Any]:
+    role = "assistant" if kind == "assistant" else "user"
+    return {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": cwd,
+            "sessionId": session, "version": version, "gitBranch": "", "type": kind,
+            "message": {"role": role, "content": content}, "uuid": uuid,
+            "timestamp": "2026-12-02T00:00:00.000Z"}
+
+
+def transcript(path: Path, session: str, calls: list[tuple[str, str]], *,
+               version: str = VERSION, cwd: str = "/w") -> Path:
+    """A session of ``calls`` (id, tool name), each answered, then a final text."""
+    items: list[dict[str, Any]] = [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": session,
+         "timestamp": "2026-12-02T00:00:00.000Z", "content": "go"},
+        line("user", "u0", None, "Edit the project.", session=session, version=version,
+             cwd=cwd)]
+    parent = "u0"
+    for n, (call, tool) in enumerate(calls):
+        items.append(line("assistant", f"a{n}", parent,
+                          [{"type": "tool_use", "id": call, "name": tool, "input": {}}],
+                          session=session, version=version, cwd=cwd))
+        items.append(line("user", f"r{n}", f"a{n}",
+                          [{"type": "tool_result", "tool_use_id": call, "content": "ok"}],
+                          session=session, version=version, cwd=cwd))
+        parent = f"r{n}"
+    items.append(line("assistant", "end", parent, [{"type": "text", "text": "done"}],
+                      session=session, version=version, cwd=cwd))
+    items.append({"type": "last-prompt", "lastPrompt": "Edit the project.", "leafUuid": "end",
+                  "sessionId": session})
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    return path
