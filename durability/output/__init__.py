@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from durability.output.base import Out, mirror
     from durability.output.records import (
         AttemptOut,
+        BoundaryRefOut,
         CheckpointOut,
         CheckpointRecordOut,
         EventOut,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
         entry_out,
         files_out,
     )
-    from durability.output.rewind import BoundaryOut, BoundaryRefOut, RewoundOut
+    from durability.output.rewind import BoundaryOut, RewoundOut
 
 __all__ = [
     "AttemptOut",

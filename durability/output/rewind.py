@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from durability.output.answers import PreviewOut, RestoredOut
 from durability.output.base import Out, mirror
+from durability.output.records import BoundaryRefOut
 from durability.rewind.apply import Rewound
 from durability.rewind.conversation import Turn
 from durability.store.boundaries import Boundary
@@ -14,19 +15,6 @@ __all__ = ["BoundaryOut", "BoundaryRefOut", "ConversationOut", "RewoundOut", "Tu
 
 #: A boundary row, every field (``rewind --json``'s ``boundary``).
 BoundaryOut = mirror(Boundary)
-
-
-class BoundaryRefOut(Out):
-    """A boundary as a listing names it: session, seq, tool call id."""
-
-    session: str
-    seq: int
-    call: str | None
-    tool_name: str | None
-
-    @classmethod
-    def of(cls, b: Boundary) -> BoundaryRefOut:
-        return cls(session=b.run_id, seq=b.seq, call=b.tool_use_id, tool_name=b.tool_name)
 
 
 TurnOut = mirror(Turn)

@@ -23,8 +23,8 @@ from durability.store.models import AttemptKey
 from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
 
-__all__ = ["Boundary", "CallInfo", "NewBoundary", "boundaries", "find_boundary",
-           "record_boundaries"]
+__all__ = ["Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
+           "find_boundary", "record_boundaries"]
 
 _COLS = ("run_id, seq, node_id, iteration, attempt, request_id, harness, tool_use_id, "
          "tool_name, event, transcript_path, transcript_bytes, checkpoint_seq, commit_id, "
@@ -156,3 +156,15 @@ def find_boundary(store: Store, run_id: str, *, seq: int | None = None,
         span = f" (seq 1 to {every[-1].seq})" if every else ""
         raise NotFound(f"session {run_id!r} has no {what}{span}")
     return found[0]
+
+
+def by_checkpoint(store: Store, run_ids: Iterable[str]) -> dict[tuple[AttemptKey, int],
+                                                              list[Boundary]]:
+    """The boundaries of the sessions ``run_ids``, by the checkpoint each
+    names (its attempt and seq), in seq order: what a listing shows beside
+    each checkpoint."""
+    found: dict[tuple[AttemptKey, int], list[Boundary]] = {}
+    for run_id in sorted(set(run_ids)):
+        for b in boundaries(store, run_id):
+            found.setdefault((b.key, b.checkpoint_seq), []).append(b)
+    return found

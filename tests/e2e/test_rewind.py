@@ -9,12 +9,17 @@ while ``--resume`` of the original still sends the whole conversation.  A
 rewind to the Read's boundary (the tree unchanged by it) works too, and the
 undo each prints puts the tree back byte for byte.
 
-A missing CLI fails the test (run `make setup`); it never skips.
+A missing CLI fails the test (run `make setup`); it never skips.  The
+pinned CLI always runs; another version runs too when
+``DURABILITY_E2E_CLAUDE_EXTRA`` names its binary (2.1.332 was run so:
+``npm install --prefix DIR @anthropic-ai/claude-code@2.1.332``), since its
+transcript format differs (docs/how-to/rewind.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,16 @@ from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
 from tests.helpers import cli, cli_json, commit_manifest, jj, make_jj_repo, tree_manifest
 
 pytestmark = pytest.mark.slow
+
+#: Another Claude Code binary to run the test with (its version is in the id).
+EXTRA = os.environ.get("DURABILITY_E2E_CLAUDE_EXTRA")
+
+
+def _exe(which: str) -> str:
+    if which == "pinned":
+        return claude_exe()
+    assert EXTRA and os.access(EXTRA, os.X_OK), f"{EXTRA} is not an executable"
+    return EXTRA
 
 
 def _repo(path: Path) -> Path:
@@ -49,9 +64,9 @@ def _calls(repo: Path) -> list[tuple[str, dict[str, Any]]]:
             ("Bash", {"command": "rm -rf olddir", "description": "remove"})]
 
 
-def _claude(repo: Path, fake: FakeAnthropic, *args: str) -> dict[str, Any]:
+def _claude(exe: str, repo: Path, fake: FakeAnthropic, *args: str) -> dict[str, Any]:
     ran = subprocess.run(
-        [claude_exe(), *args, "--output-format", "json", "--permission-mode",
+        [exe, *args, "--output-format", "json", "--permission-mode",
          "bypassPermissions"],
         cwd=repo, env=claude_env(fake.base_url), stdin=subprocess.DEVNULL,
         capture_output=True, text=True, timeout=CLAUDE_TIMEOUT_S)
@@ -71,8 +86,10 @@ def _tool_uses(body: dict[str, Any]) -> list[str]:
             for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
+@pytest.mark.parametrize("which", ["pinned"] + (["extra"] if EXTRA else []))
 def test_rewind_to_a_bash_edit_gives_back_its_tree_and_a_conversation_ending_there(
-        tmp_path: Path) -> None:
+        tmp_path: Path, which: str) -> None:
+    exe = _exe(which)
     repo = _repo(tmp_path / "repo")
     assert cli_json("install-hook", "--scope", "project", "--project-dir", str(repo))["installed"]
     calls = _calls(repo)
@@ -82,7 +99,7 @@ def test_rewind_to_a_bash_edit_gives_back_its_tree_and_a_conversation_ending_the
         return calls[done] if done < len(calls) else None
 
     with FakeAnthropic(Script(plan=plan, final_text="done")) as fake:
-        session = str(_claude(repo, fake, "-p", "Edit the project.")["session_id"])
+        session = str(_claude(exe, repo, fake, "-p", "Edit the project.")["session_id"])
         original = _last_conversation(fake)
     ids = _tool_uses(original)
     assert len(ids) == 5, ids
@@ -124,13 +141,13 @@ def test_rewind_to_a_bash_edit_gives_back_its_tree_and_a_conversation_ending_the
         return None
 
     with FakeAnthropic(Script(plan=finish, final_text="continued")) as fake:
-        resumed = _claude(repo, fake, "-p", "go on", "--resume", new)
+        resumed = _claude(exe, repo, fake, "-p", "go on", "--resume", new)
         assert resumed["session_id"] == new
         body = _last_conversation(fake)
         assert _tool_uses(body) == [write_id, edit_id, bash_edit_id]
         assert [r["tool_use_id"] for r in results_in(body)] == [write_id, edit_id, bash_edit_id]
         # The original resumes as it was: the whole conversation.
-        _claude(repo, fake, "-p", "go on", "--resume", session)
+        _claude(exe, repo, fake, "-p", "go on", "--resume", session)
         assert _tool_uses(_last_conversation(fake)) == ids
         assert [r["tool_use_id"] for r in results_in(_last_conversation(fake))] == ids
 

@@ -8,9 +8,11 @@ whose content holds a ``tool_result`` block naming the call's ``tool_use_id``.
 Around them: ``queue-operation`` lines (the prompt queue), and at the end a
 ``last-prompt`` line naming the leaf.
 
-Tested with Claude Code 2.1.197 (``TESTED_VERSIONS``).  2.1.220 changed the
-format (file-history-delta lines): a transcript written by a version not
-tested is refused (``Unsupported``), never rewritten by guess.
+Tested with Claude Code 2.1.197 and 2.1.332 (``AROUND``: the kinds of line
+each writes besides the conversation's).  A transcript written by a version
+not tested, or holding a kind of line not seen with its version (2.1.220's
+file-history-delta lines, for one), is refused (``Unsupported``), never
+rewritten by guess.
 """
 
 from __future__ import annotations
@@ -26,15 +28,22 @@ from durability.agents.transcripts import Unsupported
 __all__ = ["TESTED_VERSIONS", "Cut", "Turn", "completed_calls", "cut", "project_folder",
            "write_session"]
 
-#: The versions whose transcripts were read and resumed in a test (tests/e2e/test_rewind.py).
-TESTED_VERSIONS = frozenset({"2.1.197"})
-#: The conversation's own lines: they carry a version and a session id.
+#: The versions whose transcripts were read, cut and resumed in a test
+#: (tests/e2e/test_rewind.py), each with the kinds of line it writes around
+#: the conversation: kept as they are (with the new session id).  2.1.332
+#: added the API requests' records (``api-request``, its ``-shape`` and
+#: ``-blob``), ``tools-used`` and ``atis-latch``.
+AROUND: dict[str, frozenset[str]] = {
+    "2.1.197": frozenset({"queue-operation"}),
+    "2.1.332": frozenset({"queue-operation", "atis-latch", "api-request-shape",
+                          "api-request-blob", "api-request", "tools-used"}),
+}
+TESTED_VERSIONS = frozenset(AROUND)
+#: The conversation's own lines: they carry a version, a uuid and a session id.
 _CONVERSATION = frozenset({"user", "assistant", "attachment", "system"})
-#: Lines around the conversation, kept as they are (with the new session id).
-_AROUND = frozenset({"queue-operation"})
-#: Lines about the session's end (its leaf, its summaries): not carried over,
-#: they would name lines the copy does not hold.
-_DROPPED = frozenset({"last-prompt", "summary"})
+#: Lines about the session's end (its leaf, its summaries, its cost): not
+#: carried over, they would name lines the copy does not hold.
+_DROPPED = frozenset({"last-prompt", "summary", "cost-state"})
 # A transcript larger than this is not read whole into memory.
 MAX_BYTES = 512 * 1024 * 1024
 
@@ -136,22 +145,24 @@ def _check_shape(path: Path, items: list[dict[str, Any]]) -> tuple[str, ...]:
     of a kind and version this module was tested with."""
     versions: list[str] = []
     for item in items:
-        kind = item["type"]
-        if kind in _AROUND or kind in _DROPPED:
-            continue
-        if kind not in _CONVERSATION:
-            raise Unsupported(f"Claude Code transcript {path} has a {kind!r} line, a kind "
-                              "not tested")
         version = item.get("version")
-        if not isinstance(version, str) or not isinstance(item.get("uuid"), str) \
-                or not isinstance(item.get("sessionId"), str):
-            raise Unsupported(f"Claude Code transcript {path} has a {kind} line without "
-                              "version, uuid or sessionId")
-        if version not in TESTED_VERSIONS:
-            raise Unsupported(f"claude {version} (transcript {path}); tested: "
-                              f"{', '.join(sorted(TESTED_VERSIONS))}")
-        if version not in versions:
+        if item["type"] in _CONVERSATION and (
+                not isinstance(version, str) or not isinstance(item.get("uuid"), str)
+                or not isinstance(item.get("sessionId"), str)):
+            raise Unsupported(f"Claude Code transcript {path} has a {item['type']} line "
+                                  "without version, uuid or sessionId")
+        if isinstance(version, str) and version not in versions:
             versions.append(version)
+    untested = [v for v in versions if v not in TESTED_VERSIONS]
+    if untested:
+        raise Unsupported(f"claude {', '.join(untested)} (transcript {path}); tested: "
+                          f"{', '.join(sorted(TESTED_VERSIONS))}")
+    around = frozenset().union(*(AROUND[v] for v in versions)) if versions else frozenset()
+    for item in items:
+        kind = item["type"]
+        if kind not in _CONVERSATION and kind not in around:
+            raise Unsupported(f"Claude Code transcript {path} has a {kind!r} line, a kind not "
+                              f"tested with claude {', '.join(versions) or '(no version)'}")
     return tuple(versions)
 
 

@@ -40,8 +40,8 @@ def test_a_cut_keeps_the_lines_up_to_the_calls_result_and_names_the_rest(
 
 
 def test_a_version_not_tested_is_refused(tmp_path: Path) -> None:
-    path = transcript(tmp_path / "s.jsonl", "s", [("t1", "Write")], version="2.1.332")
-    with pytest.raises(Unsupported, match=r"claude 2\.1\.332 .*tested: 2\.1\.197"):
+    path = transcript(tmp_path / "s.jsonl", "s", [("t1", "Write")], version="2.1.250")
+    with pytest.raises(Unsupported, match=r"claude 2\.1\.250 .*tested: 2\.1\.197"):
         claude.cut(path, "t1")
 
 

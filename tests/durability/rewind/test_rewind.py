@@ -66,12 +66,12 @@ def test_a_rewind_writes_a_new_session_and_restores_the_boundarys_tree(tmp_path:
 
 def test_a_version_not_tested_refuses_before_anything_changes_and_code_only_works(
         tmp_path: Path) -> None:
-    repo, path = _session(tmp_path, version="2.1.332")
+    repo, path = _session(tmp_path, version="2.1.250")
     before, files = tree_manifest(repo), sorted(path.parent.iterdir())
     refused = run_cli("rewind", SESSION, "--call", "t2")
     assert refused.returncode == 17
     assert refused.stderr.startswith("durability: conversation-unsupported: claude: claude "
-                                     "2.1.332 ")
+                                     "2.1.250 ")
     assert "--code-only" in refused.stderr
     assert tree_manifest(repo) == before and sorted(path.parent.iterdir()) == files
     done = run_cli_json("rewind", SESSION, "--call", "t2", "--code-only")
@@ -106,3 +106,19 @@ def test_bad_choices(tmp_path: Path) -> None:
     assert only.returncode == 2
     missing = run_cli("rewind", SESSION, "--seq", "9")
     assert missing.returncode == 3 and "(seq 1 to 3)" in missing.stderr
+
+
+def test_log_and_show_list_each_checkpoints_boundaries(tmp_path: Path) -> None:
+    repo, _ = _session(tmp_path)
+    log = run_cli_json("log", str(repo))
+    calls = {e["seq"]: [(b["session"], b["seq"], b["call"]) for b in e["boundaries"]]
+             for e in log if e["kind"] == "checkpoint"}
+    # The Read changed nothing: its boundary names the Write's checkpoint.
+    assert calls == {1: [(SESSION, 1, "t1"), (SESSION, 2, "t2")], 2: [(SESSION, 3, "t3")]}
+    text = run_cli("log", str(repo)).stdout
+    assert "[calls 1 2]" in text and "[calls 3]" in text
+    shown = run_cli_json("show", SESSION, "--seq", "1")
+    assert [(b["seq"], b["call"], b["tool_name"]) for b in shown["boundaries"]] == [
+        (1, "t1", "Write"), (2, "t2", "Read")]
+    assert "boundaries: seq 1 (t1 Write), seq 2 (t2 Read)" in run_cli(
+        "show", SESSION, "--seq", "1").stdout
