@@ -122,3 +122,32 @@ def test_log_and_show_list_each_checkpoints_boundaries(tmp_path: Path) -> None:
         (1, "t1", "Write"), (2, "t2", "Read")]
     assert "boundaries: seq 1 (t1 Write), seq 2 (t2 Read)" in run_cli(
         "show", SESSION, "--seq", "1").stdout
+
+
+def test_a_gemini_session_has_boundaries_by_seq_and_refuses_its_conversation(
+        tmp_path: Path) -> None:
+    """Gemini CLI's AfterTool payload carries no tool call id (0.61.0): its
+    boundaries are named by seq; the conversation half refuses."""
+    repo = make_git_repo(tmp_path / "repo")
+    chat = tmp_path / "chat.json"
+    chat.write_text("{}\n")
+    for n, tool in enumerate(["write_file", "read_file"]):
+        if tool == "write_file":
+            (repo / "g.txt").write_text("g\n")
+        payload = {"session_id": "gem-1", "transcript_path": str(chat), "cwd": str(repo),
+                   "hook_event_name": "AfterTool", "timestamp": f"2026-12-02T00:00:0{n}Z",
+                   "tool_name": tool, "tool_input": {"file_path": str(repo / "g.txt")},
+                   "tool_response": {"llmContent": "ok"}}
+        done = run_cli("snapshot-hook", input=json.dumps(payload))
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    (repo / "g.txt").write_text("changed later\n")
+    [entry] = [e for e in run_cli_json("log", str(repo)) if e["kind"] == "checkpoint"]
+    assert [(b["seq"], b["call"], b["tool_name"]) for b in entry["boundaries"]] == [
+        (1, None, "write_file"), (2, None, "read_file")]
+    refused = run_cli("rewind", "gem-1", "--seq", "2")
+    assert refused.returncode == 17
+    assert refused.stderr.startswith("durability: conversation-unsupported: gemini sessions")
+    assert (repo / "g.txt").read_text() == "changed later\n"
+    done = run_cli_json("rewind", "gem-1", "--seq", "2", "--code-only")
+    assert done["boundary"]["harness"] == "gemini" and done["code"]["written"] == 1
+    assert (repo / "g.txt").read_text() == "g\n"
