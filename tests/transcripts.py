@@ -42,3 +42,40 @@ def transcript(path: Path, session: str, calls: list[tuple[str, str]], *,
                   "sessionId": session})
     path.write_text("".join(json.dumps(i) + "\n" for i in items))
     return path
+
+
+CODEX_VERSION = "0.171.0"
+
+
+def rollout(path: Path, thread: str, calls: list[tuple[str, str]], *,
+            version: str = CODEX_VERSION, cwd: str = "/w") -> Path:
+    """A Codex rollout shaped as 0.171.0 writes it
+    (docs/explanation/session-formats.md): ``calls`` (call id, tool name),
+    each with its output, then the agent's message."""
+    def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": "2026-12-02T00:00:00.000Z", "type": kind, "payload": payload}
+
+    items = [line("session_meta", {"id": thread, "cwd": cwd, "cli_version": version,
+                                   "model_provider": "openai"}),
+             line("event_msg", {"type": "task_started", "turn_id": "t1"}),
+             line("turn_context", {"cwd": cwd, "model": "gpt"}),
+             line("response_item", {"type": "message", "role": "user",
+                                    "content": [{"type": "input_text", "text": "Edit."}]})]
+    for call, tool in calls:
+        if tool == "apply_patch":
+            items.append(line("response_item", {"type": "custom_tool_call", "name": tool,
+                                                 "input": "*** Begin Patch", "call_id": call}))
+            items.append(line("response_item", {"type": "custom_tool_call_output",
+                                                 "call_id": call, "output": "Success."}))
+        else:
+            items.append(line("response_item", {"type": "function_call", "name": tool,
+                                                 "arguments": "{}", "call_id": call}))
+            items.append(line("response_item", {"type": "function_call_output",
+                                                 "call_id": call, "output": "ok"}))
+        items.append(line("event_msg", {"type": "item_completed", "item": {"id": call}}))
+        items.append(line("event_msg", {"type": "token_count", "info": None}))
+    items.append(line("response_item", {"type": "message", "role": "assistant",
+                                        "content": [{"type": "output_text", "text": "done"}]}))
+    items.append(line("event_msg", {"type": "task_complete", "turn_id": "t1"}))
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    return path

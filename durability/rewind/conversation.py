@@ -14,6 +14,7 @@ from pathlib import Path
 
 from durability.agents.transcripts import Unsupported
 from durability.agents.transcripts import claude as claude_transcript
+from durability.agents.transcripts import codex as codex_transcript
 from durability.agents.transcripts.claude import Turn
 from durability.ground.errors import DurabilityError
 from durability.store.boundaries import Boundary
@@ -36,7 +37,8 @@ class ConversationPlan:
     versions: tuple[str, ...]
     #: The folder the harness is started in to find the new session.
     cwd: str | None
-    cut: claude_transcript.Cut | None = field(default=None, repr=False, compare=False)
+    cut: claude_transcript.Cut | codex_transcript.Cut | None = field(
+        default=None, repr=False, compare=False)
 
 
 def _refuse(message: str) -> DurabilityError:
@@ -48,20 +50,23 @@ def plan(boundary: Boundary, transcript: str | None) -> ConversationPlan:
     transcript is at ``transcript`` (the boundary's own, else another of its
     session's boundaries'); ``conversation-unsupported`` when it cannot."""
     harness = boundary.harness or "claude"
-    if harness != "claude":
+    if harness not in ("claude", "codex"):
         raise _refuse(f"{harness} sessions: their transcript format is not supported yet "
                       "(docs/how-to/rewind.md)")
     if not boundary.tool_use_id:
         raise _refuse(f"boundary seq {boundary.seq} has no tool call id to end the "
                       "conversation at")
     if not transcript:
-        raise _refuse(f"claude: the hook reported no transcript for session {boundary.run_id}")
+        raise _refuse(f"{harness}: the hook reported no transcript for session "
+                      f"{boundary.run_id}")
     try:
+        if harness == "codex":
+            x = codex_transcript.cut(transcript, boundary.tool_use_id)
+            return ConversationPlan("codex", transcript, boundary.tool_use_id, len(x.kept),
+                                    tuple(x.dropped), x.versions, x.cwd, x)
         c = claude_transcript.cut(transcript, boundary.tool_use_id)
-    except Unsupported as exc:
-        raise _refuse(f"claude: {exc}") from None
-    except LookupError as exc:
-        raise _refuse(f"claude: {exc}") from None
+    except (Unsupported, LookupError) as exc:
+        raise _refuse(f"{harness}: {exc}") from None
     return ConversationPlan("claude", transcript, boundary.tool_use_id, len(c.kept),
                             tuple(c.dropped), c.versions, _cwd(c), c)
 
@@ -81,9 +86,13 @@ class Written:
 
 def write(p: ConversationPlan) -> Written:
     """Write ``p``'s new session (a new id, beside the original)."""
-    assert p.cut is not None
-    new_id = str(uuid.uuid4())
     try:
+        if isinstance(p.cut, codex_transcript.Cut):
+            thread = codex_transcript.new_thread_id()
+            path = codex_transcript.write_session(p.cut, thread)
+            return Written(thread, str(path), ("codex", "resume", thread))
+        assert p.cut is not None
+        new_id = str(uuid.uuid4())
         path = claude_transcript.write_session(p.cut, new_id)
     except OSError as exc:
         raise DurabilityError(f"cannot write the new session beside {p.source}: "

@@ -89,11 +89,13 @@ def test_conversation_only_leaves_the_files(tmp_path: Path) -> None:
     assert done["conversation"]["cwd"] == str(repo)
 
 
-def test_a_codex_session_is_refused_for_its_conversation(tmp_path: Path) -> None:
-    repo, _ = _session(tmp_path, extra={"turn_id": "turn-1"})  # Codex's payload shape
+def test_a_codex_session_with_no_rollout_is_refused_for_its_conversation(
+        tmp_path: Path) -> None:
+    # Codex's payload shape, and a transcript that is no Codex rollout.
+    repo, _ = _session(tmp_path, extra={"turn_id": "turn-1"})
     refused = run_cli("rewind", SESSION, "--seq", "2")
     assert refused.returncode == 17
-    assert refused.stderr.startswith("durability: conversation-unsupported: codex sessions")
+    assert refused.stderr.startswith("durability: conversation-unsupported: codex: ")
     assert run_cli("rewind", SESSION, "--seq", "2", "--code-only").returncode == 0
     assert (repo / "a.txt").exists()
 
