@@ -79,3 +79,30 @@ def rollout(path: Path, thread: str, calls: list[tuple[str, str]], *,
     items.append(line("event_msg", {"type": "task_complete", "turn_id": "t1"}))
     path.write_text("".join(json.dumps(i) + "\n" for i in items))
     return path
+
+
+def gemini_chat(path: Path, session: str, calls: list[tuple[str, str]]) -> Path:
+    """A Gemini CLI chat file shaped as 0.61.0 writes it
+    (docs/explanation/session-formats.md): per call (model id, tool name) a
+    model record, the same record again with its toolCalls, and the user
+    record of its functionResponse; then a final model text."""
+    items: list[dict[str, Any]] = [
+        {"sessionId": session, "projectHash": "ab" * 32, "startTime": "2026-12-02T00:00:00Z",
+         "lastUpdated": "2026-12-02T00:00:00Z", "kind": "main"},
+        {"$set": {"messages": [{"id": "m0", "timestamp": "t", "type": "user",
+                                "content": [{"text": "Edit."}]}]}}]
+    for n, (gid, tool) in enumerate(calls):
+        model = {"id": f"g{n}", "timestamp": "t", "type": "gemini", "content": "",
+                 "thoughts": [], "model": "gemini-2.5-pro"}
+        items.append(model)
+        items.append({**model, "toolCalls": [{"id": f"{tool}__{gid}", "name": tool,
+                                              "args": {}, "status": "success",
+                                              "result": [{"functionResponse": {
+                                                  "id": gid, "name": tool,
+                                                  "response": {"output": "ok"}}}]}]})
+        items.append({"id": f"u{n}", "timestamp": "t", "type": "user", "content": [
+            {"functionResponse": {"id": gid, "name": tool, "response": {"output": "ok"}}}]})
+        items.append({"$set": {"lastUpdated": "2026-12-02T00:00:01Z"}})
+    items.append({"id": "end", "timestamp": "t", "type": "gemini", "content": "done"})
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    return path

@@ -48,7 +48,8 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
     if not (code or conversation):
         raise InvalidInput("--code-only and --conversation-only exclude each other")
     b = find_boundary(store, session, seq=seq, call=call)
-    planned = plan(b, transcript_of(boundaries(store, session), b)) if conversation else None
+    every = boundaries(store, session)
+    planned = plan(b, transcript_of(every, b), every) if conversation else None
     if dry_run:
         seen = preview(settings, env=env, run_id=b.run_id, node_id=b.node_id,
                        iteration=b.iteration, attempt=b.attempt,

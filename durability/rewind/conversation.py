@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from durability.agents.transcripts import Unsupported
 from durability.agents.transcripts import claude as claude_transcript
 from durability.agents.transcripts import codex as codex_transcript
+from durability.agents.transcripts import gemini as gemini_transcript
 from durability.agents.transcripts.claude import Turn
 from durability.ground.errors import DurabilityError
 from durability.store.boundaries import Boundary
@@ -37,7 +39,7 @@ class ConversationPlan:
     versions: tuple[str, ...]
     #: The folder the harness is started in to find the new session.
     cwd: str | None
-    cut: claude_transcript.Cut | codex_transcript.Cut | None = field(
+    cut: claude_transcript.Cut | codex_transcript.Cut | gemini_transcript.Cut | None = field(
         default=None, repr=False, compare=False)
 
 
@@ -45,14 +47,18 @@ def _refuse(message: str) -> DurabilityError:
     return DurabilityError(message + "; the code alone: add --code-only", code=UNSUPPORTED)
 
 
-def plan(boundary: Boundary, transcript: str | None) -> ConversationPlan:
+def plan(boundary: Boundary, transcript: str | None,
+         session: Sequence[Boundary] = ()) -> ConversationPlan:
     """What the conversation half would do for ``boundary``, whose session's
     transcript is at ``transcript`` (the boundary's own, else another of its
-    session's boundaries'); ``conversation-unsupported`` when it cannot."""
+    session's boundaries'; ``session``: all of them, by seq);
+    ``conversation-unsupported`` when it cannot."""
     harness = boundary.harness or "claude"
-    if harness not in ("claude", "codex"):
+    if harness not in ("claude", "codex", "gemini"):
         raise _refuse(f"{harness} sessions: their transcript format is not supported yet "
                       "(docs/how-to/rewind.md)")
+    if harness == "gemini":
+        return _gemini(boundary, transcript, session)
     if not boundary.tool_use_id:
         raise _refuse(f"boundary seq {boundary.seq} has no tool call id to end the "
                       "conversation at")
@@ -71,6 +77,25 @@ def plan(boundary: Boundary, transcript: str | None) -> ConversationPlan:
                             tuple(c.dropped), c.versions, _cwd(c), c)
 
 
+def _gemini(boundary: Boundary, transcript: str | None,
+            session: Sequence[Boundary]) -> ConversationPlan:
+    """Gemini's hooks name no call: the boundary is the chat's call at its
+    position among the session's boundaries (which must be of the same tool)."""
+    if not transcript:
+        raise _refuse(f"gemini: the hook reported no chat file for session {boundary.run_id}")
+    calls = [b for b in session if b.harness == "gemini" and b.transcript_path == transcript]
+    try:
+        index = [b.seq for b in calls].index(boundary.seq)
+        call = gemini_transcript.call_at(transcript, index, boundary.tool_name)
+        g = gemini_transcript.cut(transcript, call)
+    except ValueError:
+        raise _refuse(f"gemini: boundary seq {boundary.seq} names another chat file") from None
+    except (Unsupported, LookupError) as exc:
+        raise _refuse(f"gemini: {exc}") from None
+    return ConversationPlan("gemini", transcript, call, len(g.kept), tuple(g.dropped),
+                            (), boundary.worktree, g)
+
+
 def _cwd(c: claude_transcript.Cut) -> str | None:
     return next((str(i["cwd"]) for i in c.kept if isinstance(i.get("cwd"), str)), None)
 
@@ -87,6 +112,9 @@ class Written:
 def write(p: ConversationPlan) -> Written:
     """Write ``p``'s new session (a new id, beside the original)."""
     try:
+        if isinstance(p.cut, gemini_transcript.Cut):
+            session, path = gemini_transcript.write_session(p.cut)
+            return Written(session, str(path), ("gemini", "--resume", session))
         if isinstance(p.cut, codex_transcript.Cut):
             thread = codex_transcript.new_thread_id()
             path = codex_transcript.write_session(p.cut, thread)

@@ -126,7 +126,7 @@ def test_log_and_show_list_each_checkpoints_boundaries(tmp_path: Path) -> None:
         "show", SESSION, "--seq", "1").stdout
 
 
-def test_a_gemini_session_has_boundaries_by_seq_and_refuses_its_conversation(
+def test_a_gemini_session_has_boundaries_by_seq_and_refuses_an_unknown_chat(
         tmp_path: Path) -> None:
     """Gemini CLI's AfterTool payload carries no tool call id (0.61.0): its
     boundaries are named by seq; the conversation half refuses."""
@@ -148,7 +148,8 @@ def test_a_gemini_session_has_boundaries_by_seq_and_refuses_its_conversation(
         (1, None, "write_file"), (2, None, "read_file")]
     refused = run_cli("rewind", "gem-1", "--seq", "2")
     assert refused.returncode == 17
-    assert refused.stderr.startswith("durability: conversation-unsupported: gemini sessions")
+    assert refused.stderr.startswith("durability: conversation-unsupported: gemini: ")
+    assert "no header of the shape tested" in refused.stderr
     assert (repo / "g.txt").read_text() == "changed later\n"
     done = run_cli_json("rewind", "gem-1", "--seq", "2", "--code-only")
     assert done["boundary"]["harness"] == "gemini" and done["code"]["written"] == 1
