@@ -16,9 +16,16 @@ from dataclasses import dataclass
 from durability.config import Settings
 from durability.ground.errors import DurabilityError, InvalidInput
 from durability.restore.apply import Preview, Restored, preview, restore
-from durability.rewind.conversation import ConversationPlan, Written, plan, transcript_of, write
+from durability.rewind.conversation import (
+    ConversationPlan,
+    Written,
+    gemini_call_ids,
+    plan,
+    transcript_of,
+    write,
+)
 from durability.store import Store
-from durability.store.boundaries import Boundary, boundaries, find_boundary
+from durability.store.boundaries import Boundary, boundaries, find_boundary, set_call_ids
 
 __all__ = ["Rewound", "rewind"]
 
@@ -47,6 +54,9 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
         raise InvalidInput("give --seq N or --call TOOL_CALL_ID (one of them)")
     if not (code or conversation):
         raise InvalidInput("--code-only and --conversation-only exclude each other")
+    named = gemini_call_ids(boundaries(store, session))
+    if named:  # Gemini's hooks name no call: its chat file does, once the batch ran
+        set_call_ids(store, session, named)
     b = find_boundary(store, session, seq=seq, call=call)
     every = boundaries(store, session)
     planned = plan(b, transcript_of(every, b), every) if conversation else None

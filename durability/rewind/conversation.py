@@ -79,21 +79,26 @@ def plan(boundary: Boundary, transcript: str | None,
 
 def _gemini(boundary: Boundary, transcript: str | None,
             session: Sequence[Boundary]) -> ConversationPlan:
-    """Gemini's hooks name no call: the boundary is the chat's call at its
-    position among the session's boundaries (which must be of the same tool)."""
+    """Gemini's hooks name no call: the boundary's id is filled in from the
+    chat file first (``gemini_call_ids``, by ``rewind``); without one the
+    conversation cannot be cut at it."""
     if not transcript:
         raise _refuse(f"gemini: the hook reported no chat file for session {boundary.run_id}")
-    calls = [b for b in session if b.harness == "gemini" and b.transcript_path == transcript]
+    if not boundary.tool_use_id:
+        try:
+            done = gemini_transcript.completed_calls(transcript)
+        except Unsupported as exc:
+            raise _refuse(f"gemini: {exc}") from None
+        rows = [b for b in session if b.harness == "gemini" and b.transcript_path == transcript]
+        raise _refuse(f"gemini: the chat {transcript} holds {len(done)} completed calls and "
+                      f"the session {len(rows)} boundaries, not the same calls one to one: "
+                      f"boundary seq {boundary.seq} has no call id")
     try:
-        index = [b.seq for b in calls].index(boundary.seq)
-        call = gemini_transcript.call_at(transcript, index, boundary.tool_name)
-        g = gemini_transcript.cut(transcript, call)
-    except ValueError:
-        raise _refuse(f"gemini: boundary seq {boundary.seq} names another chat file") from None
+        g = gemini_transcript.cut(transcript, boundary.tool_use_id)
     except (Unsupported, LookupError) as exc:
         raise _refuse(f"gemini: {exc}") from None
-    return ConversationPlan("gemini", transcript, call, len(g.kept), tuple(g.dropped),
-                            (), boundary.worktree, g)
+    return ConversationPlan("gemini", transcript, boundary.tool_use_id, len(g.kept),
+                            tuple(g.dropped), (), boundary.worktree, g)
 
 
 def _cwd(c: claude_transcript.Cut) -> str | None:
@@ -149,3 +154,23 @@ def transcript_of(boundaries: list[Boundary], boundary: Boundary) -> str | None:
 
 def exists(path: str) -> bool:
     return Path(path).is_file()
+
+
+def gemini_call_ids(session: Sequence[Boundary]) -> dict[int, str]:
+    """The call ids of a Gemini session's boundaries that have none, from
+    their chat files: only where a chat's completed calls and its
+    boundaries pair one to one, in order, each of the same tool (a call
+    whose hook failed has no boundary, and then none is named)."""
+    found: dict[int, str] = {}
+    chats = {b.transcript_path for b in session if b.harness == "gemini" and b.transcript_path}
+    for chat in sorted(chats):
+        rows = [b for b in session if b.harness == "gemini" and b.transcript_path == chat]
+        try:
+            done = gemini_transcript.completed_calls(chat)
+        except Unsupported:
+            continue
+        names = [c.split("__", 1)[0] for c in done]
+        if len(done) != len(rows) or any(b.tool_name != names[k] for k, b in enumerate(rows)):
+            continue  # not the same calls one to one, in order: leave them unnamed
+        found.update({b.seq: done[k] for k, b in enumerate(rows) if not b.tool_use_id})
+    return found

@@ -24,7 +24,7 @@ from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
 
 __all__ = ["Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
-           "find_boundary", "record_boundaries"]
+           "find_boundary", "record_boundaries", "set_call_ids"]
 
 _COLS = ("run_id, seq, node_id, iteration, attempt, request_id, harness, tool_use_id, "
          "tool_name, event, transcript_path, transcript_bytes, checkpoint_seq, commit_id, "
@@ -168,3 +168,22 @@ def by_checkpoint(store: Store, run_ids: Iterable[str]) -> dict[tuple[AttemptKey
         for b in boundaries(store, run_id):
             found.setdefault((b.key, b.checkpoint_seq), []).append(b)
     return found
+
+
+def set_call_ids(store: Store, run_id: str, calls: dict[int, str]) -> int:
+    """Give boundaries of ``run_id`` that have none their tool call id
+    (``{seq: id}``), found after the fact (a Gemini call's id is in its chat
+    file only once its batch ran); how many were set."""
+    if not calls:
+        return 0
+    try:
+        with store._conn() as db, write_transaction(db) as conn:
+            done = 0
+            for seq, call in sorted(calls.items()):
+                cur = conn.execute("UPDATE boundaries SET tool_use_id=$1 WHERE run_id=$2 AND "
+                                   "host=$3 AND seq=$4 AND tool_use_id IS NULL",
+                                   (to_db(call), run_id, store.host, seq))
+                done += max(int(cur.rowcount), 0)
+            return done
+    except DB_ERRORS as exc:
+        raise StoreUnavailable(f"cannot record the tool call ids: {exc}") from exc

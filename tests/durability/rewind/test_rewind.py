@@ -154,3 +154,36 @@ def test_a_gemini_session_has_boundaries_by_seq_and_refuses_an_unknown_chat(
     done = run_cli_json("rewind", "gem-1", "--seq", "2", "--code-only")
     assert done["boundary"]["harness"] == "gemini" and done["code"]["written"] == 1
     assert (repo / "g.txt").read_text() == "g\n"
+
+
+def test_a_gemini_rewind_names_its_calls_from_the_chat_and_cuts_it(tmp_path: Path) -> None:
+    from tests.transcripts import gemini_chat
+
+    repo = make_git_repo(tmp_path / "repo")
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    chat = gemini_chat(chats / "session-2026-12-02T00-00-bbbbbbbb.jsonl", "bbbbbbbb-1",
+                       [("c1", "write_file"), ("c2", "read_file"), ("c3", "run_shell_command")])
+    for n, tool in enumerate(["write_file", "read_file", "run_shell_command"]):
+        if tool == "write_file":
+            (repo / "g.txt").write_text("g\n")
+        if tool == "run_shell_command":
+            (repo / "g.txt").unlink()
+        payload = {"session_id": "gem-2", "transcript_path": str(chat), "cwd": str(repo),
+                   "hook_event_name": "AfterTool", "timestamp": f"2026-12-02T00:00:0{n}Z",
+                   "tool_name": tool, "tool_input": {"n": n}, "tool_response": {}}
+        done = run_cli("snapshot-hook", input=json.dumps(payload))
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    done = run_cli_json("rewind", "gem-2", "--seq", "2")
+    assert (repo / "g.txt").read_text() == "g\n"
+    conv = done["conversation"]
+    assert (conv["harness"], conv["call_id"]) == ("gemini", "read_file__c2")
+    assert conv["resume"] == ["gemini", "--resume", conv["session_id"]]
+    _, patch = [json.loads(x) for x in Path(conv["path"]).read_text().splitlines()]
+    assert patch["$set"]["messages"][-1]["id"] == "u1"
+    # The boundaries now carry the chat's call ids: --call finds them.
+    calls = [b["call"] for e in run_cli_json("log", str(repo)) if e["kind"] == "checkpoint"
+             for b in e["boundaries"]]
+    assert sorted(calls) == ["read_file__c2", "run_shell_command__c3", "write_file__c1"]
+    again = run_cli_json("rewind", "gem-2", "--call", "write_file__c1", "--dry-run")
+    assert again["boundary"]["seq"] == 1
