@@ -44,6 +44,12 @@ $(VENV)/claude-ready: scripts/install-claude-code.sh $(VENV)/.installed
 	sh scripts/install-claude-code.sh $(VENV)/claude-code
 	touch $@
 
+# The pinned Codex and Gemini CLIs that tests/e2e drives (node >= 20 and npm;
+# Codex's native binary comes as an optional dependency, checked by running it).
+$(VENV)/agent-clis-ready: scripts/install-agent-clis.sh $(VENV)/.installed
+	sh scripts/install-agent-clis.sh $(VENV)/agent-clis
+	touch $@
+
 demo: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python demo/demo.py
 
@@ -55,7 +61,7 @@ $(VENV)/postgres-ready: scripts/install-postgres.sh scripts/postgres-server.sh
 check: setup
 	DURABILITY_TEST_DATABASE=sqlite $(PYTEST) -n auto -m "not slow and not timing and not pg" $(ARGS)
 
-test: setup $(VENV)/claude-ready $(VENV)/postgres-ready lint
+test: setup $(VENV)/claude-ready $(VENV)/agent-clis-ready $(VENV)/postgres-ready lint
 	$(PYTEST) -n auto -m "not timing" $(ARGS)
 	$(PYTEST) -m timing $(ARGS)
 
