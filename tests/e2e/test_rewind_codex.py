@@ -2,7 +2,7 @@
 driven through its adapter against the Responses API stand-in (issue 24).
 
 A session of an apply_patch, a shell edit, a read (``cat``) and an
-``rm -rf`` of a folder, our hook given for the process; ``rewind --call`` of
+``rm -r`` of a folder (Codex refuses ``rm -rf``), our hook given for the process; ``rewind --call`` of
 the shell edit puts the tree back to that boundary's checkpoint and writes a
 new thread; resuming it sends the stand-in a history whose last tool output
 is the shell edit's, while the original thread still resumes whole.
@@ -56,7 +56,8 @@ def test_rewind_a_codex_session_to_a_shell_edit(tmp_path: Path) -> None:
         ("apply_patch", add_file_patch("notes.md", "one\ntwo")),
         ("exec_command", {"cmd": "sed -i 's/two/deux/' notes.md"}),
         ("exec_command", {"cmd": "cat notes.md"}),
-        ("exec_command", {"cmd": "rm -rf olddir"}),
+        # Codex refuses `rm -rf` ("rm -f style commands are not permitted").
+        ("exec_command", {"cmd": "rm -r olddir"}),
     ]
 
     def plan(outputs: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | str] | None:
@@ -72,7 +73,7 @@ def test_rewind_a_codex_session_to_a_shell_edit(tmp_path: Path) -> None:
         session = str(done.final.session_id)
         ids = [o["call_id"] for o in fake.tool_outputs()]
         assert len(ids) == 4, ids
-        assert not (repo / "olddir").exists()
+        assert not (repo / "olddir").exists(), fake.tool_outputs()
 
         with Store(Settings.from_env().database) as store:
             rows = boundaries(store, session)
