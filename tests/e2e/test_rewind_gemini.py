@@ -70,7 +70,7 @@ def test_rewind_a_gemini_session_to_a_shell_edit(tmp_path: Path) -> None:
         ("write_file", {"file_path": notes, "content": "one\ntwo\n"}),
         ("run_shell_command", {"command": "sed -i 's/two/deux/' notes.md",
                                "description": "edit"}),
-        ("read_file", {"absolute_path": notes}),
+        ("read_file", {"file_path": notes}),
         ("run_shell_command", {"command": "rm -rf olddir", "description": "remove"}),
     ]
 
@@ -93,7 +93,7 @@ def test_rewind_a_gemini_session_to_a_shell_edit(tmp_path: Path) -> None:
         with Store(Settings.from_env().database) as store:
             rows = boundaries(store, session)
         assert [(b.tool_use_id, b.tool_name) for b in rows] == [
-            (None, name) for name, _ in steps]
+            (None, name) for name, _ in steps], (fake.tool_results(), done.stderr[-3000:])
         edit, read = rows[1], rows[2]
         assert read.commit_id == edit.commit_id  # the read changed nothing
         chat = Path(str(edit.transcript_path))
