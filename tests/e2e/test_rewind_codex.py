@@ -1,11 +1,12 @@
 """Rewind a Codex session, end to end with the real pinned Codex CLI (0.171.0)
 driven through its adapter against the Responses API stand-in (issue 24).
 
-A session of an apply_patch, a shell edit, a read (``cat``) and an
-``rm -r`` of a folder (Codex refuses ``rm -rf``), our hook given for the process; ``rewind --call`` of
-the shell edit puts the tree back to that boundary's checkpoint and writes a
-new thread; resuming it sends the stand-in a history whose last tool output
-is the shell edit's, while the original thread still resumes whole.
+A session of an apply_patch, a shell edit, a read (``cat``) and an ``rm -r``
+of a folder (Codex refuses ``rm -rf``), our hook given for the process;
+``rewind --call`` of the shell edit puts the tree back to that boundary's
+checkpoint and writes a new thread; resuming it sends the stand-in a history
+whose last tool output is the shell edit's, while the original thread still
+resumes whole, and the undo puts the tree back byte for byte.
 
 A missing CLI fails the test (run `make .venv/agent-clis-ready`); it never skips.
 """
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durability.agents.codex import CodexHarness
 
+from durability.agents.codex import CodexHarness
 from durability.agents.protocol import AgentRequest
 from durability.config import Settings
 from durability.store import Store

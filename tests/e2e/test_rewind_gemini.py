@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durability.agents.gemini import GeminiHarness
 
+from durability.agents.gemini import GeminiHarness
 from durability.agents.protocol import AgentRequest
 from durability.config import Settings
 from durability.store import Store
