@@ -129,6 +129,9 @@ STATUS_MEANINGS: dict[int, str] = {
     15: "durable runs: a budget (turns, tokens, cost) is spent",
     16: "durable runs: an isolated task's tree did not merge into the shared worktree "
         "(a conflict, or it could not be merged back: its worktree is kept)",
+    17: "`rewind`: the session's transcript is in a format not tested "
+        "(`conversation-unsupported`, naming the harness and version); nothing changed, "
+        "and `--code-only` still rewinds the files ([rewind](../how-to/rewind.md))",
     75: "durable runs: lost a race for a run, another claimed it first or took it over "
         "(contention, not failure; said quietly)",
 }

@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("doctor", "mcp", "worktree_ops"),
     ("service", "integrations", "install"),
     ("watch", "hook", "browse", "retention", "output"),
+    ("rewind",),
     ("restore",),
     ("capture", "remote"),
     ("gaps", "inspect"),

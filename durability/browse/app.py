@@ -30,6 +30,7 @@ from durability.config import Settings
 from durability.ground import ids
 from durability.ground.errors import DurabilityError
 from durability.store import Checkpoint, EngineError, Store
+from durability.store.boundaries import Boundary
 
 __all__ = ["BrowseApp", "ConfirmRestore", "SessionsScreen", "TimelineScreen"]
 
@@ -98,8 +99,8 @@ class TimelineScreen(Screen[None]):
     """One session's checkpoints and gaps, and the diff of the highlighted one."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "restore", "Restore"), Binding("escape", "back", "Sessions"),
-        Binding("q", "app.quit", "Quit")]
+        Binding("r", "restore", "Restore"), Binding("w", "rewind", "Rewind"),
+        Binding("escape", "back", "Sessions"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
     #timeline { width: 3fr; height: 1fr; }
     #diff-scroll { width: 2fr; border-left: solid $accent; }
@@ -244,10 +245,84 @@ class TimelineScreen(Screen[None]):
             f"{undo.run_id} --node {undo.node_id} --iteration {undo.iteration} "
             f"--attempt {undo.attempt} --seq {done.pre_restore_seq}")
 
+    def action_rewind(self) -> None:
+        """Rewind the session to the newest tool call whose boundary is the
+        highlighted checkpoint: its files and a new session (``rewind``)."""
+        row = self.selected()
+        if row is None:
+            return
+        if not row.boundaries:
+            self._status("no tool call's boundary is this checkpoint: nothing to rewind to "
+                         "(r restores its files)")
+            return
+        target = row.boundaries[-1]
+        self.app.push_screen(ConfirmRewind(target),
+                             lambda yes: self._rewind(target) if yes else self._cancelled())
+
+    def _rewind(self, target: Boundary) -> None:
+        from durability.rewind.apply import rewind
+
+        try:
+            done = rewind(self._browse.settings, self._browse.store, target.run_id,
+                          seq=target.seq, env=self._browse.env)
+        except (DurabilityError, EngineError) as exc:
+            self._status(f"durability: {exc.code}: {exc}")
+            return
+        self.reload()
+        assert done.restored is not None and done.written is not None
+        undo = done.restored.undo_key
+        self._status(
+            f"rewound to boundary {target.seq} ({target.tool_use_id}): files at seq "
+            f"{target.checkpoint_seq}; new session {done.written.session_id}: "
+            f"{' '.join(done.written.resume)}.  Undo the files: durability restore "
+            f"{undo.run_id} --node {undo.node_id} --iteration {undo.iteration} "
+            f"--attempt {undo.attempt} --seq {done.restored.pre_restore_seq}")
+
     @property
     def _browse(self) -> BrowseApp:
         assert isinstance(self.app, BrowseApp)
         return self.app
+
+
+class ConfirmRewind(ModalScreen[bool]):
+    """Rewind or not: y on Rewind, n / escape / Cancel."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Rewind"), Binding("n", "answer(False)", "Cancel"),
+        Binding("escape", "answer(False)", "Cancel")]
+    DEFAULT_CSS = """
+    ConfirmRewind { align: center middle; }
+    #dialog { width: 80; height: auto; border: thick $error; padding: 1 2; background: $surface; }
+    #buttons { height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, target: Boundary) -> None:
+        super().__init__()
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        t = self.target
+        with Vertical(id="dialog"):
+            yield Static(Text(
+                f"Rewind session {ids.printable(t.run_id)} to boundary {t.seq}, right after "
+                f"tool call {ids.printable(t.tool_use_id or '-')} "
+                f"({ids.printable(t.tool_name or '?')})?\n\n"
+                f"The files become checkpoint seq {t.checkpoint_seq}'s (a pre-restore "
+                "checkpoint is taken first: the undo), and a new session of the agent holds "
+                "the conversation up to that call's result; the original is unchanged."),
+                id="question")
+            with Horizontal(id="buttons"):
+                yield Button("Rewind (y)", id="yes", variant="error")
+                yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
 
 
 class ConfirmRestore(ModalScreen[bool]):

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from durability.ground import ids
 from durability.inspect.timeline import Entry, describe, run_timeline
-from durability.store import Checkpoint, Session, Store
+from durability.store import AttemptKey, Checkpoint, Session, Store
+from durability.store.boundaries import Boundary, by_checkpoint
 
 __all__ = ["DIFF_LINES", "DIFF_LINE_CHARS", "Row", "diff_text", "session_rows", "timeline_rows"]
 
@@ -34,6 +35,8 @@ class Row:
     cells: tuple[str, ...]
     checkpoint: Checkpoint | None = None
     gap_reason: str | None = None
+    #: The tool calls whose boundary is this checkpoint, oldest first (issue 24).
+    boundaries: tuple[Boundary, ...] = ()
 
 
 #: The timeline table's columns.
@@ -54,11 +57,14 @@ def _session_cells(s: Session) -> tuple[str, ...]:
 
 def timeline_rows(store: Store, run_id: str, env: Mapping[str, str] = os.environ
                   ) -> list[Row]:
-    """The checkpoints and gaps of ``run_id``, newest first."""
-    return [_row(i, e) for i, e in enumerate(run_timeline(store, run_id, env=env))]
+    """The checkpoints and gaps of ``run_id``, newest first, each checkpoint
+    with the tool-call boundaries it is (its label ends ``[calls 1 2]``)."""
+    calls = by_checkpoint(store, [run_id])
+    return [_row(i, e, calls) for i, e in enumerate(run_timeline(store, run_id, env=env))]
 
 
-def _row(index: int, e: Entry) -> Row:
+def _row(index: int, e: Entry,
+         calls: Mapping[tuple[AttemptKey, int], list[Boundary]] | None = None) -> Row:
     if e.gap is not None:
         g = e.gap
         where = f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-"
@@ -72,9 +78,12 @@ def _row(index: int, e: Entry) -> Row:
                     f"file{'' if e.totals.files == 1 else 's'}")
     who = c.agent_type or c.agent_id
     label = (f"[{who}] " if who else "") + (c.label or "")
+    mine = tuple((calls or {}).get((c.key, c.seq), ()))
+    if mine:  # as `log` says it: the session seqs of the calls this checkpoint is the state after
+        label += f" [calls {' '.join(str(b.seq) for b in mine)}]"
     return Row(f"cp-{index}", (str(c.seq), _when(c.created_at_ms),
                                f"{c.node_id}/{c.iteration}/{c.attempt}", c.source, changes,
-                               _text(label)), checkpoint=c)
+                               _text(label)), checkpoint=c, boundaries=mine)
 
 
 def diff_text(store: Store, checkpoint: Checkpoint, *, lines: int = DIFF_LINES,

@@ -33,6 +33,7 @@ from durability.store import (
     Store,
     now_ms,
 )
+from durability.store.boundaries import CallInfo
 
 __all__ = ["EXPIRED", "CaptureRequest", "Capturer", "Outcome", "expired_outcome"]
 
@@ -60,6 +61,9 @@ class CaptureRequest:
     #: has given up waiting and records the request itself, so no capture may
     #: begin for it here, nor a gap be filed (docs/RELIABILITY.md).
     not_after_ms: int | None = None
+    #: A hook's tool call: set, an answered request is also the call's
+    #: boundary (``capture.boundary``, issue 24).
+    call: CallInfo | None = None
 
     def expired(self) -> bool:
         return self.not_after_ms is not None and now_ms() > self.not_after_ms

@@ -11,9 +11,11 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from durability.capture.boundary import record_boundaries
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.config import Settings
 from durability.store import AttemptKey, Store
+from durability.store.boundaries import CallInfo
 
 __all__ = ["capture_once", "lazy_store"]
 
@@ -44,6 +46,7 @@ def capture_once(
     lock_timeout_s: float,
     env: Mapping[str, str] = os.environ,
     deadline: float | None = None,
+    call: CallInfo | None = None,
 ) -> Outcome:
     """Capture ``worktree`` now and record it for ``key``; gaps are filed.
     ``deadline`` (``time.monotonic()``): jj's timeout ends there at the latest."""
@@ -53,5 +56,7 @@ def capture_once(
                              tool_use_id=tool_use_id, label=label,
                              harness=(agent or {}).get("harness"),
                              agent_id=(agent or {}).get("agent_id"),
-                             agent_type=(agent or {}).get("agent_type"))
-    return capturer.capture([request], lock_timeout_s=lock_timeout_s)[0]
+                             agent_type=(agent or {}).get("agent_type"), call=call)
+    outcome = capturer.capture([request], lock_timeout_s=lock_timeout_s)[0]
+    record_boundaries(store, [request], [outcome])  # issue 24: every call
+    return outcome

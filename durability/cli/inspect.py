@@ -21,7 +21,8 @@ from durability.store import Checkpoint, Store
 
 if TYPE_CHECKING:
     from durability.inspect.diff import Changes
-    from durability.inspect.timeline import Shown
+    from durability.inspect.timeline import Entry, Shown
+    from durability.store.boundaries import Boundary
 
 
 def _find(store: Store, run_id: str, node_id: str | None, iteration: int | None,
@@ -75,12 +76,33 @@ def show(run_id: str | None, latest: bool, node_id: str | None, iteration: int |
     # {remote: pushed | pending | failed} (docs/how-to/remote.md); {} without a remote.
     replicated = Remotes(store.location).states([shown.checkpoint]).get(
         shown.checkpoint.request_id, {})
+    calls = _calls_of(store, [shown.checkpoint]).get(_point(shown.checkpoint), [])
     if as_json:
-        return options.emit(_shown(shown, replicated))
-    click.echo(_show_text(shown, replicated))
+        return options.emit(_shown(shown, replicated, calls))
+    click.echo(_show_text(shown, replicated, calls))
 
 
-def _show_text(shown: Shown, replicated: dict[str, str]) -> str:
+def _point(c: Checkpoint) -> tuple[object, int]:
+    return (c.key, c.seq)
+
+
+def _calls_of(store: Store, rows: Iterable[Checkpoint]) -> dict[tuple[object, int],
+                                                                list[Boundary]]:
+    """The tool-call boundaries naming each of ``rows`` (issue 24)."""
+    from durability.store.boundaries import by_checkpoint
+
+    found: dict[tuple[object, int], list[Boundary]] = dict(
+        by_checkpoint(store, {c.run_id for c in rows}))  # type: ignore[arg-type]
+    return found
+
+
+def _calls_text(calls: Sequence[Boundary]) -> str:
+    return ", ".join(f"seq {b.seq} ({b.tool_use_id or '-'} {b.tool_name or ''})".replace(" )", ")")
+                     for b in calls)
+
+
+def _show_text(shown: Shown, replicated: dict[str, str],
+               calls: Sequence[Boundary] = ()) -> str:
     from durability.cli.table import changes_table, printable, totals_text, when
 
     c, base = shown.checkpoint, shown.base
@@ -91,6 +113,8 @@ def _show_text(shown: Shown, replicated: dict[str, str]) -> str:
     fields += [(k, v) for k, v in (("harness", c.harness), ("agent id", c.agent_id),
                                    ("agent type", c.agent_type)) if v]
     fields.append(("worktree", c.worktree))
+    if calls:
+        fields.append(("boundaries", _calls_text(calls)))
     if replicated:
         fields.append(("replicated", ", ".join(f"{k} {v}" for k, v in sorted(replicated.items()))))
     if base is None or shown.changes is None:
@@ -191,14 +215,16 @@ def _json(changes: Changes | None, old: _Side, new: _Side) -> dict[str, object]:
                                              "files": files, "totals": totals}).dump()
 
 
-def _shown(shown: Shown, replicated: dict[str, str]) -> dict[str, object]:
+def _shown(shown: Shown, replicated: dict[str, str],
+           calls: Sequence[Boundary] = ()) -> dict[str, object]:
     """``show --json``: the whole checkpoint, its base, what it changed."""
     from durability import output
 
     files, totals = output.files_out(shown.changes)
     out: dict[str, object] = output.ShownOut.from_record(
         shown.checkpoint, base=output.SideOut.of(shown.base), files=files, totals=totals,
-        replicated=replicated).dump()
+        replicated=replicated,
+        boundaries=[output.BoundaryRefOut.of(b) for b in calls]).dump()
     return out
 
 
@@ -358,10 +384,15 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     entries = entries[:limit] if more else entries
     from durability import output
 
-    options.listing(entries, as_json, lambda: timeline_table(entries),
+    calls = _calls_of(store, [e.checkpoint for e in entries if e.checkpoint is not None])
+
+    def of(e: Entry) -> list[Boundary]:
+        return calls.get(_point(e.checkpoint), []) if e.checkpoint is not None else []
+
+    options.listing(entries, as_json, lambda: timeline_table(entries, boundaries=of),
                     f"nothing recorded yet for {root}; a checkpoint recorded in another "
                     f"worktree restores here with: durability restore RUN --seq N "
-                    f"--worktree {root}", lambda e: output.entry_out(e))
+                    f"--worktree {root}", lambda e: output.entry_out(e, of(e)))
     if more and not as_json:
         click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
                    err=True)

@@ -79,6 +79,9 @@ TABLE: dict[str, Entry] = {
                   "Name the git remotes this worktree's checkpoints are pushed to."),
     "restore": _in("checkpoints", "restore", "Restore a worktree to a checkpoint (a "
                    "pre-restore checkpoint is taken first)."),
+    "rewind": _in("rewind", "rewind", "Go back to right after one tool call: the files as "
+                  "they were then, and a new session of the agent whose conversation ends "
+                  "with that call's result."),
     "resume": _in("runs", "resume_command",
                   "Resume RUN_ID where it stopped: completed tasks are not run again."),
     "run": _in("runs", "run_command",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from durability.ground import ids
 from durability.store import Attempt, Checkpoint, Gap, Session
@@ -121,10 +121,23 @@ def totals_text(t: Totals) -> str:
     return f"+{t.additions} -{t.deletions} {t.files} file{'' if t.files == 1 else 's'}"
 
 
-def timeline_table(entries: Sequence[Entry]) -> str:
-    """A worktree's timeline: a checkpoint per line, gaps marked ``GAP``."""
+def timeline_table(entries: Sequence[Entry],
+                   boundaries: Callable[[Entry], Sequence[Any]] | None = None) -> str:
+    """A worktree's timeline: a checkpoint per line, gaps marked ``GAP``;
+    a checkpoint's label ends with the session seqs of the tool-call
+    boundaries that name it (``[calls 3 4]``: ``rewind SESSION --seq 3``)."""
     header = ("TIME", "RUN", "NODE/IT/ATT", "SEQ", "SOURCE", "CHANGES", "LABEL")
-    return _table(header, [_timeline_row(e) for e in entries])
+    rows = [_timeline_row(e) for e in entries]
+    if boundaries is not None:
+        rows = [_with_calls(r, boundaries(e)) for r, e in zip(rows, entries, strict=True)]
+    return _table(header, rows)
+
+
+def _with_calls(row: tuple[str, ...], calls: Sequence[Any]) -> tuple[str, ...]:
+    if not calls:
+        return row
+    seqs = " ".join(str(b.seq) for b in calls)
+    return (*row[:-1], f"{row[-1]} [calls {seqs}]".strip())
 
 
 def _timeline_row(e: Entry) -> tuple[str, ...]:

@@ -79,6 +79,7 @@ def capture_request(
     *, request_id: str, run_id: str, node_id: str, iteration: int, attempt: int,
     worktree: str, source: str, tool_use_id: str | None, label: str | None, timeout_ms: int,
     deadline_ms: int | None = None, agent: dict[str, str] | None = None,
+    call: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``capture`` request in the wire format (``durability.service.protocol``);
     ``deadline_ms`` (ms since the epoch) only when the caller stops waiting then."""
@@ -90,6 +91,8 @@ def capture_request(
         request["deadline_ms"] = deadline_ms
     if agent:  # harness, agent_id, agent_type: only those the harness sent
         request.update(agent)
+    if call:  # a hook's tool call: event, tool_name, transcript_path, transcript_bytes
+        request.update(call)
     return request
 
 

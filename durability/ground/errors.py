@@ -310,6 +310,9 @@ _EXIT_CODES = {
     # An isolated task's tree did not merge into the shared worktree.
     "WORKTREE_CONFLICT": 16,
     "WORKTREE_MERGE_FAILED": 16,
+    # `durability rewind`: a conversation in a format not tested (its code
+    # half still runs, docs/how-to/rewind.md).
+    "conversation-unsupported": 17,
     # Lost a race for a run: contention, not failure (EX_TEMPFAIL, said quietly).
     "RUN_RESUME_CLAIM_FAILED": 75,
     "RUN_RESUME_CLAIM_LOST": 75,

@@ -275,7 +275,28 @@ def run_hook(hook: _Hook, stdin: BinaryIO, deadline: float) -> None:
     _announced_calls(hook, payload, event_kind)
     if event_kind in ("pre", "denied"):
         return hook.succeed()  # announced, or refused: nothing ran to capture
+    hook.fields["call"] = call_fields(payload) if event_kind == "post" else None
     _request(hook, deadline)
+
+
+def call_fields(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool call a post-call payload reports, for its boundary (issue
+    24): the event, the tool, the harness's transcript and its size now
+    (one stat); None when the payload names no tool."""
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        return None
+    event = payload.get("hook_event_name")
+    found: dict[str, Any] = {"event": event[:64] if isinstance(event, str) else "post",
+                             "tool_name": ids.printable(tool)[:200]}
+    path = payload.get("transcript_path")
+    if ids.is_path(path) and len(path) <= 4096:  # type: ignore[arg-type]
+        found["transcript_path"] = path
+        try:
+            found["transcript_bytes"] = os.stat(path).st_size  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            pass
+    return found
 
 
 def _announced_calls(hook: _Hook, payload: dict[str, Any], event_kind: str) -> None:
@@ -613,7 +634,7 @@ def _request(hook: _Hook, deadline: float) -> None:
         source="hook", tool_use_id=f["tool_use_id"], label=f.get("label"),
         timeout_ms=max(100, int(answer_s * 1000)),
         deadline_ms=time.time_ns() // 1_000_000 + int(answer_s * 1000),
-        agent=f.get("agent"))
+        agent=f.get("agent"), call=f.get("call"))
     connect_s = envms.read_ms(hook.env, "DURABILITY_SERVICE_CONNECT_MS") / 1000
     try:
         response = client.call(paths.socket_path_str(hook.env), request, timeout_s=answer_s,
@@ -670,10 +691,18 @@ def _fallback(hook: _Hook, deadline: float) -> None:
         worktree=Path(f["worktree"]), source="hook", request_id=hook.request_id,
         tool_use_id=f["tool_use_id"], label=f.get("label"), agent=f.get("agent"),
         lock_timeout_s=max(remaining - 0.1, 0.05), env=hook.env, deadline=deadline - _RESERVE_S,
+        call=_call_info(f.get("call")),
     )
     if outcome.ok or outcome.gap_recorded:
         return hook.succeed()
     hook.gap(outcome.error_code or "internal-error", outcome.error_message or "")
+
+
+def _call_info(call: dict[str, Any] | None) -> Any:
+    """``call_fields``'s answer as the capture takes it (off the fast path)."""
+    from durability.store.boundaries import CallInfo
+
+    return None if call is None else CallInfo(**call)
 
 
 def _preload_database_driver(env: Mapping[str, str]) -> None:

@@ -34,6 +34,7 @@ from durability.output import (
     RemotesOut,
     RequestOut,
     RestoreOut,
+    RewoundOut,
     RunOutcomeOut,
     RunsOut,
     RunStatusOut,
@@ -80,6 +81,8 @@ __all__ = [
     "RestoreIn",
     "RestoreOut",
     "ResumeIn",
+    "RewindIn",
+    "RewoundOut",
     "RunIdIn",
     "RunIn",
     "RunOutcomeOut",
@@ -184,6 +187,20 @@ class RestoreIn(PickIn):
                                   "(relative to the worktree root); default: the whole tree.")
     dry_run: bool = Field(default=False, description="Only say what would be written, deleted or "
                           "left; change nothing and record nothing.")
+
+
+class RewindIn(RunIdIn):
+    """A boundary of the session (every tool call a hook reported): by seq or by call id."""
+
+    seq: int | None = Field(default=None, ge=1, le=INT_MAX,
+                            description="The session's boundary seq (log and show list them).")
+    call: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The tool call id (tool_use_id) to go back to.")
+    code_only: bool = Field(default=False, description="Only the files.")
+    conversation_only: bool = Field(default=False, description="Only the conversation (a new "
+                                    "session); the files stay.")
+    dry_run: bool = Field(default=False, description="Only list the files and the conversation "
+                          "turns a rewind would change.")
 
 
 class SnapshotIn(_In):

@@ -445,6 +445,22 @@ def restore(here: Here, args: m.RestoreIn) -> m.RestoreOut:
     return m.RestoreOut.of_restored(done, m.UndoOut(arguments=undo, command=command))
 
 
+def rewind(here: Here, args: m.RewindIn) -> m.RewoundOut:
+    """The session back to one of its tool calls (``durability rewind``),
+    in the served worktree only."""
+    from durability.rewind.apply import rewind as do_rewind
+    from durability.store.boundaries import find_boundary
+
+    with here.store() as store:
+        run_id = _run_id(here, store, args.run_id, args.worktree)
+        if (args.seq is None) != (args.call is None):
+            here.check(find_boundary(store, run_id, seq=args.seq, call=args.call).worktree)
+        done = do_rewind(here.settings, store, run_id, seq=args.seq, call=args.call,
+                         code=not args.conversation_only, conversation=not args.code_only,
+                         dry_run=args.dry_run)
+    return m.RewoundOut.of(done)
+
+
 def runs(here: Here, args: m.NoIn) -> m.RunsOut:
     from durability.runs.run_rows import Runs
 
@@ -780,6 +796,12 @@ TOOLS = [
          "the tree as it is is taken first; the answer's `undo` is the restore call that puts "
          "it back. dry_run=true only lists what would change.",
          m.RestoreIn, m.RestoreOut, restore, read_only=False),
+    Tool("rewind", "Go back to right after one tool call of a session (seq or call id): the "
+         "files as they were then (a checkpoint of the tree is taken first: the answer's "
+         "code.pre_restore undoes it) and a new session of the agent whose conversation ends "
+         "with that call's result (the original is unchanged; conversation.resume continues "
+         "it). dry_run=true only lists what would change.",
+         m.RewindIn, m.RewoundOut, rewind, read_only=False),
     Tool("snapshot_now", "Take a checkpoint of the worktree now (e.g. before a risky step).",
          m.SnapshotIn, m.SnapshotOut, snapshot_now, read_only=False),
     Tool("runs", "List the engine's runs, newest first. " + _READ, m.NoIn, m.RunsOut, runs),

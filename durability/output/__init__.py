@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from durability.output.base import Out, mirror
     from durability.output.records import (
         AttemptOut,
+        BoundaryRefOut,
         CheckpointOut,
         CheckpointRecordOut,
         EventOut,
@@ -71,10 +72,13 @@ if TYPE_CHECKING:
         entry_out,
         files_out,
     )
+    from durability.output.rewind import BoundaryOut, RewoundOut
 
 __all__ = [
     "AttemptOut",
     "AttemptsOut",
+    "BoundaryOut",
+    "BoundaryRefOut",
     "ChangesOut",
     "CheckpointListedOut",
     "CheckpointOut",
@@ -101,6 +105,7 @@ __all__ = [
     "RequestOut",
     "RestoreOut",
     "RestoredOut",
+    "RewoundOut",
     "RunOutcomeOut",
     "RunStatusOut",
     "RunsOut",
@@ -124,7 +129,8 @@ __all__ = [
 
 
 #: The modules the names live in, searched in this order.
-_MODULES = ("durability.output.records", "durability.output.answers", "durability.output.base")
+_MODULES = ("durability.output.records", "durability.output.answers", "durability.output.base",
+            "durability.output.rewind")
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 from durability.output.base import Out
 from durability.output.records import (
     AttemptOut,
+    BoundaryRefOut,
     CheckpointOut,
     CheckpointRecordOut,
     EventOut,
@@ -69,6 +70,8 @@ class ShownOut(CheckpointRecordOut):
     files: list[FileChangeOut]
     totals: TotalsOut
     replicated: Replicated
+    #: The tool calls whose boundary is this checkpoint (issue 24).
+    boundaries: list[BoundaryRefOut] = Field(default_factory=list)
 
 
 class RestoredOut(Out):

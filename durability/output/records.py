@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from durability.output.base import Out, mirror
+from durability.store.boundaries import Boundary
 from durability.store.events import Event
 from durability.store.models import Attempt, Checkpoint, Gap, Session
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from durability.inspect.diff import Changes
     from durability.inspect.timeline import Entry
 
@@ -114,10 +117,26 @@ def files_out(changes: Changes | None) -> tuple[list[FileChangeOut], TotalsOut]:
             TotalsOut.from_record(changes.totals()))
 
 
+class BoundaryRefOut(Out):
+    """A tool-call boundary as a listing names it (issue 24): its session,
+    seq and tool call id; ``durability rewind SESSION --seq SEQ`` goes back
+    to it."""
+
+    session: str
+    seq: int
+    call: str | None
+    tool_name: str | None
+
+    @classmethod
+    def of(cls, b: Boundary) -> BoundaryRefOut:
+        return cls(session=b.run_id, seq=b.seq, call=b.tool_use_id, tool_name=b.tool_name)
+
+
 class LogCheckpointOut(mirror(Checkpoint,  # type: ignore[misc]
                               first={"kind": (Literal["checkpoint"], "checkpoint")},
                               base=(SideOut | None, ...),
-                              totals=(TotalsOut | None, ...))):
+                              totals=(TotalsOut | None, ...),
+                              boundaries=(list[BoundaryRefOut], []))):
     pass
 
 
@@ -145,13 +164,16 @@ class TableCopyOut(Out):
     target_rows: int
 
 
-def entry_out(entry: Entry) -> LogCheckpointOut | LogGapOut:
-    """One entry of a timeline, as ``log --json`` prints it."""
+def entry_out(entry: Entry,
+              boundaries: Sequence[Boundary] = ()) -> LogCheckpointOut | LogGapOut:
+    """One entry of a timeline, as ``log --json`` prints it (a checkpoint
+    with the tool-call boundaries that name it)."""
     out: LogCheckpointOut | LogGapOut
     if entry.gap is not None:
         out = LogGapOut.from_record(entry.gap)
     else:
         out = LogCheckpointOut.from_record(
             entry.checkpoint, base=SideOut.of(entry.base),
-            totals=TotalsOut.from_record(entry.totals) if entry.totals else None)
+            totals=TotalsOut.from_record(entry.totals) if entry.totals else None,
+            boundaries=[BoundaryRefOut.of(b) for b in boundaries])
     return out

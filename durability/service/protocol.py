@@ -115,6 +115,11 @@ class CaptureReq(_Base):
     harness: Literal["claude", "codex", "gemini"] | None = None
     agent_id: Annotated[str, Field(max_length=200)] | None = None
     agent_type: Annotated[str, Field(max_length=200)] | None = None
+    #: A hook's tool call (issue 24: its boundary), all optional.
+    tool_name: Annotated[str, Field(max_length=200)] | None = None
+    event: Annotated[str, Field(max_length=64)] | None = None
+    transcript_path: Annotated[str, Field(max_length=4096)] | None = None
+    transcript_bytes: Annotated[int, Field(ge=0, lt=2**63)] | None = None
 
 
 class WatchReq(_Base):

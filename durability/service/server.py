@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from durability.backends import capture_settings, resolve_worktree
+from durability.capture.boundary import record_boundaries
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome, expired_outcome
 from durability.capture.coalesce import Coalescer
 from durability.config import Settings
@@ -45,6 +46,7 @@ from durability.service.informed import InformedCaptures
 from durability.service.owners import Owners, WatchOwners
 from durability.service.record import ServiceLock, forget_state_record, write_state_record
 from durability.store import AttemptKey, EngineError, Store
+from durability.store.boundaries import CallInfo
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
 
@@ -509,6 +511,7 @@ class Service:
         assert self.informed is not None
         lock_timeout = self.settings.jj_timeout_s + 30
         outcomes = self.informed.run_batch(requests, lock_timeout_s=lock_timeout)
+        record_boundaries(self._get_store, requests, outcomes)  # issue 24: every call
         if self.replicator is not None and any(o.ok and not o.deduped for o in outcomes):
             self.replicator.poke()
         return outcomes
@@ -520,7 +523,16 @@ def _request(req: protocol.CaptureReq) -> CaptureRequest:
         key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
         worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
         tool_use_id=req.tool_use_id, label=req.label, not_after_ms=req.deadline_ms,
-        harness=req.harness, agent_id=req.agent_id, agent_type=req.agent_type)
+        harness=req.harness, agent_id=req.agent_id, agent_type=req.agent_type,
+        call=_call(req))
+
+
+def _call(req: protocol.CaptureReq) -> CallInfo | None:
+    """The tool call a hook's request reports (its boundary), else None."""
+    if req.event is None:
+        return None
+    return CallInfo(tool_name=req.tool_name, event=req.event,
+                    transcript_path=req.transcript_path, transcript_bytes=req.transcript_bytes)
 
 
 def _wait_s(req: protocol.CaptureReq) -> float:

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from durability import output as o
 from durability.inspect.diff import FileChange, Totals
 from durability.inspect.timeline import Entry
+from durability.store.boundaries import Boundary
 from durability.store.events import Event
 from durability.store.models import Attempt, Checkpoint, Gap, Session
 from durability.store.remote_rows import Remote
@@ -43,7 +44,7 @@ def test_the_listed_and_side_checkpoints_are_parts_of_the_record() -> None:
 
 def test_a_log_entry_is_its_kind_then_the_record() -> None:
     assert list(o.LogCheckpointOut.model_fields) == ["kind", *_names(Checkpoint), "base",
-                                                      "totals"]
+                                                      "totals", "boundaries"]
     assert list(o.LogGapOut.model_fields) == ["kind", *_names(Gap)]
 
 
@@ -65,13 +66,18 @@ def test_a_mirror_answers_what_the_record_holds() -> None:
 def test_a_log_entry_dumps_as_log_json_prints_it() -> None:
     c, base = _checkpoint(2), _checkpoint(1)
     entry = o.entry_out(Entry(c.created_at_ms, c, base, Totals(1, 2, 3))).dump()
-    assert list(entry) == ["kind", *_names(Checkpoint), "base", "totals"]
+    assert list(entry) == ["kind", *_names(Checkpoint), "base", "totals", "boundaries"]
+    assert entry["boundaries"] == []
     assert entry["kind"] == "checkpoint" and entry["seq"] == 2
     assert entry["base"] == {"run_id": "run", "node_id": "n", "iteration": 0, "attempt": 1,
                              "seq": 1, "commit_id": "c1"}
     assert entry["totals"] == {"files": 1, "additions": 2, "deletions": 3}
     first = o.entry_out(Entry(c.created_at_ms, c)).dump()
     assert first["base"] is None and first["totals"] is None
+    call = Boundary("run", 4, "n", 0, 1, "req9", "claude", "toolu_9", "Read", "PostToolUse",
+                    "/t.jsonl", 10, 2, "c2", "/wt", 1_009)
+    assert o.entry_out(Entry(c.created_at_ms, c), [call]).dump()["boundaries"] == [
+        {"session": "run", "seq": 4, "call": "toolu_9", "tool_name": "Read"}]
     gap = Gap(5, "run", "req", "jj-failed")
     assert o.entry_out(Entry(5, gap=gap)).dump() == {"kind": "gap",
                                                              **dataclasses.asdict(gap)}

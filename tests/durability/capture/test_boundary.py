@@ -1,0 +1,84 @@
+"""Every hook call is a boundary (durability/capture/boundary.py, issue 24):
+a call that changed nothing dedups onto the latest checkpoint and still gets
+its own boundary row; a request reported twice is one boundary."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from durability.config import Settings
+from durability.store import Store
+from durability.store.boundaries import boundaries, find_boundary
+from tests.helpers import ServiceProcess, hook_payload, make_git_repo, run_cli
+
+
+def _hook(repo: Path, payload: dict[str, object]) -> None:
+    done = run_cli("snapshot-hook", input=json.dumps(payload))
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+def _check(repo: Path, transcript: Path) -> None:
+    transcript.write_text('{"a": 1}\n')
+    (repo / "a.txt").write_text("one\n")
+    _hook(repo, hook_payload(repo, session_id="s-b", tool_use_id="toolu_w",
+                             file_path=str(repo / "a.txt"), transcript_path=str(transcript)))
+    transcript.write_text('{"a": 1}\n{"b": 2}\n')
+    # A Read: the tree did not change, the checkpoint row is deduped.
+    read = hook_payload(repo, session_id="s-b", tool_use_id="toolu_r", tool_name="Read",
+                        file_path=str(repo / "a.txt"), transcript_path=str(transcript))
+    _hook(repo, read)
+    _hook(repo, read)  # the same call reported twice (a hook installed twice)
+    (repo / "b.txt").write_text("two\n")
+    _hook(repo, hook_payload(repo, session_id="s-b", tool_use_id="toolu_b", tool_name="Bash",
+                             transcript_path=str(transcript)))
+    with Store(Settings.from_env().database) as store:
+        rows = boundaries(store, "s-b")
+        checkpoints = store.checkpoints("s-b")
+        by_call = find_boundary(store, "s-b", call="toolu_r")
+    assert [(b.seq, b.tool_use_id, b.tool_name, b.event) for b in rows] == [
+        (1, "toolu_w", "Write", "PostToolUse"), (2, "toolu_r", "Read", "PostToolUse"),
+        (3, "toolu_b", "Bash", "PostToolUse")]
+    # Two checkpoint rows for three calls: the Read's boundary names the Write's row.
+    assert [c.tool_use_id for c in checkpoints] == ["toolu_w", "toolu_b"]
+    assert [(b.checkpoint_seq, b.commit_id) for b in rows] == [
+        (1, checkpoints[0].commit_id), (1, checkpoints[0].commit_id),
+        (2, checkpoints[1].commit_id)]
+    assert [b.transcript_bytes for b in rows] == [9, 18, 18]
+    assert {b.transcript_path for b in rows} == {str(transcript)}
+    assert by_call == rows[1]
+    assert {b.worktree for b in rows} == {os.path.realpath(repo)}
+
+
+def test_in_process(tmp_path: Path) -> None:
+    _check(make_git_repo(tmp_path / "repo"), tmp_path / "t.jsonl")
+
+
+def test_through_the_service(tmp_path: Path, service_process: ServiceProcess) -> None:
+    assert os.environ["DURABILITY_SOCKET"] == str(service_process.socket_path)
+    _check(make_git_repo(tmp_path / "repo"), tmp_path / "t.jsonl")
+
+
+def test_a_call_without_a_tool_is_no_boundary(tmp_path: Path) -> None:
+    """Codex's Stop ends a turn and names no tool call: a checkpoint, no boundary."""
+    repo = make_git_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("one\n")
+    payload = {"session_id": "s-stop", "turn_id": "t1", "cwd": str(repo),
+               "hook_event_name": "Stop", "transcript_path": None}
+    _hook(repo, payload)
+    with Store(Settings.from_env().database) as store:
+        assert len(store.checkpoints("s-stop")) == 1
+        assert boundaries(store, "s-stop") == []
+
+
+def test_an_unknown_boundary_names_the_range(tmp_path: Path) -> None:
+    from durability.ground.store_errors import NotFound
+
+    repo = make_git_repo(tmp_path / "repo")
+    _hook(repo, hook_payload(repo, session_id="s-r", tool_use_id="toolu_1", tool_name="Read"))
+    with Store(Settings.from_env().database) as store, \
+            pytest.raises(NotFound, match=r"no boundary seq 5 \(seq 1 to 1\)"):
+        find_boundary(store, "s-r", seq=5)
