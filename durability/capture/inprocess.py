@@ -53,5 +53,6 @@ def capture_once(
                              tool_use_id=tool_use_id, label=label,
                              harness=(agent or {}).get("harness"),
                              agent_id=(agent or {}).get("agent_id"),
-                             agent_type=(agent or {}).get("agent_type"))
+                             agent_type=(agent or {}).get("agent_type"),
+                             session_id=(agent or {}).get("session_id"))
     return capturer.capture([request], lock_timeout_s=lock_timeout_s)[0]

@@ -115,6 +115,7 @@ class CaptureReq(_Base):
     harness: Literal["claude", "codex", "gemini"] | None = None
     agent_id: Annotated[str, Field(max_length=200)] | None = None
     agent_type: Annotated[str, Field(max_length=200)] | None = None
+    session_id: Annotated[str, Field(max_length=200)] | None = None
 
 
 class WatchReq(_Base):

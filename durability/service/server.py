@@ -517,7 +517,8 @@ def _request(req: protocol.CaptureReq) -> CaptureRequest:
         key=AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
         worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
         tool_use_id=req.tool_use_id, label=req.label, not_after_ms=req.deadline_ms,
-        harness=req.harness, agent_id=req.agent_id, agent_type=req.agent_type)
+        harness=req.harness, agent_id=req.agent_id, agent_type=req.agent_type,
+        session_id=req.session_id)
 
 
 def _wait_s(req: protocol.CaptureReq) -> float:

@@ -48,7 +48,7 @@ __all__ = ["Store", "now_ms"]
 _CHECKPOINT_COLS = (
     "run_id, node_id, iteration, attempt, seq, commit_id, change_id, operation_id, "
     "worktree, source, tool_use_id, label, request_id, created_at_ms, harness, agent_id, "
-    "agent_type"
+    "agent_type, session_id"
 )
 _ATTEMPT_COLS = (
     "run_id, node_id, iteration, attempt, state, started_at_ms, finished_at_ms, "
@@ -225,11 +225,11 @@ class Store:
         seq = (latest[0] if latest else 0) + 1
         conn.execute(
             f"INSERT INTO workspace_checkpoints ({_CHECKPOINT_COLS}, host) "
-            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)",
+            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19)",
             (k.run_id, k.node_id, k.iteration, k.attempt, seq, new.commit_id, new.change_id,
              new.operation_id, to_db(new.worktree), new.source, to_db(new.tool_use_id),
              to_db(new.label), to_db(new.request_id), now, new.harness, to_db(new.agent_id),
-             to_db(new.agent_type), self.host),
+             to_db(new.agent_type), to_db(new.session_id), self.host),
         )
         conn.execute(
             f"UPDATE attempts SET jj_pointer=$1, worktree=$2 WHERE {_KEY_WHERE_AFTER_2}",
