@@ -297,3 +297,47 @@ def test_a_harness_that_was_not_blocked_keeps_the_chain_order(runs: Runs, tmp_pa
     harness("s2", [session(), answer({"n": 2})])
     assert start(runs, tmp_path, clock, "l1", chain=("s1", "s2")).state == "finished"
     assert len(HARNESSES["s2"].seen) == 0 and runs.outputs("l1")[0]["output"] == {"n": 1}
+
+
+ENGINE = """
+import sys
+from pathlib import Path
+from durability.runs.agent import AgentConfig, register_harness
+from durability.runs.execute import EngineConfig, start_run
+from durability.runs.run_rows import Runs
+from tests.durability.runs.agentkit import Scripted
+
+register_harness("s1", lambda: Scripted(name="s1", programs=[[
+    {"session": True}, {"child": True}, {"hang": True}]]))
+tmp = Path(sys.argv[1])
+with Runs(tmp / "engine.db") as runs:
+    start_run(runs, Path(sys.argv[2]), run_id="m1", worktree=str(tmp / "wt"),
+              config=EngineConfig(agents=AgentConfig(private_root=tmp / "private",
+                                                     grace_s=0.5)))
+"""
+
+
+def test_kill_9_of_the_engine_leaves_no_agent_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "wt").mkdir()
+    path = workflow(tmp_path)
+    root = Path(__file__).resolve().parents[3]
+    engine = subprocess.Popen([sys.executable, "-c", ENGINE, str(tmp_path), str(path)],
+                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        hanging = wait_for(lambda: list((tmp_path / "private").glob("m1/*/*/hanging")),
+                           timeout=60)
+        private = hanging[0].parent
+        wait_for(lambda: (private / "child.pid").exists(), timeout=10)
+        agent, child = (int((private / n).read_text()) for n in ("pid", "child.pid"))
+        assert not gone(agent) and not gone(child)
+        engine.kill()  # SIGKILL: no finally, no atexit
+        engine.wait(10)
+        wait_for(lambda: gone(agent) and gone(child), timeout=20)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
