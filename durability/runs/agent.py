@@ -568,13 +568,11 @@ def _json_in(text: str | None) -> Any:
 
 def spec_json(*, prompt: str, harness: Sequence[str] = ("claude",), model: str | None = None,
               max_turns: int | None = None, output_schema: dict[str, Any] | None = None,
-              corrections: int = 2, retries: int = 0,
-              executables: Mapping[str, str] | None = None) -> str:
+              corrections: int = 2, retries: int = 0) -> str:
     """The spec of a one-task agent run, as the generated workflow file holds it."""
     return json.dumps({"prompt": prompt, "harness": list(harness), "model": model,
                        "max_turns": max_turns, "output_schema": output_schema,
-                       "corrections": corrections, "retries": retries,
-                       "executables": dict(executables or {})}, sort_keys=True)
+                       "corrections": corrections, "retries": retries}, sort_keys=True)
 
 
 def agent_workflow(spec: str) -> Any:

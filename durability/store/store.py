@@ -221,6 +221,17 @@ class Store:
         # task's tree merged back unchanged into the shared worktree is the
         # shared worktree's state now, which its restores must find.
         if latest and latest[1] == new.commit_id and latest[2] == to_db(new.worktree):
+            if new.tool_use_id:
+                # A watch caught the call's tree first: the row it made now
+                # names the call (and its session), so a resume that looks
+                # for a completed call's checkpoint finds it.
+                conn.execute(
+                    "UPDATE workspace_checkpoints SET tool_use_id=$1, "
+                    "session_id=COALESCE(session_id, $2) WHERE run_id=$3 AND node_id=$4 "
+                    "AND iteration=$5 AND attempt=$6 AND host=$7 AND seq=$8 "
+                    "AND tool_use_id IS NULL",
+                    (to_db(new.tool_use_id), to_db(new.session_id), k.run_id, k.node_id,
+                     k.iteration, k.attempt, self.host, latest[0]))
             return Recorded(seq=latest[0], commit_id=new.commit_id, deduped=True)
         seq = (latest[0] if latest else 0) + 1
         conn.execute(

@@ -19,6 +19,7 @@ def main() -> int:
     private = Path(sys.argv[1]).parent
     (private / "prompt.txt").write_text(sys.stdin.read())
     (private / "pid").write_text(str(os.getpid()))
+    (private / "env.json").write_text(json.dumps(dict(os.environ)))
     session = program["session_id"]
     for step in program["steps"]:
         if "emit" in step:
@@ -39,8 +40,10 @@ def main() -> int:
                        "tool_use_id": step["hook"], "cwd": os.getcwd(), "tool_name": "Write",
                        "tool_input": {"file_path": os.path.abspath(step.get("path") or ".")},
                        "tool_response": {}}
-            subprocess.run(program["hook"], input=json.dumps(payload).encode(), check=False,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            done = subprocess.run(program["hook"], input=json.dumps(payload).encode(),
+                                  check=False, capture_output=True)
+            with (private / "hook.log").open("ab") as log:
+                log.write(done.stdout + done.stderr + b"\n")
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "child" in step:  # a grandchild that outlives us unless the group is killed
