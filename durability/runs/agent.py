@@ -360,7 +360,7 @@ class _Attempt:
         data = final.structured if final.structured is not None else _json_in(final.text)
         if isinstance(output, dict):
             try:
-                import jsonschema
+                import jsonschema  # type: ignore[import-untyped]
             except ImportError:  # pragma: no cover - the dev and mcp extras bring it
                 raise AgentFailed("a JSON-schema output needs the jsonschema package") from None
             try:

@@ -138,7 +138,7 @@ class AgentProcess:
         assert self.proc.stderr is not None
         try:
             while True:
-                chunk = self.proc.stderr.read1(65536)
+                chunk = os.read(self.proc.stderr.fileno(), 65536)
                 if not chunk:
                     break
                 room = STDERR_HEAD - len(self._stderr)

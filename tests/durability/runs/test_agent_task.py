@@ -192,6 +192,7 @@ def test_all_blocked_parks_until_the_earliest_reset_and_supervise_finishes_it(
     assert sup.tick() == []
     clock.advance(1_000)
     [claim] = sup.tick()
+    assert claim.owner.name == "supervisor:t"
     assert [o.state for o in woken] == ["finished"]
     # The attempt last ran s2's session, and s2 is still blocked (not tried
     # again): s1 starts a session of its own on the tree.
