@@ -44,6 +44,11 @@ def main() -> int:
                                   check=False, capture_output=True)
             with (private / "hook.log").open("ab") as log:
                 log.write(done.stdout + done.stderr + b"\n")
+        elif "ls" in step:  # the tree as this invocation found it
+            root = Path.cwd()
+            found = {str(f.relative_to(root)): f.read_text() for f in sorted(root.rglob("*"))
+                     if f.is_file() and not {".git", ".jj"} & set(f.relative_to(root).parts)}
+            (private / "tree.json").write_text(json.dumps(found))
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "child" in step:  # a grandchild that outlives us unless the group is killed
