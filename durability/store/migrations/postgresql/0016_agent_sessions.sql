@@ -11,7 +11,7 @@ CREATE TABLE agent_blocks (
     harness         TEXT COLLATE "C" NOT NULL,
     -- ms since the epoch; NULL: no known reset (a person resumes)
     reset_at_ms     BIGINT,
-    message         TEXT,
+    message         TEXT COLLATE "C",
     -- the claim epoch that saw it: a later claim retries an unknown reset
     claim_epoch     BIGINT NOT NULL,
     blocked_at_ms   BIGINT NOT NULL,
@@ -27,7 +27,7 @@ CREATE TABLE agent_calls (
     node_id         TEXT COLLATE "C" NOT NULL,
     iteration       BIGINT NOT NULL,
     attempt         BIGINT NOT NULL,
-    name            TEXT,
+    name            TEXT COLLATE "C",
     completed_at_ms BIGINT NOT NULL,
     PRIMARY KEY (run_id, session_id, tool_use_id)
 );
