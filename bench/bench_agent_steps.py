@@ -31,10 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from durability.agents.protocol import AgentRequest, Event, Final, Usage  # noqa: E402
-from durability.runs.agent import AgentConfig, register_harness  # noqa: E402
-from durability.runs.execute import EngineConfig, start_run  # noqa: E402
-from durability.runs.run_rows import Runs  # noqa: E402
+from durability.agents.protocol import AgentRequest, Event, Final, Usage
+from durability.runs.agent import AgentConfig, register_harness
+from durability.runs.execute import EngineConfig, start_run
+from durability.runs.run_rows import Runs
 
 AGENT = ("import json; s='s-1'; print(json.dumps({'t': 'session', 'id': s})); "
          "print(json.dumps({'t': 'usage', 'in': 10, 'out': 5})); "
