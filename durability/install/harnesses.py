@@ -27,6 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durability.agents.hooks import (
+    CLAUDE_EVENTS,
+    DENIED_EVENTS,
+    HOOK_TIMEOUT_S,
+    HOOKS,
+    PRE_CALL_EVENTS,
+    HookSpec,
+)
 from durability.ground.errors import InvalidInput
 from durability.ground.fsutil import replace_file
 
@@ -34,6 +42,7 @@ __all__ = [
     "DENIED_EVENTS",
     "EVENTS",
     "HARNESSES",
+    "HOOK_TIMEOUT_S",
     "PRE_CALL_EVENTS",
     "SCOPES",
     "Harness",
@@ -47,24 +56,13 @@ __all__ = [
     "write_json",
 ]
 
-#: The bare command earlier versions wrote; still recognised as ours, so that
-#: installing again replaces it with the absolute one.
-#: Post-tool events: a failed tool (a Bash command that exited non-zero) may
-#: still have written files.  Before them the pre-call event, which announces
-#: the call (an install without it simply has no call-unfinished gaps), and
-#: Claude Code's PermissionDenied: a call its auto mode refused is over, no gap.
-EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied")
-#: Each harness's pre-call event (``doctor`` warns of an install without it).
-PRE_CALL_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
-#: Events that end a call refused before it ran (``doctor`` says what their lack costs).
-DENIED_EVENTS = frozenset({"PermissionDenied"})
 SCOPES = ("user", "project", "local")
-# Seconds the harness waits for the hook: above the hook's own 10 s budget, so
-# the hook always finishes (and files its gap) before the harness kills it.
-HOOK_TIMEOUT_S = 15
 # Ours: the legacy bare command, a `durability` executable's snapshot-hook
 # (quoted or not), or the launcher (install-hook's and the plugin's).
 _OURS = re.compile(r"(^|/)durability'? snapshot-hook\s*$|(^|/)durability/run-hook\.sh['\"]?(\s|$)")
+#: Claude Code's events (the table is ``durability.agents.hooks``: an agent
+#: run's private settings use the same events and entry).
+EVENTS = CLAUDE_EVENTS
 
 
 @dataclass(frozen=True)
@@ -79,25 +77,22 @@ class Harness:
     #: Extra fields of the handler (Gemini CLI names each hook).
     extra: tuple[tuple[str, str], ...] = ()
 
+    @classmethod
+    def of(cls, name: str, scopes: tuple[str, ...]) -> Harness:
+        spec = HOOKS[name]
+        return cls(name, spec.events, scopes, spec.matcher, spec.timeout, spec.extra)
+
     def entry(self, command: str) -> dict[str, Any]:
-        return {"type": "command", **dict(self.extra), "command": command,
-                "timeout": self.timeout}
+        return HookSpec(self.events, self.matcher, self.timeout, self.extra).entry(command)
 
     def group(self, command: str) -> dict[str, Any]:
-        group: dict[str, Any] = {} if self.matcher is None else {"matcher": self.matcher}
-        return {**group, "hooks": [self.entry(command)]}
+        return HookSpec(self.events, self.matcher, self.timeout, self.extra).group(command)
 
 
 HARNESSES = {
-    "claude": Harness("claude", EVENTS, SCOPES, "*", HOOK_TIMEOUT_S),
-    # Codex matches every tool when a group has no matcher.
-    # Stop too: an apply_patch Codex runs from a shell command fires no
-    # PostToolUse, so the edit a turn ends with is captured at the turn's end.
-    "codex": Harness("codex", ("PreToolUse", "PostToolUse", "Stop"), ("user", "project"),
-                     None, HOOK_TIMEOUT_S),
-    # Gemini CLI counts its timeout in milliseconds; its matcher is a regex.
-    "gemini": Harness("gemini", ("BeforeTool", "AfterTool"), ("user", "project"), ".*",
-                      HOOK_TIMEOUT_S * 1000, (("name", "durability"),)),
+    "claude": Harness.of("claude", SCOPES),
+    "codex": Harness.of("codex", ("user", "project")),
+    "gemini": Harness.of("gemini", ("user", "project")),
 }
 
 
