@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -109,6 +110,12 @@ def resolve_harness(name: str) -> Harness:
     ``Harness`` class)."""
     if name in _REGISTRY:
         return _REGISTRY[name]()
+    try:
+        from durability.agents import registry
+    except ImportError:  # pragma: no cover - an install without the adapters' registry
+        registry = None  # type: ignore[assignment]
+    if registry is not None and name in registry.HARNESSES:
+        return registry.harness(name)
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,30}", name) or name in ("protocol", "prices"):
         raise AgentUnavailable(f"no adapter for harness {name[:40]!r}")
     try:
@@ -400,14 +407,16 @@ class _Attempt:
             session_id=None if resume else str(uuid.uuid4()),
             output_schema=self.spec.schema(), max_turns=self.spec.limits.turns)
         harness.prepare(request)
-        executable = self.config.executables.get(name) or harness.executable
-        argv = harness.argv(request, executable)
         env = harness.env(request, dict(self.ctx.env))
+        executable = _executable(self.config.executables.get(name) or harness.executable, env)
+        argv = harness.argv(request, executable)
         if resume is not None:
             agent_rows.note(self.runs, self.claim, self.key, "agent-resume",
                             detail={"harness": name, "session_id": resume})
-        self.session = resume
         out = _Outcome(session_id=resume)
+        self.session = None
+        if resume is not None:  # this attempt continues it: a later resume finds it here
+            self._session(name, resume, out)
         spent = _Spent()
         events: list[Event] = []
         proc = AgentProcess(argv, cwd=self.worktree, env=env, stdin=harness.stdin(request),
@@ -533,6 +542,17 @@ class _Spent:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cache_read_tokens": self.cache_read_tokens,
                 "cache_write_tokens": self.cache_write_tokens, "cost_usd": round(self.cost, 6)}
+
+
+def _executable(name: str, env: Mapping[str, str]) -> str:
+    """The absolute path of the harness's program, looked up on the agent's
+    own PATH (not this process's)."""
+    if os.path.isabs(name):
+        return name
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise AgentUnavailable(f"the {name!r} program is not on the agent's PATH")
+    return found
 
 
 def _override(first: PriceFn, then: PriceFn) -> PriceFn:

@@ -6,8 +6,12 @@ of its own session that holds the read end of a pipe only this engine
 process can write.  When the engine ends in any way (``kill -9`` included)
 the kernel closes the write end, the watchdog reads end-of-file and kills
 the agent's process group (TERM, then KILL after a grace).  A normal end
-writes ``done`` first, after this process has killed and reaped the group
-itself.  Why not ``prctl(PR_SET_PDEATHSIG)``: it needs ``preexec_fn``
+writes ``done``: the watchdog then kills at once what is left.  Agents run
+tools in sessions of their own (Claude Code's Bash tool does), out of the
+agent's group, so the watchdog also keeps, once a second (from ``/proc``),
+the agent's descendants with their start times (every 0.5 s), and kills those still
+alive at the end (a process that daemonised itself between two looks, or a
+system without ``/proc``, escapes: only the group is sure).  Why not ``prctl(PR_SET_PDEATHSIG)``: it needs ``preexec_fn``
 (unsafe with threads, and tasks run in threads), it fires when the *thread*
 that forked ends (a worker thread of the task pool), and it is Linux only.
 
@@ -34,36 +38,91 @@ __all__ = ["WATCHDOG_SOURCE", "AgentProcess"]
 #: The watchdog's whole program (run as ``python -I -S -c``: no site, no
 #: user paths; it imports only the standard library's os, signal, sys, time).
 WATCHDOG_SOURCE = r"""
-import os, signal, sys, time
+import os, select, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+root, grace = int(sys.argv[1]), float(sys.argv[2])
+known = {}
+
+def table():
+    found = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            try:
+                with open("/proc/" + name + "/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            found[int(name)] = (int(fields[1]), fields[19])
+    return found
+
+def scan():
+    procs = table()
+    if root in procs:
+        known.setdefault(root, procs[root][1])
+    tree = {p for p, st in known.items() if procs.get(p, (0, None))[1] == st}
+    grown = True
+    while grown:
+        grown = False
+        for pid, (ppid, _) in procs.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    for pid in tree:
+        if pid in procs:
+            known.setdefault(pid, procs[pid][1])
+
+def kill(sig):
+    procs = table()
+    try:
+        os.killpg(root, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    alive = False
+    for pid, st in known.items():
+        if procs.get(pid, (0, None))[1] == st:
+            alive = True
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return alive
+
+scan()
 data = b""
 while True:
     try:
-        chunk = os.read(0, 64)
+        ready = select.select([0], [], [], 0.5)[0]
     except InterruptedError:
         continue
+    if not ready:
+        scan()
+        continue
+    chunk = os.read(0, 64)
     if not chunk:
         break
     data += chunk
+scan()
 if data.startswith(b"done"):
+    kill(signal.SIGKILL)
     sys.exit(0)
-try:
-    os.killpg(pgid, signal.SIGTERM)
-except (ProcessLookupError, PermissionError):
-    sys.exit(0)
-end = time.monotonic() + grace
-while time.monotonic() < end:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        sys.exit(0)
-    time.sleep(0.05)
-try:
-    os.killpg(pgid, signal.SIGKILL)
-except (ProcessLookupError, PermissionError):
-    pass
+if kill(signal.SIGTERM):
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        try:
+            os.killpg(root, 0)
+            continue
+        except (ProcessLookupError, PermissionError):
+            pass
+        procs = table()
+        if not any(procs.get(p, (0, None))[1] == st for p, st in known.items()):
+            break
+kill(signal.SIGKILL)
 """
 
 #: Longest stdout line handed to the adapter; a longer one is cut there.
@@ -183,10 +242,13 @@ class AgentProcess:
             yield line
 
     def kill(self, why: str) -> None:
-        """Kill the agent's whole group now (budget, quota, stop)."""
+        """Kill the agent's whole group now (budget, quota, stop), and its
+        descendants that run in sessions of their own."""
         if self.killed is None:
             self.killed = why
+        tree = descendants(self.pgid)
         _killpg(self.pgid)
+        _kill_listed(tree)
 
     def close(self) -> int:
         """Wait for the agent, kill what is left of its group, release the
@@ -199,6 +261,8 @@ class AgentProcess:
         except subprocess.TimeoutExpired:
             _killpg(self.pgid)
             code = self.proc.wait()
+        # (no descendant sweep here: the agent is reaped, its pid may be
+        # another process's now; the watchdog sweeps what it has seen)
         _killpg(self.pgid)  # grandchildren left in the group
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
@@ -217,6 +281,8 @@ class AgentProcess:
         except subprocess.TimeoutExpired:
             self.watchdog.kill()
             self.watchdog.wait()
+        for thread in self._threads:  # their pipes closed with the last holder
+            thread.join(timeout=5)
         return code
 
 
@@ -225,3 +291,49 @@ def _killpg(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _table() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, start time) of every process, from ``/proc``
+    (empty where there is none)."""
+    found: dict[int, tuple[int, bytes]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            found[int(name)] = (int(fields[1]), fields[19])
+    return found
+
+
+def descendants(root: int) -> dict[int, bytes]:
+    """Every descendant of ``root`` (and ``root``), with its start time."""
+    procs = _table()
+    tree = {root}
+    grown = True
+    while grown:
+        grown = False
+        for pid, (ppid, _) in procs.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return {pid: procs[pid][1] for pid in tree if pid in procs}
+
+
+def _kill_listed(tree: dict[int, bytes]) -> None:
+    """SIGKILL each process of ``tree`` still the one listed (same start time)."""
+    if not tree:
+        return
+    procs = _table()
+    for pid, started in tree.items():
+        if procs.get(pid, (0, b""))[1] == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

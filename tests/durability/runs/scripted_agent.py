@@ -52,9 +52,12 @@ def main() -> int:
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "child" in step:  # a grandchild that outlives us unless the group is killed
+            # "detached": in a session of its own, as Claude Code runs its Bash tool
+            detached = step["child"] == "detached"
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                                     stdout=subprocess.DEVNULL)
-            (private / "child.pid").write_text(str(child.pid))
+                                     stdout=subprocess.DEVNULL, start_new_session=detached)
+            name = "detached.pid" if detached else "child.pid"
+            (private / name).write_text(str(child.pid))
         elif "hang" in step:
             (private / "hanging").write_text("1")
             time.sleep(600)

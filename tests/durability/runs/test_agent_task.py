@@ -127,7 +127,8 @@ def test_a_valid_answer_is_recorded_with_the_session_and_calls(runs: Runs, tmp_p
 
 def test_the_cost_limit_kills_the_agent_within_the_event_that_crossed_it(
         runs: Runs, tmp_path: Path, clock: ManualClock) -> None:
-    harness("s1", [session(), {"child": True}, usage(10, 10, cost=0.3), usage(10, 10, cost=0.3),
+    harness("s1", [session(), {"child": True}, {"child": "detached"}, usage(10, 10, cost=0.3),
+                   usage(10, 10, cost=0.3),
                    {"sleep": 1.0}, usage(10, 10, cost=0.3), {"write": ["late.txt", "x"]},
                    answer({"n": 1})])
     outcome = start(runs, tmp_path, clock, "b1", opts="max_cost=0.5")
@@ -139,6 +140,7 @@ def test_the_cost_limit_kills_the_agent_within_the_event_that_crossed_it(
     private = next((tmp_path / "private" / "b1").glob("*/*"))
     assert gone(int((private / "pid").read_text()))
     assert gone(int((private / "child.pid").read_text()))  # the whole group
+    wait_for(lambda: gone(int((private / "detached.pid").read_text())), timeout=10)
     ended = next(e for e in runs.events("b1") if e.kind == "agent-ended")
     assert ended.detail and ended.detail["killed"] == "budget"
     assert "budget-hit" in kinds(runs, "b1")
@@ -260,6 +262,8 @@ def test_a_lost_session_starts_fresh_on_the_tree_with_an_event(runs: Runs, tmp_p
     assert start(runs, tmp_path, clock, "i1").state == "waiting-quota"
     assert resume_run(runs, "i1", config=config(tmp_path, clock)).state == "finished"
     assert h.seen[1].resume_id == h.seen[0].session_id  # tried to continue it
+    # The resumed attempt holds the fresh session it ended with.
+    assert attempts(runs, "i1")[-1][4] == h.seen[2].session_id
     assert h.seen[2].resume_id is None and h.seen[2].prompt.startswith("do the work")
     lost = next(e for e in runs.events("i1") if e.kind == "agent-session-lost")
     assert lost.detail and "No conversation found" in lost.detail["reason"]
@@ -309,7 +313,7 @@ from durability.runs.run_rows import Runs
 from tests.durability.runs.agentkit import Scripted
 
 register_harness("s1", lambda: Scripted(name="s1", programs=[[
-    {"session": True}, {"child": True}, {"hang": True}]]))
+    {"session": True}, {"child": True}, {"child": "detached"}, {"hang": True}]]))
 tmp = Path(sys.argv[1])
 with Runs(tmp / "engine.db") as runs:
     start_run(runs, Path(sys.argv[2]), run_id="m1", worktree=str(tmp / "wt"),
@@ -332,12 +336,14 @@ def test_kill_9_of_the_engine_leaves_no_agent_process(tmp_path: Path) -> None:
         hanging = wait_for(lambda: list((tmp_path / "private").glob("m1/*/*/hanging")),
                            timeout=60)
         private = hanging[0].parent
-        wait_for(lambda: (private / "child.pid").exists(), timeout=10)
-        agent, child = (int((private / n).read_text()) for n in ("pid", "child.pid"))
-        assert not gone(agent) and not gone(child)
+        wait_for(lambda: (private / "detached.pid").exists(), timeout=10)
+        agent, child, detached = (int((private / n).read_text())
+                                  for n in ("pid", "child.pid", "detached.pid"))
+        assert not gone(agent) and not gone(child) and not gone(detached)
         engine.kill()  # SIGKILL: no finally, no atexit
         engine.wait(10)
-        wait_for(lambda: gone(agent) and gone(child), timeout=20)
+        # The group, and the descendant in a session of its own.
+        wait_for(lambda: gone(agent) and gone(child) and gone(detached), timeout=20)
     finally:
         if engine.poll() is None:
             engine.kill()
