@@ -9,11 +9,13 @@ the agent's process group (TERM, then KILL after a grace).  A normal end
 writes ``done``: the watchdog then kills at once what is left.  Agents run
 tools in sessions of their own (Claude Code's Bash tool does), out of the
 agent's group, so the watchdog also keeps, once a second (from ``/proc``),
-the agent's descendants with their start times (every 0.5 s), and kills those still
-alive at the end (a process that daemonised itself between two looks, or a
-system without ``/proc``, escapes: only the group is sure).  Why not ``prctl(PR_SET_PDEATHSIG)``: it needs ``preexec_fn``
-(unsafe with threads, and tasks run in threads), it fires when the *thread*
-that forked ends (a worker thread of the task pool), and it is Linux only.
+the agent's descendants with their start times (every 0.5 s), and kills
+those still alive at the end (a process that daemonised itself between two
+looks, or a system without ``/proc``, escapes: only the group is sure).
+
+Why not ``prctl(PR_SET_PDEATHSIG)``: it needs ``preexec_fn`` (unsafe with
+threads, and tasks run in threads), it fires when the *thread* that forked
+ends (a worker thread of the task pool), and it is Linux only.
 
 Liveness is the process's exit (``Popen.wait``), never its pipes closing:
 a grandchild (an MCP server) may hold stdout open long after the agent
