@@ -348,3 +348,33 @@ def test_kill_9_of_the_engine_leaves_no_agent_process(tmp_path: Path) -> None:
         if engine.poll() is None:
             engine.kill()
             engine.wait()
+
+
+def test_a_worker_that_lost_the_run_kills_only_its_own_agent_and_records_nothing(
+        runs: Runs, tmp_path: Path, clock: ManualClock) -> None:
+    from durability.ground.store_errors import ClaimLost
+    from durability.runs.fence import Owner
+
+    harness("s1", [session(), {"hang": True}])
+    done: list[RunOutcome | BaseException] = []
+
+    def go() -> None:
+        try:
+            done.append(start(runs, tmp_path, clock, "n1"))
+        except BaseException as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    wait_for(lambda: list((tmp_path / "private").glob("n1/*/*/hanging")), timeout=30)
+    private = next((tmp_path / "private" / "n1").glob("*/*"))
+    row = runs.get_run("n1")
+    other = Owner("other-worker", os.getpid(), "elsewhere")
+    assert runs.claim("n1", expected_epoch=row.claim_epoch, owner=other) is not None
+    taken = max(e.id for e in runs.events("n1"))
+    thread.join(30)
+    assert len(done) == 1 and isinstance(done[0], ClaimLost)
+    assert gone(int((private / "pid").read_text()))  # its own agent: killed
+    after = [e.kind for e in runs.events("n1") if e.id > taken]
+    assert after == [], after  # not a word about the agent it no longer owns
+    assert attempts(runs, "n1")[0][1] == "running"  # left for the new owner to judge
