@@ -48,7 +48,12 @@ def _schema(path: Path | None) -> dict[str, Any] | None:
 
 @click.group("agent")
 def agent_group() -> None:
-    """Run agent CLIs (Claude Code, Codex, Gemini) headless as durable runs."""
+    """Run agent CLIs (Claude Code, Codex, Gemini) headless as durable runs.
+
+    \b
+    Example:
+      durability agent run "Fix the failing test" --worktree . --harness claude,codex
+    """
 
 
 @agent_group.command("run")

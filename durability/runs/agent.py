@@ -461,10 +461,11 @@ class _Attempt:
         if event.session_id and event.session_id != self.session:
             self._session(name, event.session_id, out)
         if event.kind == "usage" and event.usage is not None:
-            spent.add(event.usage, self.price(event.usage))
+            cost = self.price(event.usage)
+            spent.add(event.usage, cost)
             try:
-                self.ctx.progress(turns=1, tokens=event.usage.tokens,
-                                  cost=self.price(event.usage) or 0.0)
+                self.ctx.progress(turns=spent.turn(event), tokens=event.usage.tokens,
+                                  cost=cost or 0.0)
                 budget.check(self.spec.limits, self.runs.usage(self.key.run_id))
             except BudgetExceeded:
                 proc.kill("budget")  # within the event that crossed the limit
@@ -527,6 +528,23 @@ class _Spent:
     cost: float = 0.0
     #: usages with no price (counted as 0)
     unpriced: int = 0
+    messages: set[str] = field(default_factory=set)
+
+    def turn(self, event: Event) -> int:
+        """The turns a usage event counts: one per model response.  A line
+        repeating a message already counted (its id in ``raw``) and a
+        figure the harness added with no line of its own (no ``raw``: a
+        final reconciliation) count none."""
+        if event.raw is None:
+            return 0
+        message = event.raw.get("message")
+        key = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(key, str):
+            return 1
+        if key in self.messages:
+            return 0
+        self.messages.add(key)
+        return 1
 
     def add(self, usage: Usage, cost: float | None) -> None:
         self.input_tokens += usage.input_tokens

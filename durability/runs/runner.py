@@ -234,7 +234,8 @@ class Runner:
     def _target(self, step: Step, worktree: str, prior: Prior | None) -> Target | None:
         checkpoints = self.runs.checkpoints(self.run_id)
         if prior is not None:
-            found = agent_target(checkpoints, prior, self._completed(prior), node_id=step.node_id,
+            found = agent_target(checkpoints, prior, self._completed(prior, worktree),
+                                 node_id=step.node_id,
                                  iteration=step.iteration, worktree=worktree)
             if found is not None:
                 return found
@@ -242,7 +243,7 @@ class Runner:
                               worktree=worktree,
                               on_resume=self.workflow.tasks[step.node_id].on_resume)
 
-    def _completed(self, prior: Prior) -> set[str]:
+    def _completed(self, prior: Prior, worktree: str) -> set[str]:
         """The tool calls the session completed: its transcript's, where the
         adapter can read it (what the continued conversation holds), else the
         ones the stream reported."""
@@ -251,9 +252,9 @@ class Runner:
         except EngineError:
             harness = None
         read = getattr(harness, "completed_calls", None)
-        if callable(read) and self.worktree is not None:
+        if callable(read):
             try:
-                found = read(prior.session_id, Path(self.worktree), dict(os.environ))
+                found = read(prior.session_id, Path(worktree), dict(os.environ))
             except Exception as exc:
                 log.info("run %s: transcript of %s unreadable: %s", self.run_id,
                          prior.session_id, exc)

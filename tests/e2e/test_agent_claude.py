@@ -88,6 +88,7 @@ def test_agent_run_finishes_a_multi_call_task_with_a_valid_answer(tmp_path: Path
                                str(schema), "--max-cost", "5", "--json"],
                               env=engine_env(fake.base_url), capture_output=True, text=True,
                               timeout=CLAUDE_TIMEOUT_S * 2)
+        responses = len(fake.main_requests())
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert json.loads(done.stdout)["state"] == "finished"
     settings = Settings.from_env()
@@ -98,6 +99,7 @@ def test_agent_run_finishes_a_multi_call_task_with_a_valid_answer(tmp_path: Path
         assert harness == "claude" and session
         used = runs.usage("e1")
         assert used.tokens >= 4 * 1000 and used.cost > 0  # priced by the table
+        assert used.turns == responses  # one per model response of the conversation
     named = {c.tool_use_id: c for c in Store(settings.database).checkpoints("e1")
              if c.tool_use_id}
     assert len(named) == 3 and {c.session_id for c in named.values()} == {session}

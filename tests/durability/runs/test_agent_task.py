@@ -378,3 +378,17 @@ def test_a_worker_that_lost_the_run_kills_only_its_own_agent_and_records_nothing
     after = [e.kind for e in runs.events("n1") if e.id > taken]
     assert after == [], after  # not a word about the agent it no longer owns
     assert attempts(runs, "n1")[0][1] == "running"  # left for the new owner to judge
+
+
+def test_a_turn_is_one_model_response() -> None:
+    from durability.agents.protocol import Event, Usage
+    from durability.runs.agent import _Spent
+
+    spent = _Spent()
+    line = {"type": "assistant", "message": {"id": "msg-1"}}
+    used = Usage("m", 10, 1)
+    assert spent.turn(Event("usage", usage=used, raw=line)) == 1
+    assert spent.turn(Event("usage", usage=used, raw=line)) == 0  # the same message's next block
+    assert spent.turn(Event("usage", usage=used, raw={"message": {"id": "msg-2"}})) == 1
+    assert spent.turn(Event("usage", usage=used)) == 0  # the result's remainder: no response
+    assert spent.turn(Event("usage", usage=used, raw={"type": "turn.completed"})) == 1
