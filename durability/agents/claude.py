@@ -26,6 +26,8 @@ task's worktree, with:
   a resumed one: ``--resume ID`` with the continuation prompt.  Claude Code
   keeps the transcript under the working folder's key: resume from the same
   worktree path.
+- ``--include-partial-messages``: each message's output tokens as soon as
+  the message ends (below).
 - ``--model``, ``--max-turns``, ``--json-schema`` (the result then carries
   ``structured_output``).
 - the prompt as the last argument, after ``--`` (a prompt starting with a
@@ -38,10 +40,14 @@ repeated every turn); each ``assistant`` line is one content block of a
 message, every line of a message repeating that message's usage, so usage is
 folded per message id, only what was not yet counted.  The pinned CLI prints
 each block with the usage of the message's *start*: input and cache tokens
-are right at once, output tokens are the start's placeholder (1) until the
-``result``, whose per-model totals (``modelUsage``, which also counts the
-CLI's side requests the stream never shows) become one more usage event
-each for what the lines did not hold.  ``user`` lines carry
+are right at once, output tokens are the start's placeholder (1).  So the
+adapter asks for ``--include-partial-messages``: the message's closing
+``message_delta`` carries its output tokens, before its tool call runs (a
+budget is checked before the call, not at the invocation's end).  The
+``result``'s per-model totals (``modelUsage``, which also counts the CLI's
+side requests the stream never shows) become one more usage event per model
+for whatever the lines did not hold (all output tokens, with
+``partial_messages=False``).  ``user`` lines carry
 the tool results; ``system/api_retry`` is a retry the CLI makes itself;
 ``rate_limit_event`` is a limit only when its status is ``rejected``;
 a synthetic assistant message (model ``<synthetic>``) carries the CLI's
@@ -90,6 +96,11 @@ _QUOTA = re.compile(
     r"You've hit your|You've reached your|Request rejected \(429\)|"
     r"Server is temporarily limiting requests|You're out of (?:usage|extra usage)|"
     r"usage limit reached|rate[_ ]limit", re.IGNORECASE)
+#: An overage status under which a rejected plan limit does not stop the agent.
+_GOING_ON = ("allowed", "allowed_warning")
+#: Result subtypes of a limit the task set itself: never a quota.
+_OWN_LIMITS = frozenset({"error_max_turns", "error_max_budget_usd",
+                         "error_max_structured_output_retries"})
 _LOST = re.compile(r"No conversation found", re.IGNORECASE)
 
 
@@ -109,16 +120,20 @@ class ClaudeCode:
 
     def __init__(self, *, permission_mode: str = PERMISSION_MODE,
                  setting_sources: tuple[str, ...] = SETTING_SOURCES,
+                 partial_messages: bool = True,
                  now_ms: Callable[[], int] | None = None, local_tz: tzinfo | None = None,
                  euid: Callable[[], int] = os.geteuid) -> None:
         self.permission_mode = permission_mode
         self.setting_sources = setting_sources
+        self.partial_messages = partial_messages
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._local_tz = local_tz
         self._euid = euid
         #: Tokens already folded, per message id and kind.
         self._counted: dict[str, Usage] = {}
         self._tool_names: dict[str, str] = {}
+        #: The message each stream (main, or a subagent's) is printing: id, model.
+        self._streaming: dict[str, tuple[str | None, str | None]] = {}
         #: Tokens folded per model (name without its context tag), by kind.
         self._by_model: dict[str, tuple[int, int, int, int]] = {}
         #: The last result line whole (its ``Event.raw`` may be capped).
@@ -134,6 +149,8 @@ class ClaudeCode:
                 "--permission-mode", self.permission_mode,
                 "--settings", str(self.settings_file(request)),
                 "--setting-sources", ",".join(self.setting_sources)]
+        if self.partial_messages:
+            args.append("--include-partial-messages")
         if request.resume_id is not None:
             args += ["--resume", _session_id(request.resume_id)]
         elif request.session_id is not None:
@@ -195,6 +212,8 @@ class ClaudeCode:
             return self._user(obj, raw)
         if kind == "rate_limit_event":
             return self._rate_limit(obj, raw)
+        if kind == "stream_event":
+            return self._partial(obj, raw)
         if kind == "result":
             self._result = obj
             session = _str(obj.get("session_id"))
@@ -213,10 +232,32 @@ class ClaudeCode:
             return [Event("retry", session_id=_str(obj.get("session_id")), text=text, raw=raw)]
         return []
 
+    def _partial(self, obj: dict[str, Any], raw: dict[str, Any]) -> list[Event]:
+        """A message's start and its closing delta (``--include-partial-messages``):
+        the delta carries the message's output tokens, before its tool runs."""
+        event = obj.get("event")
+        if not isinstance(event, dict):
+            return []
+        stream = str(obj.get("parent_tool_use_id"))  # a subagent's messages interleave
+        session = _str(obj.get("session_id"))
+        if event.get("type") == "message_start" and isinstance(event.get("message"), dict):
+            message = event["message"]
+            self._streaming[stream] = (_str(message.get("id")), _str(message.get("model")))
+            return self._usage(message, session, raw)
+        if event.get("type") == "message_delta" and stream in self._streaming:
+            message_id, model = self._streaming[stream]
+            if message_id is None:
+                return []
+            return self._usage({"id": message_id, "model": model, "usage": event.get("usage")},
+                               session, raw)
+        return []
+
     def _rate_limit(self, obj: dict[str, Any], raw: dict[str, Any]) -> list[Event]:
         info = obj.get("rate_limit_info")
         if not isinstance(info, dict) or info.get("status") != "rejected":
             return []  # allowed, allowed_warning: a notice on a healthy stream
+        if info.get("isUsingOverage") is True or info.get("overageStatus") in _GOING_ON:
+            return []  # the plan's limit is hit, but usage credits carry the work on
         resets = info.get("resetsAt")
         reset_ms = int(resets * 1000) if isinstance(resets, (int, float)) else None
         text = f"rate limit rejected ({info.get('rateLimitType') or 'unknown'})"
@@ -313,6 +354,46 @@ class ClaudeCode:
                 for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
                 and isinstance(b.get("tool_use_id"), str)]
 
+    # -- the transcript --------------------------------------------------
+
+    def transcript(self, session_id: str, worktree: Path, env: dict[str, str]) -> Path | None:
+        """The session's transcript file, where Claude Code keeps it:
+        ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``) ``/projects/<the working
+        folder, every other character than a letter or digit a dash>/<id>.jsonl``;
+        any project folder holding that id when the key is not found (Claude
+        Code shortens very long keys).  None: no transcript (nothing to resume)."""
+        name = _session_id(session_id) + ".jsonl"
+        base = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else \
+            Path(env.get("HOME") or Path.home()) / ".claude"
+        projects = base / "projects"
+        key = re.sub(r"[^A-Za-z0-9]", "-", str(worktree))
+        for candidate in (projects / key / name, *sorted(projects.glob(f"*/{name}"))):
+            if candidate.is_file() and not candidate.is_symlink():
+                return candidate
+        return None
+
+    def completed_calls(self, session_id: str, worktree: Path,
+                        env: dict[str, str]) -> set[str] | None:
+        """The tool calls whose results the session's transcript holds: what
+        the continued conversation will hold.  None when there is no
+        transcript (the engine then goes by the stream's tool results).
+        Only ``tool_result`` blocks of ``user`` entries are read, so a newer
+        transcript format (2.1.220 added file-history lines) reads the same."""
+        path = self.transcript(session_id, worktree, env)
+        if path is None:
+            return None
+        done: set[str] = set()
+        with path.open("rb") as lines:
+            for line in lines:
+                if b"tool_result" not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a crash mid-write
+                done.update(_result_ids(entry))
+        return done
+
     # -- the verdict -----------------------------------------------------
 
     def finish(self, events: list[Event], returncode: int, stderr_head: str) -> Final:
@@ -338,7 +419,9 @@ class ClaudeCode:
         if _LOST.search(detail) or _LOST.search(stderr_head):
             return Final(False, error=f"session-lost: {detail[:500]}", session_lost=True,
                          **common)
-        quota = self._result_quota(result, detail, quotas)
+        # A limit of the task's own (turns, budget) is its verdict, whatever
+        # rate-limit notice came before it.
+        quota = None if subtype in _OWN_LIMITS else self._result_quota(result, detail, quotas)
         if quota is not None:
             return Final(False, error=f"quota: {quota.message}", quota=quota, **common)
         return Final(False, error=f"{subtype or 'error'}: {detail[:500]}", **common)
@@ -360,6 +443,17 @@ class ClaudeCode:
         if quotas:
             return Final(False, session, error=f"quota: {quotas[-1].message}", quota=quotas[-1])
         return Final(False, session, error=f"no-result: {detail}")
+
+
+def _result_ids(entry: Any) -> list[str]:
+    if not isinstance(entry, dict) or entry.get("type") != "user":
+        return []
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b["tool_use_id"] for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)]
 
 
 def _session_id(value: str) -> str:

@@ -24,18 +24,21 @@ More a ``Script`` can say (issue 23: budgets, quota, structured output):
   function of the answer's number among the *main* requests (1, 2, ...; the
   ones offering tools).  Keys as the Messages API names them:
   ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
-  ``cache_creation_input_tokens``; missing keys are 0.  The
-  ``message_start`` event carries all but ``output_tokens``, which the
-  closing ``message_delta`` carries, as the real API does.
+  ``cache_creation_input_tokens``; missing keys are 0.  As the real API
+  does, ``message_start`` carries them with ``output_tokens`` 1 (a
+  placeholder) and the closing ``message_delta`` the real output count.
+  Without ``usage`` every answer reports 10 input and 5 output tokens.
 - ``failures``: answers given *instead of* a main request's message, first
   in first out, one per request: ``Failure(429, retry_after_s=0)``,
   ``Failure(529)`` (overloaded), or ``usage_limit(reset_at)``: a 429 as the
   API gives it when a usage limit is hit (the unified rate-limit headers with
   the reset, and a message ending in ``resets 9am (Europe/Berlin)`` style
-  text).  Claude Code retries a 429 or 529 itself (``system/api_retry``
-  lines, at most ``CLAUDE_CODE_MAX_RETRIES`` times, waiting ``retry-after``)
-  and, when they are spent, ends with a synthetic ``API Error: Request
-  rejected (429) · <message>`` assistant message and an error result.
+  text; with an API key Claude Code shows only that message, the headers
+  count for a claude.ai login).  Claude Code retries a 429 or 529 itself
+  (``system/api_retry`` lines, at most ``CLAUDE_CODE_MAX_RETRIES`` times,
+  waiting ``retry-after`` but at least about half a second) and, when they
+  are spent, ends with a synthetic ``API Error: Request rejected (429) ·
+  <message>`` assistant message and an error result.
   ``fail_always``: one ``Failure`` for every main request once ``failures``
   is spent (a quota that never lifts).
 - ``say``: a text block before each tool call, in the same message.

@@ -22,9 +22,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,9 @@ CLAUDE = ROOT / ".venv" / "claude-code" / "node_modules" / ".bin" / "claude"
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 SESSION = "6b0e8c1e-6a43-4c8e-9d0e-6f3a2b1c0d01"
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
+# The usage limit's reset, fixed so the recorded message is the same on every
+# recording: 06:20 in Berlin on 2026-12-02.
+RESET = datetime(2026, 12, 2, 5, 20, tzinfo=UTC).timestamp()
 USAGE = {"input_tokens": 1200, "output_tokens": 80, "cache_read_input_tokens": 3000,
          "cache_creation_input_tokens": 500}
 
@@ -59,6 +62,10 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     #: Run first, in the same folder and HOME (a session to resume).
     before: str | None = None
+    #: Keep the session's transcript too (``NAME.transcript.jsonl``).
+    transcript: bool = False
+    #: The adapter's own options (``ClaudeCode(**adapter)``).
+    adapter: dict[str, Any] = field(default_factory=dict)
 
 
 def _request(repo: Path, private: Path, **kw: Any) -> AgentRequest:
@@ -69,7 +76,12 @@ def _request(repo: Path, private: Path, **kw: Any) -> AgentRequest:
 SCENARIOS = [
     Scenario("two_calls", lambda r: Script(plan=two_calls(r), final_text="Both written.",
                                            usage=USAGE),
-             lambda r, p: _request(r, p, session_id=SESSION, model="claude-sonnet-4-5")),
+             lambda r, p: _request(r, p, session_id=SESSION, model="claude-sonnet-4-5"),
+             transcript=True),
+    Scenario("two_calls_plain",
+             lambda r: Script(plan=two_calls(r), final_text="Both written.", usage=USAGE),
+             lambda r, p: _request(r, p, session_id=SESSION, model="claude-sonnet-4-5"),
+             adapter={"partial_messages": False}),
     Scenario("two_blocks", lambda r: Script(say="Writing the file now.", usage=USAGE),
              lambda r, p: _request(r, p, model="claude-haiku-4-5")),
     Scenario("resumed", lambda r: Script(plan=two_calls(r), final_text="Carried on.", usage=USAGE),
@@ -90,7 +102,7 @@ SCENARIOS = [
              lambda r: Script(failures=[Failure(529, retry_after_s=0)]),
              lambda r, p: _request(r, p), env={"CLAUDE_CODE_MAX_RETRIES": "2"}),
     Scenario("usage_limit",
-             lambda r: Script(fail_always=usage_limit(time.time() + 3 * 3600, "Europe/Berlin")),
+             lambda r: Script(fail_always=usage_limit(RESET, "Europe/Berlin")),
              lambda r, p: _request(r, p), env={"CLAUDE_CODE_MAX_RETRIES": "0"}),
     Scenario("long_prompt", lambda r: Script(final_text="Read it all."),
              lambda r, p: _request(r, p, prompt="Say done. " + "x" * (110 * 1024))),
@@ -112,7 +124,7 @@ def run(scenario: Scenario, tmp: Path) -> tuple[list[str], dict[str, Any]]:
     for folder in (repo, home):
         folder.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    adapter = ClaudeCode()
+    adapter = ClaudeCode(**scenario.adapter)
     request = scenario.request(repo, private)
     with FakeAnthropic(scenario.script(repo), id_base=0) as fake:
         adapter.prepare(request)
@@ -125,6 +137,11 @@ def run(scenario: Scenario, tmp: Path) -> tuple[list[str], dict[str, Any]]:
     shown = [a.replace(str(tmp), "/TMP") for a in argv[1:]]
     if shown and shown[-2:-1] == ["--"]:
         shown[-1] = "<prompt>"
+    if scenario.transcript:
+        found = adapter.transcript(SESSION, repo, env)
+        assert found is not None, "no transcript"
+        (FIXTURES / f"{scenario.name}.transcript.jsonl").write_text(
+            found.read_text().replace(str(tmp), "/TMP"))
     meta = {"returncode": done.returncode, "argv": ["claude", *shown],
             "stderr_head": done.stderr.decode("utf-8", "replace")[:2000].replace(str(tmp), "/TMP"),
             "env": scenario.env, "stand_in_failures": fake.failed}

@@ -63,20 +63,37 @@ def test_two_calls_give_session_calls_results_and_the_result() -> None:
                           reported_cost_usd=pytest.approx(0.022725))
 
 
-def test_usage_is_counted_once_per_message_and_reaches_the_results_totals() -> None:
+def test_usage_is_counted_per_message_before_its_call_runs() -> None:
+    # --include-partial-messages: a message's start gives its input and cache
+    # tokens, its closing delta its output tokens, both before the call runs.
     events, _ = replay("two_calls")
+    first = [e for e in events if e.kind in ("usage", "tool_result")][:3]
+    assert [(e.kind, e.usage) for e in first] == [
+        ("usage", Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)),
+        ("usage", Usage("claude-sonnet-4-5", 0, 79, 0, 0)),
+        ("tool_result", None)]
+    # 3 x (1200, 80, 3000, 500), what the stand-in reported, all counted
+    # before the result: the result adds nothing.
+    before_result = events[:kinds(events).index("result")]
+    assert total(before_result) == total(events) == (3600, 240, 9000, 1500)
+    # (The result's own additions carry no line of their own.)
+    assert all(e.raw is not None for e in events if e.kind == "usage")
+
+
+def test_without_partial_messages_the_result_brings_the_output_tokens() -> None:
+    events, final = replay("two_calls_plain", ClaudeCode(partial_messages=False))
     usage_events = [e for e in events if e.kind == "usage"]
-    # Three answers, each folded the moment its first line is seen ...
-    first_three = usage_events[:3]
-    assert [u.usage for u in first_three] == [Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)] * 3
-    # ... and the result's totals bring the output tokens the lines lacked:
-    # 3 x (1200, 80, 3000, 500), what the stand-in reported.
-    assert total(events) == (3600, 240, 9000, 1500)
+    # Each line shows the usage of its message's start (output: 1) ...
+    assert [u.usage for u in usage_events[:3]] == [
+        Usage("claude-sonnet-4-5", 1200, 1, 3000, 500)] * 3
+    # ... and the result's modelUsage adds the output tokens the lines lacked.
+    assert usage_events[3].usage == Usage("claude-sonnet-4-5", 0, 237, 0, 0)
+    assert total(events) == (3600, 240, 9000, 1500) and final.ok
 
 
 def test_two_blocks_of_one_message_fold_its_usage_once() -> None:
     lines = (FIXTURES / "two_blocks.jsonl").read_text().splitlines()
-    first = [json.loads(x) for x in lines if '"msg_e2e_0002"' in x]
+    first = [json.loads(x) for x in lines if '"msg_e2e_0002"' in x and '"assistant"' in x[:20]]
     assert len(first) == 2 and first[0]["message"]["usage"] == first[1]["message"]["usage"]
     events, final = replay("two_blocks")
     assert next(e.text for e in events if e.kind == "message") == "Writing the file now."
@@ -106,6 +123,17 @@ def test_max_turns_fails_with_its_subtype() -> None:
     assert not final.ok and not final.session_lost and final.quota is None
     assert (final.error or "").startswith("error_max_turns")
     assert final.num_turns == 2
+
+
+def test_max_turns_after_a_rejected_limit_notice_is_still_max_turns() -> None:
+    adapter = ClaudeCode()
+    notice = json.dumps({"type": "rate_limit_event", "session_id": SESSION, "rate_limit_info": {
+        "status": "rejected", "resetsAt": 1796191200}})
+    lines = [notice, *(FIXTURES / "max_turns.jsonl").read_text().splitlines()]
+    events = [e for line in lines for e in adapter.parse(line)]
+    assert "quota" in kinds(events)
+    final = adapter.finish(events, 1, "")
+    assert final.quota is None and (final.error or "").startswith("error_max_turns")
 
 
 def test_structured_output_is_the_answer() -> None:
@@ -148,9 +176,16 @@ def test_subscriber_limit_events_only_rejected_is_quota() -> None:
     assert final.quota == quotas[-1] and not final.ok
 
 
-def test_an_allowed_rate_limit_event_is_nothing() -> None:
-    line = json.dumps({"type": "rate_limit_event", "rate_limit_info": {
-        "status": "allowed", "resetsAt": 1796191200}, "session_id": SESSION})
+@pytest.mark.parametrize("info", [
+    {"status": "allowed", "resetsAt": 1796191200},
+    {"status": "allowed_warning", "resetsAt": 1796191200, "utilization": 0.9},
+    # The plan's limit is hit but usage credits carry the work on.
+    {"status": "rejected", "resetsAt": 1796191200, "overageStatus": "allowed"},
+    {"status": "rejected", "resetsAt": 1796191200, "isUsingOverage": True},
+])
+def test_a_rate_limit_event_that_does_not_stop_the_agent_is_nothing(info: dict[str, Any]) -> None:
+    line = json.dumps({"type": "rate_limit_event", "rate_limit_info": info,
+                       "session_id": SESSION})
     assert ClaudeCode().parse(line) == []
 
 
@@ -191,7 +226,8 @@ def test_argv_of_a_new_session(tmp_path: Path) -> None:
     assert argv == ["/opt/claude", "-p", "--output-format", "stream-json", "--verbose",
                     "--permission-mode", "bypassPermissions",
                     "--settings", str(tmp_path / "private" / "claude-settings.json"),
-                    "--setting-sources", "user,project,local", "--session-id", SESSION,
+                    "--setting-sources", "user,project,local", "--include-partial-messages",
+                    "--session-id", SESSION,
                     "--model", "claude-opus-4-8", "--max-turns", "7",
                     "--json-schema", '{"type":"object"}', "--", "-v is a prompt"]
 
@@ -257,3 +293,54 @@ def test_the_registry_gives_a_fresh_adapter_per_invocation() -> None:
     assert isinstance(one, ClaudeCode) and one is not two and one.name == "claude"
     with pytest.raises(InvalidInput, match="unknown harness"):
         harness("nope")
+
+
+# -- the transcript: which calls the session completed ---------------------
+
+
+def put_transcript(config: Path, folder_key: str) -> Path:
+    target = config / "projects" / folder_key / f"{SESSION}.jsonl"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((FIXTURES / "two_calls.transcript.jsonl").read_bytes())
+    return target
+
+
+def test_completed_calls_are_the_transcripts_tool_results(tmp_path: Path) -> None:
+    worktree = tmp_path / "my repo.x"
+    put_transcript(tmp_path / "home" / ".claude", str(worktree).replace("/", "-")
+                   .replace(" ", "-").replace(".", "-"))
+    env = {"HOME": str(tmp_path / "home")}
+    assert ClaudeCode().completed_calls(SESSION, worktree, env) == {"toolu_e2e_0002",
+                                                                    "toolu_e2e_0003"}
+
+
+def test_completed_calls_under_claude_config_dir_and_any_project_key(tmp_path: Path) -> None:
+    target = put_transcript(tmp_path / "conf", "-a-shortened-key")
+    env = {"HOME": str(tmp_path / "elsewhere"), "CLAUDE_CONFIG_DIR": str(tmp_path / "conf")}
+    adapter = ClaudeCode()
+    assert adapter.transcript(SESSION, tmp_path / "wt", env) == target
+    # A crash mid-write leaves a cut last line: the calls before it still count.
+    target.write_bytes(target.read_bytes() + b'{"type":"user","message":{"content":[{"tool_r')
+    assert adapter.completed_calls(SESSION, tmp_path / "wt", env) == {"toolu_e2e_0002",
+                                                                      "toolu_e2e_0003"}
+
+
+def test_no_transcript_is_none_and_a_bad_id_is_refused(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    assert ClaudeCode().completed_calls(SESSION, tmp_path, env) is None
+    with pytest.raises(InvalidInput):
+        ClaudeCode().completed_calls("../../etc/passwd", tmp_path, env)
+
+
+@pytest.mark.parametrize("subtype", ["error_max_budget_usd", "error_max_structured_output_retries",
+                                     "error_during_execution"])
+def test_other_error_results_fail_with_their_subtype(subtype: str) -> None:
+    # Shaped as the recorded max_turns result (these subtypes need a real
+    # budget or a model that keeps refusing the schema to appear).
+    adapter = ClaudeCode()
+    line = json.dumps({"type": "result", "subtype": subtype, "is_error": True, "num_turns": 4,
+                       "session_id": SESSION, "total_cost_usd": 1.25, "errors": []})
+    final = adapter.finish(adapter.parse(line), 1, "")
+    assert (final.ok, final.session_lost, final.quota) == (False, False, None)
+    assert (final.error or "").startswith(subtype)
+    assert (final.num_turns, final.reported_cost_usd) == (4, 1.25)

@@ -130,6 +130,9 @@ def test_resume_continues_the_session_without_running_a_call_again(tmp_path: Pat
                             fake)
     assert final.ok and final.session_id == SESSION, final
     first_id = next(e.tool.id for e in events if e.kind == "tool_result" and e.tool)
+    # The transcript Claude Code keeps says which calls the session completed.
+    env = claude_env("")
+    assert ClaudeCode().completed_calls(SESSION, repo, env) == {first_id}
     # The resumed conversation: one more call after the one already in its history.
     resumed = Script(plan=steps(bash("echo second >> log.txt"), after=1), final_text="Done.")
     with FakeAnthropic(resumed) as fake:
@@ -157,6 +160,7 @@ def test_resuming_an_unknown_session_is_session_lost(tmp_path: Path) -> None:
         assert fake.main_requests() == []
     assert (final.ok, final.session_lost) == (False, True), final
     assert not (repo / "made-by-claude.txt").exists()
+    assert ClaudeCode().completed_calls(UNKNOWN, repo, claude_env("")) is None
 
 
 def test_an_identical_hook_command_in_the_users_settings_runs_once(tmp_path: Path) -> None:
