@@ -528,23 +528,18 @@ class _Spent:
     cost: float = 0.0
     #: usages with no price (counted as 0)
     unpriced: int = 0
-    messages: set[str] = field(default_factory=set)
 
-    def turn(self, event: Event) -> int:
-        """The turns a usage event counts: one per model response.  A line
-        repeating a message already counted (its id in ``raw``) and a
-        figure the harness added with no line of its own (no ``raw``: a
-        final reconciliation) count none."""
-        if event.raw is None:
+    @staticmethod
+    def turn(event: Event) -> int:
+        """The turns a usage event counts: one per model response.  A
+        response's first usage carries its input (fresh or cached); what
+        follows for the same response (its closing delta, a line repeating
+        it: output tokens only) and a figure the harness added with no line
+        of its own (no ``raw``: an end-of-run remainder) count none."""
+        usage = event.usage
+        if event.raw is None or usage is None:
             return 0
-        message = event.raw.get("message")
-        key = message.get("id") if isinstance(message, dict) else None
-        if not isinstance(key, str):
-            return 1
-        if key in self.messages:
-            return 0
-        self.messages.add(key)
-        return 1
+        return 1 if usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens else 0
 
     def add(self, usage: Usage, cost: float | None) -> None:
         self.input_tokens += usage.input_tokens

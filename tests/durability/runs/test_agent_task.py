@@ -384,11 +384,8 @@ def test_a_turn_is_one_model_response() -> None:
     from durability.agents.protocol import Event, Usage
     from durability.runs.agent import _Spent
 
-    spent = _Spent()
-    line = {"type": "assistant", "message": {"id": "msg-1"}}
-    used = Usage("m", 10, 1)
-    assert spent.turn(Event("usage", usage=used, raw=line)) == 1
-    assert spent.turn(Event("usage", usage=used, raw=line)) == 0  # the same message's next block
-    assert spent.turn(Event("usage", usage=used, raw={"message": {"id": "msg-2"}})) == 1
-    assert spent.turn(Event("usage", usage=used)) == 0  # the result's remainder: no response
-    assert spent.turn(Event("usage", usage=used, raw={"type": "turn.completed"})) == 1
+    line = {"type": "stream_event"}
+    assert _Spent.turn(Event("usage", usage=Usage("m", 10, 1), raw=line)) == 1  # its start
+    assert _Spent.turn(Event("usage", usage=Usage("m", 0, 40), raw=line)) == 0  # its end
+    assert _Spent.turn(Event("usage", usage=Usage("m", 0, 0, 900), raw=line)) == 1  # cached
+    assert _Spent.turn(Event("usage", usage=Usage("m", 10, 1))) == 0  # an end-of-run remainder
