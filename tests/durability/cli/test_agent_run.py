@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from durability.config import Settings
 from durability.runs.agent import _REGISTRY, register_harness
 from durability.runs.run_rows import Runs
@@ -69,3 +71,19 @@ def test_agent_run_refuses_an_unknown_harness(repo: Path) -> None:
     done = run_cli("agent", "run", "x", "--worktree", str(repo), "--harness", "claude,cursor")
     assert done.returncode != 0 and "cursor" in done.stderr
     assert done.stderr.startswith("durability: ")
+
+
+def test_the_config_files_prices_override_the_table(repo: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[agents.prices."my-model"]\ninput = 1000000.0\noutput = 0.0\n'
+                      'cache_read = 0.0\ncache_write = 0.0\n')
+    monkeypatch.setenv("DURABILITY_CONFIG", str(config))
+    _scripted([session(), usage(3, 0, model="my-model"), answer({"n": 1})])
+    try:
+        done = run_cli("agent", "run", "price it", "--worktree", str(repo), "--run-id", "ag3")
+    finally:
+        _REGISTRY.pop("claude", None)
+    assert done.returncode == 0, done.stderr
+    with Runs(Settings.from_env().database) as runs:
+        assert runs.usage("ag3").cost == pytest.approx(3.0)  # 3 tokens at $1 each
