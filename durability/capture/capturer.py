@@ -52,6 +52,7 @@ class CaptureRequest:
     harness: str | None = None
     agent_id: str | None = None
     agent_type: str | None = None
+    session_id: str | None = None
     #: Worktree-relative paths a watcher saw change since its previous request
     #: (None: unknown).  Only a watcher that can prove it missed nothing (no
     #: queue overflow, an event barrier up to this request) may set it; the
@@ -286,6 +287,7 @@ class Capturer:
             source=request.source, request_id=request.request_id,
             tool_use_id=request.tool_use_id, label=request.label, harness=request.harness,
             agent_id=request.agent_id, agent_type=request.agent_type,
+            session_id=request.session_id,
         )
         spooled = self._spooled_gap(request)
         if spooled is not None:

@@ -56,7 +56,8 @@ def capture_once(
                              tool_use_id=tool_use_id, label=label,
                              harness=(agent or {}).get("harness"),
                              agent_id=(agent or {}).get("agent_id"),
-                             agent_type=(agent or {}).get("agent_type"), call=call)
+                             agent_type=(agent or {}).get("agent_type"), call=call,
+                             session_id=(agent or {}).get("session_id"))
     outcome = capturer.capture([request], lock_timeout_s=lock_timeout_s)[0]
     record_boundaries(store, [request], [outcome])  # issue 24: every call
     return outcome

@@ -43,6 +43,8 @@ def _in(family: str, attr: str, short_help: str) -> Entry:
 
 #: Every command: name -> where it lives and its short help.
 TABLE: dict[str, Entry] = {
+    "agent": _in("agents", "agent_group", "Run agent CLIs (Claude Code, Codex, Gemini) headless "
+                 "as durable runs."),
     "approve": _in("runs", "approve_command",
                    "Approve NODE_ID of RUN_ID; the next resume continues there."),
     "attempts": _in("checkpoints", "attempts", "List a run's attempts with their jj_pointer."),

@@ -80,9 +80,29 @@ def _config(settings: Settings, stale_after_ms: int | None = None) -> EngineConf
 
     logging.basicConfig(level=logging.WARNING, format="durability: %(message)s")
     ops, isolation = DurabilityOps(settings), DurabilityIsolation(settings)
+    agents = _agents()
     if stale_after_ms is None:
-        return EngineConfig(ops=ops, isolation=isolation)
-    return EngineConfig(ops=ops, stale_after_ms=stale_after_ms, isolation=isolation)
+        return EngineConfig(ops=ops, isolation=isolation, agents=agents)
+    return EngineConfig(ops=ops, stale_after_ms=stale_after_ms, isolation=isolation,
+                        agents=agents)
+
+
+def _agents() -> Any:
+    """How agent tasks run here: the price table with the config file's
+    ``[agents.prices]`` over it (docs/how-to/agents.md)."""
+    from durability.config import config_tables
+    from durability.runs.agent import AgentConfig
+
+    path, data = config_tables()
+    table = data.get("agents", {})
+    prices = table.get("prices") if isinstance(table, dict) else None
+    if prices is None:
+        return AgentConfig()
+    if not isinstance(prices, dict):
+        raise InvalidInput(f"{path}: [agents.prices] must be a table of models")
+    from durability.agents.prices import PriceTable
+
+    return AgentConfig(price=PriceTable().with_overrides(prices).cost)
 
 
 def _report(outcome: RunOutcome, as_json: bool) -> None:

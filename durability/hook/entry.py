@@ -527,11 +527,13 @@ def nested_worktree(payload: dict[str, Any], cwd: str, env: Mapping[str, str]) -
 
 
 def agent_identity(payload: dict[str, Any]) -> dict[str, str]:
-    """Who made the call, as far as the payload says: the harness, and the
-    ``agent_id`` / ``agent_type`` Claude Code adds for a sub-agent's calls
+    """Who made the call, as far as the payload says: the harness, the
+    ``agent_id`` / ``agent_type`` Claude Code adds for a sub-agent's calls,
+    and the session (``session_id``, which every harness sends: an engine
+    run's checkpoint names the agent session it came from)
     (ids from outside: kept only when short, printable text)."""
     found = {"harness": harness(payload)}
-    for key in ("agent_id", "agent_type"):
+    for key in ("agent_id", "agent_type", "session_id"):
         value = payload.get(key)
         if isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable():
             found[key] = value

@@ -68,6 +68,8 @@ class CheckpointOut(Out):
     harness: str | None = None
     agent_id: str | None = None
     agent_type: str | None = None
+    #: the agent session the call belongs to (an agent run's checkpoints)
+    session_id: str | None = None
 
 
 class SideOut(Out):

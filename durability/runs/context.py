@@ -38,6 +38,8 @@ class TaskContext:
     _report: Callable[[int, int, float], None] = field(default=lambda *_: None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _stop_code: list[str] = field(default_factory=list, repr=False)
+    #: An agent task's engine handle (``durability.runs.agent.AgentEnv``).
+    _agent: Any = field(default=None, repr=False)
 
     @property
     def key(self) -> AttemptKey:

@@ -21,6 +21,7 @@ from durability.ground.store_errors import (
     ResumeMetadataMismatch,
     WorkflowInvalid,
 )
+from durability.runs.agent import AgentConfig
 from durability.runs.budget import Limits
 from durability.runs.fence import Claim, Owner
 from durability.runs.isolated import Isolation, IsolationOps
@@ -49,6 +50,8 @@ class EngineConfig:
     #: Makes, merges and removes isolated tasks' worktrees (None: such tasks
     #: work in the run's worktree).
     isolation: IsolationOps | None = None
+    #: How agent tasks run (hook command, executables, prices).
+    agents: AgentConfig = field(default_factory=AgentConfig)
 
 
 def new_run_id() -> str:
@@ -200,7 +203,7 @@ def _drive(runs: Runs, loaded: Loaded, claim: Claim, config: EngineConfig) -> Ru
     isolation = None if config.isolation is None else Isolation(runs, claim, config.isolation)
     runner = Runner(runs, loaded.workflow, claim, worktree=row.worktree,
                     limits=Limits.from_json(row.limits_json), ops=config.ops,
-                    heartbeat_s=config.heartbeat_s, isolation=isolation)
+                    heartbeat_s=config.heartbeat_s, isolation=isolation, agents=config.agents)
     return runner.drive()
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -22,12 +24,15 @@ from pydantic import BaseModel, ValidationError
 from durability.ground.store_errors import (
     BudgetExceeded,
     ClaimLost,
+    EngineError,
     QuotaExhausted,
     TaskStopped,
     WorktreeConflict,
 )
 from durability.runs import budget
-from durability.runs.attempt_checkpoints import checkpointed, restore_target
+from durability.runs.agent import AgentConfig, AgentEnv, resolve_harness
+from durability.runs.agent_rows import Prior, agent_target, completed_calls, prior_session
+from durability.runs.attempt_checkpoints import Target, checkpointed, restore_target
 from durability.runs.budget import Limits
 from durability.runs.context import TaskContext
 from durability.runs.fence import Claim
@@ -84,7 +89,8 @@ _RANK = {"lost": 4, "failed": 3, "cancelled": 2, "waiting-quota": 1, "paused": 1
 class Runner:
     def __init__(self, runs: Runs, workflow: Workflow, claim: Claim, *, worktree: str | None,
                  limits: Limits, ops: WorktreeOps, heartbeat_s: float = 1.0,
-                 poll_s: float = 0.05, isolation: Isolation | None = None) -> None:
+                 poll_s: float = 0.05, isolation: Isolation | None = None,
+                 agents: AgentConfig | None = None) -> None:
         self.runs = runs
         self.workflow = workflow
         self.claim = claim
@@ -95,6 +101,7 @@ class Runner:
         self.poll_s = poll_s
         #: Isolated tasks' worktrees (None: every task works in ``worktree``).
         self.isolation = isolation
+        self.agents = agents or AgentConfig()
         self._flights: dict[Future[Any], _Flight] = {}
         self._halt: _Halt | None = None
 
@@ -188,7 +195,8 @@ class Runner:
         try:
             budget.check(self.limits, self.runs.usage(self.run_id))
             worktree = self._worktree_for(task, step)
-            self._restore(step, worktree)
+            prior = self._prior(task, step)
+            self._restore(step, worktree, prior)
             key = self.runs.begin_attempt(self.claim, task.id, step.iteration, worktree)
         except BudgetExceeded as exc:
             self.runs.note(self.run_id, "budget-hit", node_id=task.id,
@@ -202,7 +210,9 @@ class Runner:
             key.run_id, key.node_id, key.iteration, key.attempt, worktree,
             env=self.ops.attempt_env(key, worktree),
             inputs={d: steps[d].output for d in task.deps}, previous=step.previous,
-            _report=self._report)
+            _report=self._report,
+            _agent=None if task.agent is None else AgentEnv(self.runs, self.claim,
+                                                            self.agents, prior))
         log.info("run %s: starting %s iteration %d attempt %d", self.run_id, task.id,
                  key.iteration, key.attempt)
         future = pool.submit(contextvars.copy_context().run, self._execute, task, ctx)
@@ -215,7 +225,45 @@ class Runner:
             return self.worktree
         return self.isolation.worktree_for(task.id, step.iteration, self.worktree)
 
-    def _restore(self, step: Step, worktree: str | None) -> None:
+    def _prior(self, task: Task, step: Step) -> Prior | None:
+        """The interrupted agent session an agent task's next attempt continues."""
+        if task.agent is None or step.restore_from is None:
+            return None
+        return prior_session(self.runs, self.run_id, step.node_id, step.iteration)
+
+    def _target(self, step: Step, worktree: str, prior: Prior | None) -> Target | None:
+        checkpoints = self.runs.checkpoints(self.run_id)
+        if prior is not None:
+            found = agent_target(checkpoints, prior, self._completed(prior, worktree),
+                                 node_id=step.node_id,
+                                 iteration=step.iteration, worktree=worktree)
+            if found is not None:
+                return found
+        return restore_target(checkpoints, node_id=step.node_id, iteration=step.iteration,
+                              worktree=worktree,
+                              on_resume=self.workflow.tasks[step.node_id].on_resume)
+
+    def _completed(self, prior: Prior, worktree: str) -> set[str]:
+        """The tool calls the session completed: its transcript's, where the
+        adapter can read it (what the continued conversation holds), else the
+        ones the stream reported."""
+        try:
+            harness = resolve_harness(prior.harness)
+        except EngineError:
+            harness = None
+        read = getattr(harness, "completed_calls", None)
+        if callable(read):
+            try:
+                found = read(prior.session_id, Path(worktree), dict(os.environ))
+            except Exception as exc:
+                log.info("run %s: transcript of %s unreadable: %s", self.run_id,
+                         prior.session_id, exc)
+                found = None
+            if found is not None:
+                return set(found)
+        return completed_calls(self.runs, self.run_id, prior.session_id)
+
+    def _restore(self, step: Step, worktree: str | None, prior: Prior | None = None) -> None:
         if step.restore_from is None or worktree is None:
             return
         prev = AttemptKey(self.run_id, step.node_id, step.iteration, step.restore_from)
@@ -226,9 +274,7 @@ class Runner:
             # this task's own).
             log.info("run %s: %s not restored: another task is running", self.run_id, prev)
             return
-        target = restore_target(self.runs.checkpoints(self.run_id), node_id=step.node_id,
-                                iteration=step.iteration, worktree=worktree,
-                                on_resume=self.workflow.tasks[step.node_id].on_resume)
+        target = self._target(step, worktree, prior)
         if target is None:
             log.info("run %s: attempt %s had no checkpoint to go back to", self.run_id, prev)
             return

@@ -74,6 +74,8 @@ class Task:
     #: After an interruption: ``continue`` from the last checkpoint, or start
     #: ``clean`` from the tree the first attempt started from.
     on_resume: str = "continue"
+    #: An agent task's spec (``durability.runs.agent.AgentSpec``; ``fn`` is it).
+    agent: Any = None
 
     @property
     def loops(self) -> bool:
@@ -111,6 +113,40 @@ class Workflow:
             self.add(Task(id or fn.__name__, fn, tuple(deps), output, retries, until,
                           max_iterations, approval, worktree=worktree,
                           checkpoints=checkpoints, on_resume=on_resume))
+            return fn
+
+        return decorate
+
+    def agent(self, id: str | None = None, *, prompt: str | Callable[..., str] | None = None,
+              harness: Iterable[str] | str = ("claude",), model: str | None = None,
+              output: type[BaseModel] | dict[str, Any] | None = None,
+              limits: Limits | None = None, max_turns: int | None = None,
+              max_tokens: int | None = None, max_cost: float | None = None,
+              retries: int = 0, corrections: int = 2,
+              verify: Callable[[Any, Any], object] | None = None, deps: Iterable[str] = (),
+              worktree: str | None = None,
+              prices: dict[str, dict[str, float]] | None = None) -> Any:
+        """Declare an agent task (docs/how-to/agents.md): with ``prompt=`` it is
+        added now and returned; without, the decorated function (of the
+        dependencies' outputs, ``ctx.inputs``) is the prompt and names the task."""
+        from durability.runs.agent import AgentSpec
+
+        chain = (harness,) if isinstance(harness, str) else tuple(harness)
+        ceilings = (limits or Limits()).merged(Limits(max_turns, max_tokens, max_cost))
+
+        def build(task_id: str, text: str | Callable[..., str]) -> Task:
+            spec = AgentSpec(text, chain, model, output, ceilings, corrections, verify, prices)
+            model_out = output if isinstance(output, type) else None
+            return self.add(Task(task_id, spec, tuple(deps), model_out, retries,
+                                 worktree=worktree, agent=spec))
+
+        if prompt is not None:
+            if id is None:
+                raise WorkflowInvalid("an agent task with prompt= needs an id")
+            return build(id, prompt)
+
+        def decorate(fn: F) -> F:
+            build(id or fn.__name__, fn)
             return fn
 
         return decorate

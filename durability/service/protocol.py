@@ -120,6 +120,7 @@ class CaptureReq(_Base):
     event: Annotated[str, Field(max_length=64)] | None = None
     transcript_path: Annotated[str, Field(max_length=4096)] | None = None
     transcript_bytes: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    session_id: Annotated[str, Field(max_length=200)] | None = None
 
 
 class WatchReq(_Base):

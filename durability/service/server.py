@@ -524,7 +524,7 @@ def _request(req: protocol.CaptureReq) -> CaptureRequest:
         worktree=Path(req.worktree), source=req.source, request_id=req.request_id,
         tool_use_id=req.tool_use_id, label=req.label, not_after_ms=req.deadline_ms,
         harness=req.harness, agent_id=req.agent_id, agent_type=req.agent_type,
-        call=_call(req))
+        call=_call(req), session_id=req.session_id)
 
 
 def _call(req: protocol.CaptureReq) -> CallInfo | None:

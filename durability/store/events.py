@@ -30,6 +30,9 @@ KINDS = (
     "merge", "merge-conflict", "fork",
     "approval", "pause", "cancel", "budget-hit",
     "watch-ended",
+    # agent tasks (durability/runs/agent.py, docs/how-to/agents.md)
+    "agent-session", "agent-resume", "agent-session-lost", "agent-failover", "agent-blocked",
+    "agent-correction", "agent-refused", "agent-usage", "agent-ended",
 )
 
 _COLS = "id, ts_ms, run_id, kind, node_id, iteration, attempt, seq, detail_json"

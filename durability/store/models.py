@@ -35,6 +35,8 @@ class NewCheckpoint:
     harness: str | None = None
     agent_id: str | None = None
     agent_type: str | None = None
+    #: The agent session the call belongs to, where the harness says.
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Checkpoint(_OfAttempt):
     harness: str | None = None
     agent_id: str | None = None
     agent_type: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)

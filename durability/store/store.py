@@ -48,7 +48,7 @@ __all__ = ["Store", "now_ms"]
 _CHECKPOINT_COLS = (
     "run_id, node_id, iteration, attempt, seq, commit_id, change_id, operation_id, "
     "worktree, source, tool_use_id, label, request_id, created_at_ms, harness, agent_id, "
-    "agent_type"
+    "agent_type, session_id"
 )
 _ATTEMPT_COLS = (
     "run_id, node_id, iteration, attempt, state, started_at_ms, finished_at_ms, "
@@ -221,15 +221,26 @@ class Store:
         # task's tree merged back unchanged into the shared worktree is the
         # shared worktree's state now, which its restores must find.
         if latest and latest[1] == new.commit_id and latest[2] == to_db(new.worktree):
+            if new.tool_use_id:
+                # A watch caught the call's tree first: the row it made now
+                # names the call (and its session), so a resume that looks
+                # for a completed call's checkpoint finds it.
+                conn.execute(
+                    "UPDATE workspace_checkpoints SET tool_use_id=$1, "
+                    "session_id=COALESCE(session_id, $2) WHERE run_id=$3 AND node_id=$4 "
+                    "AND iteration=$5 AND attempt=$6 AND host=$7 AND seq=$8 "
+                    "AND tool_use_id IS NULL",
+                    (to_db(new.tool_use_id), to_db(new.session_id), k.run_id, k.node_id,
+                     k.iteration, k.attempt, self.host, latest[0]))
             return Recorded(seq=latest[0], commit_id=new.commit_id, deduped=True)
         seq = (latest[0] if latest else 0) + 1
         conn.execute(
             f"INSERT INTO workspace_checkpoints ({_CHECKPOINT_COLS}, host) "
-            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)",
+            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19)",
             (k.run_id, k.node_id, k.iteration, k.attempt, seq, new.commit_id, new.change_id,
              new.operation_id, to_db(new.worktree), new.source, to_db(new.tool_use_id),
              to_db(new.label), to_db(new.request_id), now, new.harness, to_db(new.agent_id),
-             to_db(new.agent_type), self.host),
+             to_db(new.agent_type), to_db(new.session_id), self.host),
         )
         conn.execute(
             f"UPDATE attempts SET jj_pointer=$1, worktree=$2 WHERE {_KEY_WHERE_AFTER_2}",

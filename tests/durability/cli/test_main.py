@@ -93,7 +93,7 @@ def test_snapshot_of_an_unusable_path_fails_and_files_a_gap(tmp_path: Path, wher
 
 SNAPSHOT_KEYS = {"run_id", "node_id", "iteration", "attempt", "seq", "commit_id", "source",
                  "tool_use_id", "label", "worktree", "created_at_ms", "harness", "agent_id",
-                 "agent_type", "replicated"}
+                 "agent_type", "session_id", "replicated"}
 
 
 def test_snapshots_fields_and_order_attempt_then_seq(repo: Path) -> None:

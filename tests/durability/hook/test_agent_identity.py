@@ -30,6 +30,8 @@ def _check(repo: Path) -> None:
         "sub-call": ("claude", "a1b2c3", "code-reviewer"),
         "odd-call": ("claude", None, None),  # not printable / too long: not kept
     }
+    # Each row names the session its call came from (migration 0016).
+    assert {r["session_id"] for r in rows.values()} == {"sess-agents"}
     table = run_cli("snapshots", "sess-agents").stdout
     assert "[code-reviewer] Write sub-call.txt" in table
     [session] = run_cli_json("sessions")

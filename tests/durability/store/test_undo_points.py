@@ -55,6 +55,12 @@ def test_the_migration_names_the_pre_restore_checkpoints_already_recorded(
     try:
         with write_transaction(conn):
             conn.execute("DROP TABLE undo_points")
+            # And what the migrations after it made (0016), made again below.
+            conn.execute("DROP TABLE agent_blocks")
+            conn.execute("DROP TABLE agent_calls")
+            conn.execute("ALTER TABLE workspace_checkpoints DROP COLUMN session_id")
+            conn.execute("ALTER TABLE attempts DROP COLUMN harness")
+            conn.execute("ALTER TABLE attempts DROP COLUMN session_id")
             if is_url(db_location):
                 conn.execute("DELETE FROM durability_schema WHERE version >= $1", (VERSION,))
             else:
