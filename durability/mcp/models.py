@@ -10,7 +10,7 @@ prints, so a person and an agent read the same fields.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -50,6 +50,7 @@ from durability.output import (
 )
 
 __all__ = [
+    "AgentRunIn",
     "ApproveIn",
     "AttemptOut",
     "AttemptsOut",
@@ -284,6 +285,30 @@ class RunIn(_In):
                                    description="Abort past this many tokens.")
     max_cost: float | None = Field(default=None, ge=0, le=1e12,
                                    description="Abort past this cost.")
+
+
+class AgentRunIn(_In):
+    prompt: Annotated[str, Field(min_length=1, max_length=100_000)] = Field(
+        description="What the agent is asked to do.")
+    worktree: PathText | None = Field(default=None, description="The worktree the agent works "
+                                      "in; default: the served one.")
+    harness: Annotated[list[Annotated[str, Field(pattern="^(claude|codex|gemini)$")]],
+                       Field(min_length=1, max_length=3)] = Field(
+        default_factory=lambda: ["claude"], description="The harness chain: the next one "
+        "takes over on a quota (claude, codex, gemini).")
+    run_id: Id | None = Field(default=None, description="Your own run id (default: a new one). "
+                              "A run id already started as this agent run is answered with "
+                              "that run (`existing`), nothing done.")
+    model: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The model to ask the harness for.")
+    max_turns: int | None = Field(default=None, ge=0, le=INT_MAX,
+                                  description="Abort past this many turns.")
+    max_tokens: int | None = Field(default=None, ge=0, le=INT_MAX,
+                                   description="Abort past this many tokens.")
+    max_cost: float | None = Field(default=None, ge=0, le=1e12,
+                                   description="Abort past this cost (USD).")
+    output_schema: dict[str, Any] | None = Field(default=None, description="A JSON schema the "
+                                                 "final answer must satisfy.")
 
 
 class ResumeIn(_In):

@@ -749,10 +749,38 @@ def _fork_restorer(here: Here) -> Callable[[Checkpoint, str], str]:
     return restore_to
 
 
-# An `agent_run` tool (the twin of `durability agent run`) goes here, once the
-# engine's `durability.runs.agent.run_agent` exists: record and claim the
-# one-task run as `run` does, then `_hand_over` it, so an agent's hours-long
-# session runs in the worker, never in the server; one line in TOOLS below.
+def agent_run(here: Here, args: m.AgentRunIn) -> m.RunOutcomeOut:
+    """``durability agent run``'s twin: the one-task run's workflow file is
+    written beside the state (as the command writes it), the run recorded and
+    claimed as ``run`` does, then handed to a worker, so an agent's hours-long
+    session runs in the worker, never in the server."""
+    from durability.runs.agent import agents_folder, spec_json, write_workflow_file
+    from durability.runs.budget import Limits
+    from durability.runs.execute import create_run, new_run_id
+    from durability.runs.run_rows import Runs
+    from durability.runs.runner import RunOutcome
+    from durability.runs.workflow import validate_id
+
+    if len(set(args.harness)) != len(args.harness):
+        raise InvalidInput("harness: a harness named twice")
+    worktree = str(here.worktree(args.worktree)) if args.worktree is not None else str(
+        here.own())
+    run_id = validate_id(args.run_id or new_run_id(), "run id")
+    folder = agents_folder({"DURABILITY_HOME": str(here.settings.state_dir)})
+    with Runs(here.settings.database) as r:
+        try:
+            here.check_engine_run(r.get_run(run_id))
+            path = folder / f"{run_id}.py"  # an existing run: its file as it was
+        except NotFound:
+            spec = spec_json(prompt=args.prompt, harness=args.harness, model=args.model,
+                             max_turns=args.max_turns, output_schema=args.output_schema)
+            path = write_workflow_file(folder, run_id, spec)
+        made = create_run(r, path, run_id=run_id, worktree=worktree,
+                          limits=Limits(args.max_turns, args.max_tokens, args.max_cost),
+                          owner=_owner())
+        if isinstance(made, RunOutcome):
+            return _outcome(made)
+        return _started(_hand_over(here, r, made[1]))
 
 
 def approve(here: Here, args: m.ApproveIn) -> m.DecisionOut:
@@ -836,7 +864,12 @@ TOOLS = [
          "earlier tasks' outputs are copied, the worktree is restored to the checkpoint, and "
          "the task and what follows run again, under the workflow as it is now, driven by a "
          "worker process of its own.", m.ForkIn, m.RunOutcomeOut, fork, read_only=False),
-    # agent_run: see the note above `approve`.
+    Tool("agent_run", "Run an agent CLI (Claude Code, Codex, Gemini) headless on a prompt in "
+         "the worktree as a durable one-task run (as `durability agent run`): every tool call "
+         "a checkpoint, budgets abort it, a quota moves to the next harness, a resume continues "
+         "the same session. Recorded and checked now, driven by a worker process of its own: "
+         "the answer comes at once; follow it with run_status and logs.",
+         m.AgentRunIn, m.RunOutcomeOut, agent_run, read_only=False),
 ]
 
 #: Served only with ``--allow-approve``: an agent approving its own gate

@@ -19,7 +19,8 @@ from tests.helpers import cli, cli_json, durability_exe, make_git_repo, make_jj_
 
 TOOLS = {"sessions", "snapshots", "show", "diff", "log", "gaps", "attempts", "restore",
          "snapshot_now", "runs", "run_status", "service_status", "deny", "logs", "gc_preview",
-         "remotes", "run", "resume", "pause", "cancel", "fork", "rewind"}
+         "remotes", "run", "resume", "pause", "cancel", "fork", "rewind",
+         "agent_run"}
 
 Body = Callable[["Mcp"], Awaitable[None]]
 
