@@ -27,6 +27,7 @@ from pygit2.ffi import C, ffi
 
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
+from durability.backends.git_store import Store
 from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
@@ -69,6 +70,30 @@ class WorktreeIndex:
         self.moving: set[str] = set()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
         self._index_path = private_index_path(self.repo, worktree)
+        #: The private checkpoint store: commits and refs; the staging
+        #: repository reads it first and writes its new objects into it.
+        self.store = Store(common_dir(Path(self.repo.path)))
+        self.store.lend(self.repo)
+        #: A tree the store is known to hold whole (the last one owned).
+        self._owned: pygit2.Oid | None = None
+
+    def own(self, tree: pygit2.Oid) -> None:
+        """Make the store hold every object of ``tree`` (``git_store``)."""
+        try:
+            self.store.own(self.repo, tree, self._owned)
+        except KeyError:
+            # The last owned tree is gone (durability gc pruned it): look at all.
+            self.store.own(self.repo, tree, None)
+        self._owned = tree
+
+    def own_parents(self, commits: Iterable[str]) -> None:
+        """Link the user's store in when a commit's parent is a user commit
+        the store does not hold (a first checkpoint on a new HEAD)."""
+        for commit in commits:
+            parents = self.store.repo[commit].peel(pygit2.Commit).parent_ids
+            if any(p not in self.store.local for p in parents):
+                self.store.link_all()
+                return
 
     def write(self) -> None:
         """Write the private index to its file, holding its writer flock
