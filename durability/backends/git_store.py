@@ -149,10 +149,11 @@ def _has_old_refs(common: Path) -> bool:
     """A cheap look for refs an earlier toolkit left in the user's repository
     (loose refs under ``refs/durability``, or packed ones)."""
     loose = common / "refs" / "durability"
-    if loose.is_dir():
-        for entry in os.scandir(loose):
-            if entry.name not in ("jj", "isolated"):
-                return True
+    for folder, dirs, files in os.walk(loose):
+        if Path(folder) == loose:
+            dirs[:] = [d for d in dirs if d not in ("jj", "isolated")]
+        if files:
+            return True
     try:
         with open(common / "packed-refs", "rb") as f:
             for line in f:
