@@ -20,8 +20,7 @@ import pygit2
 import pytest
 from pygit2.ffi import C, ffi
 
-from durability.backends import Stamp
-from durability.backends import git_repo
+from durability.backends import Stamp, git_repo
 from durability.backends.git import GitBackend, forget
 from durability.backends.git_repo import private_index_path
 from durability.store import AttemptKey
