@@ -58,7 +58,8 @@ from pygit2.enums import FileMode
 
 from durability.ground.errors import GitFailed
 
-__all__ = ["MOVED", "STORE_NAME", "Store", "is_store", "open_store", "store_path"]
+__all__ = ["MOVED", "STORE_NAME", "Store", "is_store", "open_store", "store_path",
+           "user_common", "user_refs"]
 
 log = logging.getLogger("durability.backends")
 
@@ -89,6 +90,16 @@ def is_store(path: Path) -> bool:
 def user_common(store: Path) -> Path:
     """The user's common git dir whose checkpoints ``store`` holds."""
     return store.parent.parent
+
+
+def user_refs(repo: pygit2.Repository) -> pygit2.Repository:
+    """The repository whose branches, tags and remote-tracking refs are the
+    user's: for a private checkpoint store, the user's own (its commits are
+    readable from the store too, through the alternates); else ``repo``."""
+    path = Path(repo.path)
+    if not is_store(path):
+        return repo
+    return pygit2.Repository(str(user_common(path)), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
 
 
 def open_store(common: Path) -> pygit2.Repository:
@@ -131,9 +142,13 @@ def _create(path: Path) -> None:
     repo = pygit2.init_repository(str(scratch), bare=True)
     for name, value in _CONFIG:
         repo.config[name] = value
-    info = scratch / "objects" / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "alternates").write_text(_ALTERNATE + "\n", encoding="utf-8")
+    # The user's info/ (exclude, attributes): a working folder set on the
+    # store (inspect, restore checks) follows the user's ignore rules.
+    shutil.rmtree(scratch / "info", ignore_errors=True)
+    os.symlink("../../info", scratch / "info")
+    objects_info = scratch / "objects" / "info"
+    objects_info.mkdir(parents=True, exist_ok=True)
+    (objects_info / "alternates").write_text(_ALTERNATE + "\n", encoding="utf-8")
     os.rename(scratch, path)
 
 
