@@ -531,7 +531,7 @@ def _streamed(repo: pygit2.Repository, new: _Entry) -> Iterator[bytes] | None:
         return None
     # Only the repository named here: none of the caller's GIT_* settings.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    argv = [git, f"--git-dir={repo.path}", "cat-file", "blob", str(new.oid)]
+    argv = [git, f"--git-dir={_object_home(repo)}", "cat-file", "blob", str(new.oid)]
 
     def chunks() -> Iterator[bytes]:
         try:
@@ -540,6 +540,17 @@ def _streamed(repo: pygit2.Repository, new: _Entry) -> Iterator[bytes] | None:
             raise RestoreError(f"restore stopped at {new.path}: git cat-file could not read "
                                f"its blob: {exc}", code="restore-conflict") from exc
     return chunks()
+
+
+def _object_home(repo: pygit2.Repository) -> str:
+    """The git dir whose objects are all ``repo`` reads: a git worktree's
+    private checkpoint store (it borrows the user's objects, decision 0049)
+    when there is one, else the repository itself (jj's store)."""
+    from durability.backends.git_repo import common_dir
+    from durability.backends.git_store import store_path
+
+    store = store_path(common_dir(Path(repo.path)))
+    return str(store) if (store / "objects").is_dir() else str(repo.path)
 
 
 def _kept_mode(kept: int | None, mode: int) -> int | None:
