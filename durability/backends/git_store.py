@@ -34,7 +34,7 @@ also has.  The toolkit's own ``durability gc`` repacks it without
 ``--local``.
 
 Checkpoints written by an earlier toolkit into the user's repository are
-moved on first use (``migrate``): their objects are packed into ours, the
+moved on first use (``migrate``): the user's store is linked into ours, the
 refs created in ours, then deleted from the user's repository, each step
 idempotent, under a lock, so a crash at any point is finished by the next
 open.
@@ -48,7 +48,6 @@ import fcntl
 import logging
 import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,9 +184,9 @@ def migrate(common: Path, path: Path) -> int:
     repository (and the objects they reach) into ours; returns how many
     refs moved.  Idempotent; the caller holds the store lock.
 
-    1. the objects those refs reach, packed into ours (``git pack-objects``
-       reading the user's store: a pack is complete before its index is
-       renamed into place, so a crash leaves no half pack);
+    1. the objects those refs reach: every pack and loose object of the
+       user's store linked into ours (``link_all``; a link is whole or absent,
+       and a pack's index is linked after the pack);
     2. each ref created in ours (a ref already there was written by this
        toolkit after an earlier, interrupted move: it is newer and stays);
     3. each ref deleted from the user's repository, only while it still
@@ -199,11 +198,7 @@ def migrate(common: Path, path: Path) -> int:
         if not names:
             return 0
         targets = {n: user.references[n].target for n in names}
-        # A ref naming an object the user's store lacks was written there by
-        # mistake over ours: only what the user's store holds is packed.
-        tips = sorted({str(t) for t in targets.values()
-                       if isinstance(t, pygit2.Oid) and t in user.odb})
-        _pack_into(common, path, tips)
+        link_all(common, path)  # every object of the user's store, ours included
         ours = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         for name, target in targets.items():
             if name not in ours.references:
@@ -212,29 +207,10 @@ def migrate(common: Path, path: Path) -> int:
             ref = user.references.get(name)
             if ref is not None and ref.target == target:
                 ref.delete()
-    except (pygit2.GitError, OSError, subprocess.SubprocessError) as exc:
+    except (pygit2.GitError, OSError) as exc:
         raise GitFailed(f"cannot move the checkpoints of {common} into {path}: {exc}") from exc
     log.info("moved %d checkpoint refs of %s into %s", len(names), common, path)
     return len(names)
-
-
-def _pack_into(common: Path, path: Path, tips: list[str]) -> None:
-    """Every object reachable from ``tips`` in the user's store, as one pack of ours."""
-    if not tips:
-        return
-    git = shutil.which("git")
-    if git is None:
-        raise GitFailed("git not found on PATH: moving earlier checkpoints needs it")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    pack = path / "objects" / "pack"
-    pack.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [git, "--git-dir", str(common), "pack-objects", "--revs", "--quiet", str(pack / "pack")],
-        input=("\n".join(tips) + "\n").encode(), capture_output=True, env=env, timeout=3600,
-        check=False)
-    if done.returncode != 0:
-        raise GitFailed(f"git pack-objects in {common} failed: "
-                        f"{done.stderr.decode(errors='replace').strip()[-300:]}")
 
 
 # -- owning what a checkpoint reaches ----------------------------------------------
@@ -307,43 +283,49 @@ class Store:
         self.local.write(kind, data)
 
     def link_all(self) -> None:
-        """Link every pack and loose object of the user's store into ours
-        (a hard link where the file system allows, else a copy)."""
-        source, target = self.common / "objects", self.path / "objects"
-        for _ in range(3):  # a user's repack deleting a pack meanwhile: look again
-            if self._link_packs(source / "pack", target / "pack"):
-                break
-        for fan in _fanout(source):
-            names = _listdir(source / fan)
-            if not names:
-                continue
-            (target / fan).mkdir(exist_ok=True)
-            for name in names:
-                if len(name) == 38:
-                    _link(source / fan / name, target / fan / name)
+        """Link the user's whole store into ours (``link_all``)."""
+        link_all(self.common, self.path)
         self.linked = True
 
-    @staticmethod
-    def _link_packs(source: Path, target: Path) -> bool:
-        """False when a pack went away while it was being linked."""
-        target.mkdir(parents=True, exist_ok=True)
-        settled = True
-        for name in _listdir(source):
-            if not name.endswith(".idx"):
-                continue
-            stem = name[:-len(".idx")]
-            if (target / name).exists():
-                continue
-            # The pack (and its reverse index) before its index: a reader
-            # looks for packs by their index.
-            ok = _link(source / f"{stem}.pack", target / f"{stem}.pack")
-            if ok and (source / f"{stem}.rev").exists():
-                _link(source / f"{stem}.rev", target / f"{stem}.rev")
-            if not ok or not _link(source / name, target / name):
-                settled = False
-                with contextlib.suppress(OSError):
-                    os.unlink(target / f"{stem}.pack")
-        return settled
+
+def link_all(common: Path, path: Path) -> None:
+    """Link every pack and loose object of the user's store ``common`` into
+    the store at ``path`` (a hard link where the file system allows, else a
+    copy): from then on ours holds all it borrowed."""
+    source, target = common / "objects", path / "objects"
+    for _ in range(3):  # a user's repack deleting a pack meanwhile: look again
+        if _link_packs(source / "pack", target / "pack"):
+            break
+    for fan in _fanout(source):
+        names = _listdir(source / fan)
+        if not names:
+            continue
+        (target / fan).mkdir(exist_ok=True)
+        for name in names:
+            if len(name) == 38:
+                _link(source / fan / name, target / fan / name)
+
+
+def _link_packs(source: Path, target: Path) -> bool:
+    """False when a pack went away while it was being linked."""
+    target.mkdir(parents=True, exist_ok=True)
+    settled = True
+    for name in _listdir(source):
+        if not name.endswith(".idx"):
+            continue
+        stem = name[:-len(".idx")]
+        if (target / name).exists():
+            continue
+        # The pack (and its reverse index) before its index: a reader
+        # looks for packs by their index.
+        ok = _link(source / f"{stem}.pack", target / f"{stem}.pack")
+        if ok and (source / f"{stem}.rev").exists():
+            _link(source / f"{stem}.rev", target / f"{stem}.rev")
+        if not ok or not _link(source / name, target / name):
+            settled = False
+            with contextlib.suppress(OSError):
+                os.unlink(target / f"{stem}.pack")
+    return settled
 
 
 def _fanout(objects: Path) -> list[str]:

@@ -224,7 +224,9 @@ def test_earlier_checkpoints_move_into_the_store_on_first_use(grepo: Path) -> No
     assert store.references[f"refs/durability/modes/{commits[0]}"].target == modes
     # The store holds them itself, not only through the alternates.
     local = pygit2.Odb()
-    local.add_backend(pygit2.OdbBackendPack(str(store_path(grepo / ".git") / "objects")), 1)
+    objects = str(store_path(grepo / ".git") / "objects")
+    local.add_backend(pygit2.OdbBackendPack(objects), 2)
+    local.add_backend(pygit2.OdbBackendLoose(objects, -1, False), 1)
     assert all(pygit2.Oid(hex=c) in local for c in commits)
     # The chain goes on from the moved tip, and a restore reads the old ones.
     (grepo / "work.txt").write_text("new\n")
