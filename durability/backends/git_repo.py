@@ -76,11 +76,12 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     return Path(repo.path) / "durability" / f"index-{digest}"
 
 
-def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
+def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool]:
     """The repository of ``worktree`` with its private index attached.
 
-    Returns the repository and its index; the index is the repository's, so
-    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules.
+    Returns the repository, its index (the repository's, so
+    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
+    whether the index was just made as a copy of the user's (``_seed_copy``).
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -107,7 +108,7 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
                 index.write()
     except (pygit2.GitError, OSError) as exc:
         raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
-    return repo, index
+    return repo, index, copied
 
 
 def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
