@@ -150,7 +150,7 @@ def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
         try:
             shutil.copyfile(user_index, seed)
             os.chmod(seed, 0o600)
-            if not _plain_entries(pygit2.Index(str(seed))):
+            if not _plain_entries(pygit2.Index(str(seed)), seed):
                 os.unlink(seed)
                 return False
             # The user's index's mtime, down to its whole second: git built
@@ -167,15 +167,26 @@ def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
     return True
 
 
-def _plain_entries(index: pygit2.Index) -> bool:
+def _plain_entries(index: pygit2.Index, path: Path) -> bool:
     """Whether every entry of ``index`` is a stage-0 entry with no
-    intent-to-add or skip-worktree flag."""
+    intent-to-add or skip-worktree flag.  A version 2 index can hold no
+    extended flag (git writes version 3 for them): only conflicts, which
+    libgit2 counts itself, need looking for there."""
     raw = index._index
+    if _version(path) == 2:
+        return not C.git_index_has_conflicts(raw)
     for i in range(C.git_index_entrycount(raw)):
         e = C.git_index_get_byindex(raw, i)
         if e == ffi.NULL or e.flags & _STAGE_MASK or e.flags_extended & _ITA_OR_SKIP:
             return False
     return True
+
+
+def _version(path: Path) -> int:
+    """The format version in an index file's header (``DIRC``, then 4 bytes)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return int.from_bytes(head[4:8], "big") if head[:4] == b"DIRC" else 0
 
 
 def _seed(repo: pygit2.Repository, index: pygit2.Index) -> None:
