@@ -150,7 +150,8 @@ class GitBackend:
             raise pygit2.GitError(str(exc)) from exc
         # Bare on disk; this object reads the worktree as its working folder
         # (in memory only), so the worktree can be compared with a checkpoint.
-        store.workdir = str(worktree)
+        # Bytes: pygit2 encodes a str strictly, and a name may not be UTF-8.
+        store.workdir = os.fsencode(worktree)  # type: ignore[assignment]
         return store
 
 
