@@ -409,8 +409,8 @@ def commit_manifest(worktree: Path, commit_id: str) -> dict[str, tuple[str, bool
 
     from durability.backends.jj import git_dir
 
-    store = git_dir(worktree) if (worktree / ".jj").is_dir() else worktree
-    repo = pygit2.Repository(str(store))
+    repo = (pygit2.Repository(str(git_dir(worktree))) if (worktree / ".jj").is_dir()
+            else checkpoints(worktree))
     found: dict[str, tuple[str, bool, bytes]] = {}
 
     def walk(tree: Any, prefix: str) -> None:
@@ -489,3 +489,19 @@ def git_add_all_tree(worktree: Path, index_file: Path) -> str:
     done = subprocess.run(["git", "-C", str(worktree), "write-tree"], env=env, check=True,
                           capture_output=True, text=True, timeout=120)
     return done.stdout.strip()
+
+
+def checkpoints(worktree: Path) -> Any:
+    """The git repository holding ``worktree``'s checkpoints, as the toolkit
+    opens it: a git worktree's private checkpoint store (decision 0049), the
+    git store behind jj for a jj working copy."""
+    from durability.backends import backend_name
+    from durability.backends.base import backend_type
+
+    return backend_type(backend_name(Path(worktree))).checkpoint_repository(Path(worktree))
+
+
+def store_git(worktree: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """git run in the repository that holds ``worktree``'s checkpoints."""
+    return subprocess.run(["git", "--git-dir", str(checkpoints(worktree).path), *args],
+                          capture_output=True, text=True, check=check, timeout=120)

@@ -3,7 +3,8 @@
 A capture stages the working directory into a private index, as ``git add
 -A`` would (``git_index``), writes its tree, and commits it once per attempt
 in the batch on top of that attempt's previous checkpoint, pinned under
-``refs/durability/git/`` (``git_commit``).  The user's ``.git/index``, HEAD,
+``refs/durability/git/`` of the private checkpoint store (``git_commit``,
+``git_store``).  The user's ``.git/index``, HEAD,
 branches, stash and reflogs are never written.  Restore writes only the paths
 that differ (``git_restore``).
 
@@ -28,6 +29,8 @@ import pygit2
 from durability.backends.base import MOVING, Changes, Progress, Skipped, Snapshot, Stamp
 from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
+from durability.backends.git_repo import common_dir
+from durability.backends.git_store import open_store, store_path
 from durability.backends.space import disk_full
 from durability.backends.tree_writer import changes, restore_tree
 from durability.ground.errors import GitFailed, WorktreeMissing
@@ -105,8 +108,12 @@ class GitBackend:
         state = worktree_index(worktree)
         with state.lock, _git_errors(worktree):
             tree = state.stage(changed_paths)
-            commits = {s.key: commit_checkpoint(state.repo, tree, s) for s in stamps}
-            first = commits[stamps[0].key] if stamps else scratch_commit(state.repo, tree)
+            state.own(tree)  # before any ref names it: ours holds all it reaches
+            store = state.store.repo
+            commits = {s.key: commit_checkpoint(store, tree, s, state.repo) for s in stamps}
+            first = (commits[stamps[0].key] if stamps
+                     else scratch_commit(store, tree, state.repo))
+            state.own_parents(commits.values() if stamps else [first])
             skipped = (tuple(Skipped(p, "unreadable-path") for p in state.skipped)
                        + tuple(Skipped(p, MOVING) for p in sorted(state.moving)))
         return Snapshot(first, commits=commits, skipped=skipped)
@@ -129,12 +136,23 @@ class GitBackend:
 
     @staticmethod
     def checkpoint_repository(worktree: Path) -> pygit2.Repository:
-        """The worktree's own repository (see ``Backend.checkpoint_repository``),
-        opened as a capture opens it, but a new object: never the one kept
-        open with the private index."""
+        """The private checkpoint store of the worktree's repository (see
+        ``Backend.checkpoint_repository`` and ``git_store``): bare, borrowing
+        the user's objects, holding every checkpoint ref; created, and an
+        earlier toolkit's checkpoints moved into it, on first use.  A new
+        object: never the one kept open with the private index."""
         if not worktree.is_dir():
             raise WorktreeMissing(f"worktree {worktree} does not exist")
-        return pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        user = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        try:
+            store = open_store(common_dir(Path(user.path)))
+        except GitFailed as exc:
+            raise pygit2.GitError(str(exc)) from exc
+        # Bare on disk; this object reads the worktree as its working folder
+        # (in memory only), so the worktree can be compared with a checkpoint.
+        # Bytes: pygit2 encodes a str strictly, and a name may not be UTF-8.
+        store.workdir = os.fsencode(worktree)  # type: ignore[assignment]
+        return store
 
 
 def _commit(repo: pygit2.Repository, worktree: Path, commit_id: str) -> pygit2.Commit:
@@ -166,4 +184,5 @@ def _git_dirs(worktree: Path) -> list[str]:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     except pygit2.GitError:
         return []
-    return [repo.path, getattr(repo, "commondir", None) or repo.path]
+    common = common_dir(Path(repo.path))
+    return [repo.path, str(common), str(store_path(common))]

@@ -1,7 +1,8 @@
 """Checkpoint commits of the git backend and the refs that pin them.
 
-Each attempt has one ref, ``refs/durability/git/<hash of the attempt>``,
-pointing at its newest checkpoint commit; every commit's parent is the
+Each attempt has one ref, ``refs/durability/git/<hash of the attempt>`` in
+the private checkpoint store (``git_store``: never a ref of the user's
+repository), pointing at its newest checkpoint commit; every commit's parent is the
 attempt's previous checkpoint (the first one's is HEAD at that time, none on
 an unborn branch), so one ref keeps the whole chain reachable for ``git gc``
 (contract 4, docs/DESIGN.md).  Nothing here reads or moves HEAD's ref, a branch, the index or
@@ -103,25 +104,31 @@ def parse_trailers(text: str) -> dict[str, list[str]]:
     return found
 
 
-def commit_checkpoint(repo: pygit2.Repository, tree: pygit2.Oid, stamp: Stamp) -> str:
+def commit_checkpoint(repo: pygit2.Repository, tree: pygit2.Oid, stamp: Stamp,
+                      head: pygit2.Repository | None = None) -> str:
     """The attempt's checkpoint of ``tree``: its previous one when the tree is
-    unchanged (so the store dedups), else a new commit on top, pinned."""
+    unchanged (so the store dedups), else a new commit on top, pinned.
+    ``repo`` holds the checkpoints (the private store); ``head``: the
+    repository whose HEAD a first checkpoint sits on (the user's), else
+    ``repo``'s own."""
     ref = attempt_ref(stamp)
     previous = _target(repo, ref)
     if previous is not None and previous.tree_id == tree:
         return str(previous.id)
-    parents = [previous.id] if previous is not None else _head(repo)
+    parents = [previous.id] if previous is not None else _head(head or repo)
     sig = signature()
     oid = repo.create_commit(None, sig, sig, message(stamp), tree, parents)
     repo.references.create(ref, oid, force=True)
     return str(oid)
 
 
-def scratch_commit(repo: pygit2.Repository, tree: pygit2.Oid) -> str:
+def scratch_commit(repo: pygit2.Repository, tree: pygit2.Oid,
+                   head: pygit2.Repository | None = None) -> str:
     """An unpinned commit of ``tree`` (a capture that answers no attempt, such
     as the check after a restore); ``git gc`` may drop it, nothing records it."""
     sig = signature()
-    return str(repo.create_commit(None, sig, sig, "durability: scratch\n", tree, _head(repo)))
+    return str(repo.create_commit(None, sig, sig, "durability: scratch\n", tree,
+                                  _head(head or repo)))
 
 
 def _target(repo: pygit2.Repository, ref: str) -> pygit2.Commit | None:

@@ -27,6 +27,7 @@ from pygit2.ffi import C, ffi
 
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
+from durability.backends.git_store import Store
 from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
@@ -51,7 +52,10 @@ class WorktreeIndex:
         self.lock = threading.Lock()
         # A first write of the private index killed midway leaves its lock
         # and no index: ``open_worktree`` clears it as ``write`` does.
-        self.repo, self.index = open_worktree(worktree)
+        self.repo, self.index, copied = open_worktree(worktree)
+        #: Whether the next full scan may take its paths from libgit2's diff
+        #: of a just-copied index (``_hinted``): once, for a new index only.
+        self._hint = copied
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -69,6 +73,30 @@ class WorktreeIndex:
         self.moving: set[str] = set()
         self._retries_left = MAX_RETRIES_PER_CAPTURE
         self._index_path = private_index_path(self.repo, worktree)
+        #: The private checkpoint store: commits and refs; the staging
+        #: repository reads it first and writes its new objects into it.
+        self.store = Store(common_dir(Path(self.repo.path)))
+        self.store.lend(self.repo)
+        #: A tree the store is known to hold whole (the last one owned).
+        self._owned: pygit2.Oid | None = None
+
+    def own(self, tree: pygit2.Oid) -> None:
+        """Make the store hold every object of ``tree`` (``git_store``)."""
+        try:
+            self.store.own(self.repo, tree, self._owned)
+        except KeyError:
+            # The last owned tree is gone (durability gc pruned it): look at all.
+            self.store.own(self.repo, tree, None)
+        self._owned = tree
+
+    def own_parents(self, commits: Iterable[str]) -> None:
+        """Link the user's store in when a commit's parent is a user commit
+        the store does not hold (a first checkpoint on a new HEAD)."""
+        for commit in commits:
+            parents = self.store.repo[commit].peel(pygit2.Commit).parent_ids
+            if any(p not in self.store.local for p in parents):
+                self.store.link_all()
+                return
 
     def write(self) -> None:
         """Write the private index to its file, holding its writer flock
@@ -99,13 +127,51 @@ class WorktreeIndex:
             self.scanned = self._stage_paths(changed_paths)
             self.last_scan = "paths"
         else:
-            settled = self._stage_all()
+            hinted = self._hinted() if self._hint else None
+            self._hint = False
+            if hinted is not None:
+                self._submodules = self.repo.listall_submodules()
+                settled = self._stage_paths(hinted)
+                self.last_scan = "seeded"
+            else:
+                settled = self._stage_all()
+                self._submodules = self.repo.listall_submodules()
+                self.last_scan = "full"
             self.write()
-            self._submodules = self.repo.listall_submodules()
             self.scanned = settled
-            self.last_scan = "full"
         self._rules = rules
         return self.index.write_tree()
+
+    def _hinted(self) -> set[str] | None:
+        """The paths a first scan of a just-seeded index must read: those
+        libgit2's index-to-workdir diff (``git status``'s comparison, in C)
+        finds changed, untracked or gone, and every gitlink (a repository's
+        HEAD moves where no stat shows it).  None when libgit2 cannot tell
+        (a tree too deep for it, an I/O error): then the full scan runs.
+
+        libgit2 only names paths here; each is then read by the confined
+        scan as a watcher-named path is (``_stage_paths``), so a folder
+        swapped for a link is caught there, and nothing libgit2 read is
+        kept.  An entry whose stat data matches and is older than the
+        user's index write is trusted, as ``git status`` trusts it
+        (decision 0050)."""
+        from pygit2.enums import DiffOption
+
+        flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.INCLUDE_TYPECHANGE
+                 | DiffOption.IGNORE_SUBMODULES)
+        try:
+            diff = self.index.diff_to_workdir(flags)
+            paths = {os.fsdecode(f.raw_path) for d in diff.deltas
+                     for f in (d.new_file, d.old_file)}
+        except (pygit2.GitError, OSError, UnicodeError) as exc:
+            log.info("first scan of %s reads the whole tree: %s", self.worktree, exc)
+            return None
+        raw = self.index._index
+        for i in range(C.git_index_entrycount(raw)):
+            e = C.git_index_get_byindex(raw, i)
+            if e != ffi.NULL and e.mode == 0o160000:
+                paths.add(os.fsdecode(ffi.string(e.path)))
+        return {p.rstrip("/") for p in paths if p}
 
     def _stage_all(self) -> bool:
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]

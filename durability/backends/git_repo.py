@@ -15,16 +15,18 @@ and per submodule), ``<git dir>/durability/index-<hash of the worktree>``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 import pygit2
 from pygit2 import _pygit2
-from pygit2.ffi import ffi
+from pygit2.ffi import C, ffi
 
 from durability.backends.index_lock import writing
 from durability.ground.errors import GitFailed, NotARepo
@@ -74,11 +76,12 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     return Path(repo.path) / "durability" / f"index-{digest}"
 
 
-def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
+def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool]:
     """The repository of ``worktree`` with its private index attached.
 
-    Returns the repository and its index; the index is the repository's, so
-    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules.
+    Returns the repository, its index (the repository's, so
+    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
+    whether the index was just made as a copy of the user's (``_seed_copy``).
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -92,10 +95,11 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
     fresh = not path.exists()
     try:
         path.parent.mkdir(mode=0o700, exist_ok=True)
+        copied = fresh and _seed_copy(repo, path)
         private = pygit2.Index(str(path))
         _attach(repo, private)
         index = repo.index
-        if fresh:
+        if fresh and not copied:
             _seed(repo, index)
             # Written before any staging: libgit2 judges an entry "racily
             # clean" against the time the index file was last read or
@@ -104,7 +108,7 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index]:
                 index.write()
     except (pygit2.GitError, OSError) as exc:
         raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
-    return repo, index
+    return repo, index, copied
 
 
 def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
@@ -113,13 +117,84 @@ def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
         raise GitFailed(f"libgit2 refused the private index (error {rc})")
 
 
+#: Entry flags that make a copied entry untrustworthy for a private index:
+#: a conflict stage (``flags``), intent-to-add and skip-worktree
+#: (``flags_extended``).  An index holding any is seeded the slow way.
+_STAGE_MASK = 0x3000
+_ITA_OR_SKIP = (1 << 13) | (1 << 14)
+
+
+def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
+    """Seed a new private index with a copy of the user's ``.git/index``,
+    stat data included, its modification time kept (decision 0050).
+
+    The scan trusts an entry whose stat data matches the file and whose
+    mtime is older than the index file's ("racily clean" otherwise, as git
+    and libgit2 judge it).  The copy is given the user's index file's mtime
+    (to the second), so it keeps git's own judgement: an entry as new as
+    the user's index write (a file edited within that second may have
+    changed without its stat data showing it) is rehashed; an older one is
+    trusted, as ``git status`` trusts it.  So the first
+    capture of a large repository costs an ``lstat`` per file, not a hash.
+
+    False (nothing copied) when there is no user index, libgit2 cannot
+    read it (split or sparse index), or it holds entries a private index
+    must not trust (conflicts, intent-to-add, skip-worktree): the caller
+    then seeds entry by entry without stat data, as before.
+    """
+    user_index = Path(repo.path) / "index"
+    if not user_index.is_file():
+        return False
+    seed = path.with_name(path.name + ".seed")
+    with writing(path):
+        try:
+            shutil.copyfile(user_index, seed)
+            os.chmod(seed, 0o600)
+            if not _plain_entries(pygit2.Index(str(seed)), seed):
+                os.unlink(seed)
+                return False
+            # The user's index's mtime, down to its whole second: git built
+            # without nanosecond stamps judges racy by the second, so an
+            # entry of that same second is rehashed whichever git wrote it.
+            st = os.stat(user_index)
+            second = st.st_mtime_ns - st.st_mtime_ns % 1_000_000_000
+            os.utime(seed, ns=(st.st_atime_ns, second))
+            os.replace(seed, path)
+        except (pygit2.GitError, OSError):
+            with contextlib.suppress(OSError):
+                os.unlink(seed)
+            return False
+    return True
+
+
+def _plain_entries(index: pygit2.Index, path: Path) -> bool:
+    """Whether every entry of ``index`` is a stage-0 entry with no
+    intent-to-add or skip-worktree flag.  A version 2 index can hold no
+    extended flag (git writes version 3 for them): only conflicts, which
+    libgit2 counts itself, need looking for there."""
+    raw = index._index
+    if _version(path) == 2:
+        return not C.git_index_has_conflicts(raw)
+    for i in range(C.git_index_entrycount(raw)):
+        e = C.git_index_get_byindex(raw, i)
+        if e == ffi.NULL or e.flags & _STAGE_MASK or e.flags_extended & _ITA_OR_SKIP:
+            return False
+    return True
+
+
+def _version(path: Path) -> int:
+    """The format version in an index file's header (``DIRC``, then 4 bytes)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return int.from_bytes(head[4:8], "big") if head[:4] == b"DIRC" else 0
+
+
 def _seed(repo: pygit2.Repository, index: pygit2.Index) -> None:
     """Start from what the user tracks, as ``git add -A`` would: the entries of
     ``.git/index`` (read, never written), else HEAD's tree.
 
-    Entries are copied without their stat data, so the first capture hashes
-    every tracked file once rather than trusting timestamps recorded against
-    another index file.
+    The fallback of ``_seed_copy``: entries are copied without their stat
+    data, so the first capture hashes every tracked file once.
     """
     user_index = Path(repo.path) / "index"
     try:

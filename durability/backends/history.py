@@ -36,6 +36,7 @@ import pygit2
 from durability.backends.git import FORGOTTEN_MARK
 from durability.backends.git_commit import PIN_PREFIX as GIT_PIN_PREFIX
 from durability.backends.git_commit import key_ref, parse_trailers
+from durability.backends.git_store import is_store, user_common
 from durability.backends.index_lock import writing
 from durability.backends.jj import PIN_PREFIX as JJ_PIN_PREFIX
 from durability.backends.modes import PREFIX as MODES_PREFIX
@@ -355,14 +356,18 @@ def collect_git(git_dir: Path, grace_s: float, timeout_s: float, *,
     base = ["git", "--git-dir", str(git_dir)]
     pins = _pin_private_indexes(git_dir)
     try:
-        return _repack_and_prune(base, git_dir, expire, timeout_s, hold)
+        # Not --local in a private checkpoint store: it would leave out the
+        # copies it holds of objects the user's store also has (git_store).
+        return _repack_and_prune(base, git_dir, expire, timeout_s, hold,
+                                 local=not is_store(git_dir))
     finally:
         _unpin(git_dir, pins)
 
 
 def _repack_and_prune(base: list[str], git_dir: Path, expire: str,
-                      timeout_s: float, hold: Sequence[int]) -> Collected:
-    for argv in ([*base, "repack", "-d", "-l", "-A", "-q", f"--unpack-unreachable={expire}"],
+                      timeout_s: float, hold: Sequence[int], local: bool = True) -> Collected:
+    repack = ["repack", "-d", "-l"] if local else ["repack", "-d"]
+    for argv in ([*base, *repack, "-A", "-q", f"--unpack-unreachable={expire}"],
                  [*base, "prune", f"--expire={expire}"]):
         try:
             done = proc.run(argv, timeout=timeout_s, hold=hold)
@@ -381,8 +386,7 @@ def _pin_private_indexes(git_dir: Path) -> list[str]:
     the index holds the restored checkpoint's blobs, and were that checkpoint
     dropped, the next capture would find entries whose blobs were pruned."""
     repo = pygit2.Repository(str(git_dir))
-    found = sorted(git_dir.glob("durability/index-*")) + sorted(
-        git_dir.glob("worktrees/*/durability/index-*"))
+    found = _private_indexes(git_dir)
     pins = []
     for number, path in enumerate(p for p in found if not p.name.endswith(".lock")):
         try:
@@ -393,6 +397,14 @@ def _pin_private_indexes(git_dir: Path) -> list[str]:
         repo.references.create(name, tree, force=True)
         pins.append(name)
     return pins
+
+
+def _private_indexes(git_dir: Path) -> list[Path]:
+    """The private index files of the repository whose checkpoints
+    ``git_dir`` holds (a private checkpoint store: its user's)."""
+    user = user_common(git_dir) if is_store(git_dir) else git_dir
+    return sorted(user.glob("durability/index-*")) + sorted(
+        user.glob("worktrees/*/durability/index-*"))
 
 
 def _unpin(git_dir: Path, names: Sequence[str]) -> None:
@@ -613,8 +625,7 @@ def drop_from_indexes(git_dir: Path, paths: Sequence[str]) -> int:
     hashes such a file again if it comes back); returns entries removed."""
     from durability.backends.selection import covers
 
-    found = sorted(git_dir.glob("durability/index-*")) + sorted(
-        git_dir.glob("worktrees/*/durability/index-*"))
+    found = _private_indexes(git_dir)
     removed = 0
     for path in (p for p in found if not p.name.endswith(".lock")):
         try:

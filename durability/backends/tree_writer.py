@@ -180,7 +180,8 @@ def restore_tree(state: WorktreeIndex, target: pygit2.Commit, pre_restore: str |
     plan = select(plan_restore(state, target.tree, pre_restore), paths)
     with _blobs_cached():
         written = apply_plan(state.repo, state.worktree, plan, target=str(target.id),
-                             pre_restore=pre_restore, dry_run=dry_run, progress=progress)
+                             pre_restore=pre_restore, dry_run=dry_run, progress=progress,
+                             refs=state.store.repo)
         if not dry_run:
             _record_written(state, plan, written)
     if not dry_run:
@@ -262,14 +263,18 @@ def _ignored(repo: pygit2.Repository, path: str) -> bool:
 
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
                pre_restore: str | None, dry_run: bool = False,
-               progress: Progress | None = None) -> dict[str, os.stat_result]:
+               progress: Progress | None = None,
+               refs: pygit2.Repository | None = None) -> dict[str, os.stat_result]:
     """Carry out ``plan`` in ``root``, confined to it; refuse before writing
     anything when a file no checkpoint holds would be lost.  A dry run
     stops after that check; ``progress`` hears of every path done.
 
     Returns the stat data of every regular file written, read from the
-    descriptor that wrote it (see ``WorktreeIndex.record``)."""
+    descriptor that wrote it (see ``WorktreeIndex.record``).  ``refs``: the
+    repository that keeps the modes (git: the private checkpoint store),
+    else ``repo``."""
     written: dict[str, os.stat_result] = {}
+    kept = refs if refs is not None else repo
     with ConfinedTree(root) as tree:
         _check_conflicts(repo, tree, plan)
         if dry_run:
@@ -277,8 +282,8 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
         seen: dict[str, os.stat_result | None] = {}
         if pre_restore is not None:
             seen = _stat_replaced(tree, plan)
-            saved_modes.save(repo, pre_restore, _modes(seen))
-        wanted = saved_modes.load(repo, target)
+            saved_modes.save(kept, pre_restore, _modes(seen))
+        wanted = saved_modes.load(kept, target)
         smudge = _may_filter(repo, root, plan)
         total, done = len(plan.deletes) + len(plan.writes), 0
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
@@ -526,7 +531,7 @@ def _streamed(repo: pygit2.Repository, new: _Entry) -> Iterator[bytes] | None:
         return None
     # Only the repository named here: none of the caller's GIT_* settings.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    argv = [git, f"--git-dir={repo.path}", "cat-file", "blob", str(new.oid)]
+    argv = [git, f"--git-dir={_object_home(repo)}", "cat-file", "blob", str(new.oid)]
 
     def chunks() -> Iterator[bytes]:
         try:
@@ -535,6 +540,17 @@ def _streamed(repo: pygit2.Repository, new: _Entry) -> Iterator[bytes] | None:
             raise RestoreError(f"restore stopped at {new.path}: git cat-file could not read "
                                f"its blob: {exc}", code="restore-conflict") from exc
     return chunks()
+
+
+def _object_home(repo: pygit2.Repository) -> str:
+    """The git dir whose objects are all ``repo`` reads: a git worktree's
+    private checkpoint store (it borrows the user's objects, decision 0049)
+    when there is one, else the repository itself (jj's store)."""
+    from durability.backends.git_repo import common_dir
+    from durability.backends.git_store import store_path
+
+    store = store_path(common_dir(Path(repo.path)))
+    return str(store) if (store / "objects").is_dir() else str(repo.path)
 
 
 def _kept_mode(kept: int | None, mode: int) -> int | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pygit2
 
+from durability.backends.git_store import user_refs
 from durability.config import config_tables
 from durability.ground.errors import InvalidInput
 
@@ -189,10 +190,11 @@ def published_tips(repo: pygit2.Repository) -> frozenset[str]:
 
 def _targets(repo: pygit2.Repository, prefixes: tuple[str, ...]) -> frozenset[str]:
     found = set()
-    for name in repo.references:
+    refs = user_refs(repo)
+    for name in refs.references:
         if name.startswith(prefixes):
             try:
-                found.add(str(repo.references[name].peel(pygit2.Commit).id))
+                found.add(str(refs.references[name].peel(pygit2.Commit).id))
             except (KeyError, ValueError, pygit2.GitError):
                 continue  # symbolic to nothing, or not a commit
     return frozenset(found)
@@ -218,9 +220,10 @@ def _owned(repo: pygit2.Repository, found: list[Finding]) -> list[Finding]:
     (those looked up already, from an earlier tip's verdict, as they are)."""
     if all(f.own_ref is not None for f in found):
         return found
-    own = [(name, str(repo.references[name].peel(pygit2.Commit).id))
-           for name in repo.references if name.startswith(OWN)
-           and _is_commit(repo, name)]
+    refs = user_refs(repo)
+    own = [(name, str(refs.references[name].peel(pygit2.Commit).id))
+           for name in refs.references if name.startswith(OWN)
+           and _is_commit(refs, name)]
     done = []
     for f in found:
         if f.own_ref is not None:

@@ -206,7 +206,7 @@ def _one_repository(settings: Settings, store: Store, policy: Policy, repo: Repo
                     env: Mapping[str, str], measure: bool, held: Sequence[int]) -> None:
     # Read under the locks: no capture of these worktrees can add a row now.
     rows = store_prune.retention_rows(store, repo.worktrees)
-    if repo.backend == "git" and not dry_run and _repair(store, Path(repo.store), rows, repo):
+    if repo.backend == "git" and not dry_run and _repair(store, _store_paths(repo)[0], rows, repo):
         rows = store_prune.retention_rows(store, repo.worktrees)
     verdicts = judge(rows, policy, now_ms, keepers)
     repo.checkpoints = len(verdicts)
@@ -342,7 +342,12 @@ def _store_paths(repo: RepoReport) -> tuple[Path, list[Path]]:
 
         git = git_dir(Path(repo.worktrees[0]))
         return git, [git, Path(repo.store)]
-    return Path(repo.store), [Path(repo.store)]
+    # A git repository's checkpoints are in its private store (decision 0049),
+    # created, and an earlier toolkit's refs moved in, on first use.
+    from durability.backends.git_store import open_store
+
+    store = Path(open_store(Path(repo.store)).path)
+    return store, [store]
 
 
 def _group(worktrees: list[str], env: Mapping[str, str], report: GcReport) -> list[RepoReport]:

@@ -33,7 +33,6 @@ from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey, EngineError, NotFound, Store
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import Informed
-from durability.watch.ignore import open_repository
 from durability.watch.tracked import Tracker
 
 __all__ = ["InformedCaptures"]
@@ -170,7 +169,13 @@ class InformedCaptures:
         if roots is None or commit_id is None:
             return True  # cannot tell: capture
         try:
-            tree = open_repository(worktree)[commit_id].peel(pygit2.Commit).tree
+            # The repository holding the checkpoints (a git worktree's private
+            # store, decision 0049), not necessarily the worktree's own.
+            from durability.backends import backend_name
+            from durability.backends.base import backend_type
+
+            store = backend_type(backend_name(worktree)).checkpoint_repository(worktree)
+            tree = store[commit_id].peel(pygit2.Commit).tree
         except Exception:  # no repository, or the commit is gone: capture
             return True
         return any(_in_tree(tree, root) for root in roots)

@@ -88,8 +88,16 @@ class DurabilityIsolation:
                      "-r", f"parents({base})", str(path))
             self._jj(path, "restore", "--from", base)
         else:
-            repo = backend.checkpoint_repository(root)
-            repo.references.create(REF_PREFIX + name, pygit2.Oid(hex=base), force=True)
+            # The base checkpoint is in the private store (decision 0049): a
+            # worktree of the user's repository needs its commit in the user's
+            # store, under the ref its HEAD names while the task runs.
+            store = backend.checkpoint_repository(root).path
+            git_cli.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", store,
+                         f"+{base}:{REF_PREFIX + name}"], env=self.env,
+                        timeout=self.settings.jj_timeout_s,
+                        needs="an isolated git worktree needs it", cwd=str(root),
+                        options=["-C", str(root), "-c", "gc.auto=0",
+                                 "-c", "maintenance.auto=false"], timeout_code="timeout")
             self._git(root, "worktree", "add", "--detach", str(path), base)
             self._git(path, "symbolic-ref", "HEAD", REF_PREFIX + name)
         return Made(str(path), backend.name, base, name)

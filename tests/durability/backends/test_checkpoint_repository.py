@@ -66,31 +66,31 @@ def test_a_second_jj_workspace_uses_the_first_ones_store(tmp_path: Path) -> None
     _holds(repo, commit, "content of second\n")
 
 
-def test_plain_git_is_its_own_repository_opened_afresh(tmp_path: Path) -> None:
+def test_plain_git_is_its_private_store_opened_afresh(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "g")
     commit = _checkpoint(root)
     repo = GitBackend.checkpoint_repository(root)
-    assert _same(repo.path, root / ".git")
+    assert _same(repo.path, root / ".git" / "durability" / "checkpoints.git")
     assert repo.workdir is not None and _same(repo.workdir, root)
     _holds(repo, commit, "content of g\n")
+    # The user's own repository holds none of it (decision 0049).
+    assert git(root, "cat-file", "-e", commit, check=False).returncode != 0
     # Not the object a capture keeps open with its private index: a caller
     # may set the working folder or ignore rules of what it is given.
     assert repo is not worktree_index(root).repo
     assert backend_type(backend_name(root)) is GitBackend
 
 
-def test_a_linked_git_worktree_is_its_own_git_dir_over_the_shared_objects(
-        tmp_path: Path) -> None:
+def test_a_linked_git_worktree_shares_the_main_ones_private_store(tmp_path: Path) -> None:
     main = make_git_repo(tmp_path / "main")
     linked = tmp_path / "linked"
     git(main, "worktree", "add", "-q", str(linked), "-b", "side")
     commit = _checkpoint(linked)
     repo = GitBackend.checkpoint_repository(linked)
-    assert _same(repo.path, main / ".git" / "worktrees" / "linked")
+    assert _same(repo.path, main / ".git" / "durability" / "checkpoints.git")
     assert repo.workdir is not None and _same(repo.workdir, linked)
-    assert repo.head.shorthand == "side"
     _holds(repo, commit, "content of linked\n")
-    # The main worktree's repository reads the same objects: one store.
+    # The main worktree's store reads the same objects: one store.
     _holds(GitBackend.checkpoint_repository(main), commit, "content of linked\n")
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pygit2
+
+from durability.backends.git import GitBackend
 from tests.helpers import git, make_jj_repo, run_cli, run_cli_json
 
 
@@ -17,10 +20,12 @@ def test_a_colocated_repo_without_jj_is_captured_through_git(tmp_path: Path) -> 
     (repo / "a.txt").write_text("two\n")
     second = run_cli_json("snapshot", str(repo), "--run", "r", "--node", "n", env=env)
     assert (first["seq"], second["seq"]) == (1, 2)
-    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/durability/").stdout
-    assert "refs/durability/git/" in refs
-    shown = git(repo, "show", f"{second['commit_id']}:a.txt").stdout
-    assert shown == "two\n"
+    # In the private store, not the user's (jj's) repository: jj sees none of it.
+    assert "refs/durability/" not in git(repo, "for-each-ref").stdout
+    store = GitBackend.checkpoint_repository(repo)
+    assert any(r.startswith("refs/durability/git/") for r in store.references)
+    shown = store[second["commit_id"]].peel(pygit2.Commit).tree["a.txt"]
+    assert store[shown.id].data == b"two\n"
     assert run_cli("gaps", "r", "--json", env=env).stdout.strip() == "[]"
 
 

@@ -16,7 +16,7 @@ from durability.backends.git import GitBackend, forget
 from durability.backends.git_commit import EMAIL, NAME
 from durability.remote import manifest
 from durability.store import AttemptKey, Checkpoint
-from tests.helpers import make_git_repo
+from tests.helpers import checkpoints, make_git_repo
 
 KEY = AttemptKey("run-id", "node", 0, 1)
 
@@ -41,7 +41,7 @@ def test_checkpoints_and_manifests_sign_as_the_toolkit(grepo: Path) -> None:
     (grepo / "a.txt").write_text("a\n")
     snap = GitBackend().snapshot(grepo, [Stamp(key=KEY, source="manual",
                                                request_ids=(f"req-{uuid.uuid4()}",), seq=1)])
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     checkpoint = repo[snap.commit_id].peel(pygit2.Commit)
     ref = "refs/durability/manifests/test"
     manifest.add(repo, ref, [manifest.Entry(Checkpoint(

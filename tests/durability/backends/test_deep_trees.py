@@ -24,7 +24,7 @@ from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey
-from tests.helpers import git_add_all_tree, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-deep", "node", 0, 1)
 
@@ -107,7 +107,7 @@ def test_git_deep_tree_is_captured_and_restored(place: Path, tmp_path: Path,
     _write(root, depth - 1, "keep.o", b"re-included\n")
     backend = GitBackend()
     first = backend.snapshot(root, [_stamp()])
-    repo = pygit2.Repository(str(root))
+    repo = checkpoints(root)
     assert str(_tree(repo, first.commit_id)) == git_add_all_tree(root, tmp_path / "ref-index")
     deep = "d/" * depth
     assert _blob_at(repo, first.commit_id, deep + "f") == b"one\n"
@@ -188,7 +188,7 @@ def test_git_forged_3000_deep_tree_is_restored(place: Path) -> None:
     root = make_git_repo(place).resolve()
     backend = GitBackend()
     before = backend.snapshot(root, [_stamp()])
-    repo = pygit2.Repository(str(root))
+    repo = checkpoints(root)
     forged = _forge(repo, 3000)
     backend.restore(root, forged, pre_restore=before.commit_id)
     assert _read(root, 3000, "f") == b"forged\n"

@@ -20,7 +20,7 @@ from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey
-from tests.helpers import jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-full", "node", 0, 1)
 
@@ -69,7 +69,7 @@ def test_git_capture_and_restore_on_a_full_disk(small_disk: Path) -> None:
     backend = GitBackend()
     try:
         first = backend.snapshot(root, [_stamp()]).commit_id
-        repo = pygit2.Repository(str(root))
+        repo = checkpoints(root)
         builder = repo.TreeBuilder(repo[first].peel(pygit2.Commit).tree)
         builder.insert("big.bin", repo.create_blob(os.urandom(1 << 20)),
                        pygit2.enums.FileMode.BLOB)

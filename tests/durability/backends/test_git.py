@@ -31,7 +31,15 @@ from durability.ground.errors import (
     WorktreeMissing,
 )
 from durability.store import AttemptKey
-from tests.helpers import git, git_add_all_tree, make_git_repo, make_jj_repo, run_cli, run_cli_json
+from tests.helpers import (
+    checkpoints,
+    git,
+    git_add_all_tree,
+    make_git_repo,
+    make_jj_repo,
+    run_cli,
+    run_cli_json,
+)
 
 KEY = AttemptKey("run-g", "node", 0, 1)
 
@@ -44,7 +52,7 @@ def stamp(key: AttemptKey = KEY, seq: int | None = None, **kw: object) -> Stamp:
 
 
 def tree_of(worktree: Path, commit_id: str) -> str:
-    return str(pygit2.Repository(str(worktree))[commit_id].peel(pygit2.Commit).tree_id)
+    return str(checkpoints(worktree)[commit_id].peel(pygit2.Commit).tree_id)
 
 
 @pytest.fixture
@@ -93,7 +101,7 @@ def test_first_checkpoint_sits_on_head_and_later_ones_chain(grepo: Path) -> None
     first = backend.snapshot(grepo, [stamp(seq=1, source="hook", tool_use_id="toolu_1")])
     (grepo / "new.txt").write_text("new\n")
     second = backend.snapshot(grepo, [stamp(seq=2)])
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     assert [str(p) for p in repo[first.commit_id].parent_ids] == [head]
     assert [str(p) for p in repo[second.commit_id].parent_ids] == [first.commit_id]
     assert str(repo.references[attempt_ref(stamp())].target) == second.commit_id
@@ -117,7 +125,7 @@ def test_unborn_branch_gives_a_root_commit(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "unborn", commit=False).resolve()
     (repo / "a.txt").write_text("a\n")
     snap = GitBackend().snapshot(repo, [stamp(seq=1)])
-    assert pygit2.Repository(str(repo))[snap.commit_id].parent_ids == []
+    assert checkpoints(repo)[snap.commit_id].parent_ids == []
     assert git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0
     forget(repo)
 
@@ -132,7 +140,7 @@ def test_each_attempt_in_a_batch_gets_its_own_chain(grepo: Path, settings: Setti
     assert [o.ok for o in outcomes] == [True, True, True]
     assert outcomes[0].commit_id == outcomes[2].commit_id != outcomes[1].commit_id
     assert [o.seq for o in outcomes] == [1, 1, 1] and outcomes[2].deduped
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     ours, theirs = repo[outcomes[0].commit_id], repo[outcomes[1].commit_id]
     assert ours.tree_id == theirs.tree_id
     assert parse_trailers(ours.message)["Request"] == ["r-0", "r-2"]
@@ -152,7 +160,7 @@ def test_checkpoints_survive_git_gc(grepo: Path) -> None:
         commits.append(backend.snapshot(grepo, [stamp(seq=i + 1)]).commit_id)
     forget(grepo)
     git(grepo, "-c", "gc.reflogExpire=now", "gc", "-q", "--prune=now")
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     assert all(repo.get(c) is not None for c in commits)
     assert [r for r in repo.references if r.startswith(PIN_PREFIX)] == [attempt_ref(stamp())]
 
@@ -177,7 +185,7 @@ def test_tree_matches_git_add_all(grepo: Path, tmp_path: Path) -> None:
     (grepo / "bin").write_bytes(bytes(range(256)))
     nested = make_git_repo(grepo / "vendor" / "nested")
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
     assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref-index")
     assert "x.log" not in tree and "keep.log" in tree and "secret.txt" not in tree
     assert "a.swp" not in tree and "build" not in tree
@@ -207,7 +215,7 @@ def test_changed_paths_are_used_only_after_a_full_scan(grepo: Path, tmp_path: Pa
     backend = GitBackend()
     state = worktree_index(grepo)
     backend.snapshot(grepo, [stamp(seq=1)], changed_paths={"README.md"})
-    assert state.last_scan == "full"
+    assert state.last_scan == "seeded"  # the whole tree, through libgit2's diff (0050)
     (grepo / "README.md").write_text("edited\n")
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"README.md"})
     assert state.last_scan == "paths"
@@ -223,7 +231,7 @@ def test_changed_paths_miss_what_they_do_not_name(grepo: Path) -> None:
     informed = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=set())
     full = backend.snapshot(grepo, [stamp(seq=2)])
     assert informed.commit_id != full.commit_id
-    assert "unnamed.txt" in pygit2.Repository(str(grepo))[full.commit_id].peel(
+    assert "unnamed.txt" in checkpoints(grepo)[full.commit_id].peel(
         pygit2.Commit).tree
 
 
@@ -283,7 +291,7 @@ def test_rule_changes_force_a_full_scan(grepo: Path, tmp_path: Path) -> None:
     exclude.write_text("")  # a watcher of the worktree never sees this file change
     snap = backend.snapshot(grepo, [stamp(seq=3)], changed_paths=set())
     assert state.last_scan == "full"
-    assert "hidden.txt" in pygit2.Repository(str(grepo))[snap.commit_id].peel(
+    assert "hidden.txt" in checkpoints(grepo)[snap.commit_id].peel(
         pygit2.Commit).tree
     assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
 
@@ -307,7 +315,7 @@ def test_a_shared_exclude_change_forces_a_full_scan_in_a_linked_worktree(
         exclude.write_text("")
         snap = backend.snapshot(wt, [stamp(seq=3)], changed_paths=set())
         assert state.last_scan == "full"
-        assert "hidden.txt" in pygit2.Repository(str(wt))[snap.commit_id].peel(
+        assert "hidden.txt" in checkpoints(wt)[snap.commit_id].peel(
             pygit2.Commit).tree
     finally:
         forget(wt)
@@ -331,7 +339,7 @@ def test_a_deep_file_the_shared_exclude_ignores_stays_out_in_a_linked_worktree(
     (wt / "secret.txt").write_text("shallow\n")
     try:
         snap = GitBackend().snapshot(wt, [stamp(seq=1)])
-        tree = pygit2.Repository(str(wt))[snap.commit_id].peel(pygit2.Commit).tree
+        tree = checkpoints(wt)[snap.commit_id].peel(pygit2.Commit).tree
         assert f"{folder}/kept.txt" in tree
         assert "secret.txt" not in tree and f"{folder}/secret.txt" not in tree
     finally:
@@ -354,7 +362,7 @@ def test_a_capture_applies_the_shared_info_attributes_in_a_linked_worktree(
     (wt / "f.txt").write_bytes(b"a\r\nb\r\n")
     try:
         snap = GitBackend().snapshot(wt, [stamp(seq=1)])
-        repo = pygit2.Repository(str(wt))
+        repo = checkpoints(wt)
         tree = repo[snap.commit_id].peel(pygit2.Commit).tree
         assert bytes(repo[tree["f.txt"].id].read_raw()) == b"a\nb\n"  # as git add stores it
         assert tree_of(wt, snap.commit_id) == git_add_all_tree(wt, tmp_path / "ref")
@@ -384,9 +392,10 @@ def test_private_index_lives_in_the_git_folder(grepo: Path) -> None:
     before = (grepo / ".git" / "index").read_bytes()
     GitBackend().snapshot(grepo, [stamp(seq=1)])
     private = sorted(p.name for p in (grepo / ".git" / "durability").iterdir())
-    # the index, and the file whose flock its writers hold (``index_lock``)
-    assert len(private) == 2 and private[0].startswith("index-"), private
-    assert private[1] == "writer-" + private[0].removeprefix("index-") + ".lock"
+    # the checkpoint store and its lock, the index, and the file whose flock
+    # its writers hold (``index_lock``)
+    assert len(private) == 4 and private[:2] == ["checkpoints.git", "index-" + private[1][6:]]
+    assert private[2:] == ["store.lock", "writer-" + private[1].removeprefix("index-") + ".lock"]
     assert (grepo / ".git" / "index").read_bytes() == before
     assert git(grepo, "status", "--porcelain").stdout == ""
     assert not (grepo / ".git" / "logs" / "refs" / "durability").exists()
@@ -402,7 +411,7 @@ def test_linked_worktree(grepo: Path, tmp_path: Path) -> None:
     linked_index = (linked_gitdir / "index").read_bytes()
     (linked / "only-here.txt").write_text("linked\n")
     snap = GitBackend().snapshot(linked, [stamp(seq=1)])
-    repo = pygit2.Repository(str(linked))
+    repo = checkpoints(linked)
     commit = repo[snap.commit_id]
     assert "only-here.txt" in commit.peel(pygit2.Commit).tree
     assert str(commit.parent_ids[0]) == git(linked, "rev-parse", "side").stdout.strip()
@@ -410,7 +419,7 @@ def test_linked_worktree(grepo: Path, tmp_path: Path) -> None:
     assert (grepo / ".git" / "index").read_bytes() == main_index
     assert (linked_gitdir / "index").read_bytes() == linked_index
     # Pinned in the shared refs: visible (and gc-safe) from the main worktree.
-    assert git(grepo, "cat-file", "-t", snap.commit_id).stdout.strip() == "commit"
+    assert checkpoints(grepo)[snap.commit_id].type == pygit2.enums.ObjectType.COMMIT
     assert tree_of(linked, snap.commit_id) == git_add_all_tree(linked, tmp_path / "ref")
     forget(linked)
 
@@ -429,14 +438,14 @@ def test_submodule_gitlink_is_recorded_as_it_is(grepo: Path, tmp_path: Path) -> 
     git(sub, "checkout", "-q", first)  # the submodule moved; the superproject not told
     (sub / "scratch.txt").write_text("inside the submodule\n")
     snap = GitBackend().snapshot(grepo, [stamp(seq=1)])
-    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
     assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
     assert str(tree["sub"].id) == first != second
     assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
     # Inside the submodule, the submodule is a worktree of its own.
     assert resolve_worktree(sub) == sub.resolve() and backend_name(sub.resolve()) == "git"
     inner = GitBackend().snapshot(sub.resolve(), [stamp(seq=1)])
-    assert "scratch.txt" in pygit2.Repository(str(sub))[inner.commit_id].peel(
+    assert "scratch.txt" in checkpoints(sub)[inner.commit_id].peel(
         pygit2.Commit).tree
     forget(sub.resolve())
 
@@ -451,6 +460,7 @@ def test_missing_and_broken_worktrees(tmp_path: Path, grepo: Path) -> None:
     with pytest.raises(GitFailed):
         GitBackend().tree_id(grepo, "0" * 40)
     shutil.rmtree(grepo / ".git" / "objects")
+    shutil.rmtree(grepo / ".git" / "durability" / "checkpoints.git" / "objects")
     (grepo / "README.md").write_text("cannot be stored\n")
     with pytest.raises(GitFailed) as info:
         GitBackend().snapshot(grepo, [stamp(seq=2)])
@@ -488,7 +498,7 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     git(grepo / "sub", "checkout", "-q", first)
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"sub/more.txt"})
     assert worktree_index(grepo).last_scan == "paths"
-    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
     assert str(tree["sub"].id) == first
     assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
 
@@ -549,7 +559,7 @@ def test_concurrent_captures_of_one_worktree_are_serialised(
         t.join(60)
     assert errors == []
     assert most[0] == 1
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     for (_i, j), tree in trees.items():
         names = {e.name for e in repo[tree].peel(pygit2.Tree)}
         assert names == {"README.md"} | {f"t{a}-{b}.txt" for a in range(threads_n)

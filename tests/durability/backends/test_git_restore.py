@@ -20,7 +20,16 @@ from durability.config import Settings
 from durability.ground.errors import RestoreError
 from durability.restore.apply import restore
 from durability.store import AttemptKey, Store
-from tests.helpers import git, hook_payload, make_git_repo, run_cli, run_cli_json, start_service
+from tests.helpers import (
+    checkpoints,
+    git,
+    hook_payload,
+    make_git_repo,
+    run_cli,
+    run_cli_json,
+    start_service,
+    store_git,
+)
 
 KEY = AttemptKey("run-r", "node", 0, 1)
 
@@ -195,7 +204,9 @@ def test_cli_snapshot_snapshots_and_restore_on_plain_git(grepo: Path) -> None:
     assert restored["restored"]["commit_id"] == first["commit_id"]
     assert (grepo / "work.txt").read_text() == "first\n"
     assert (grepo / ".git" / "index").read_bytes() == index_before
-    refs = git(grepo, "for-each-ref", "--format=%(refname)", "refs/durability/git/").stdout.split()
+    # The user's repository shows none of ours; the private store one ref per attempt.
+    assert "refs/durability" not in git(grepo, "for-each-ref").stdout
+    refs = [r for r in checkpoints(grepo).references if r.startswith("refs/durability/git/")]
     assert len(refs) == 2  # one per attempt: n and session
 
 
@@ -211,7 +222,7 @@ def test_hook_through_the_service_on_plain_git(grepo: Path, tmp_path: Path) -> N
     with Store(Settings.from_env().database) as store:
         [row] = store.checkpoints("run-s")
     assert (row.source, row.tool_use_id) == ("hook", "toolu_s")
-    message = git(grepo, "log", "-1", "--format=%B", row.commit_id).stdout
+    message = store_git(grepo, "log", "-1", "--format=%B", row.commit_id).stdout
     assert "Durability-Tool-Use-Id: toolu_s" in message and "Durability-Seq: 1" in message
 
 

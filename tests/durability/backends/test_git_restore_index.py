@@ -17,7 +17,7 @@ from durability.capture.snapshot import snapshot_now
 from durability.config import Settings
 from durability.restore.apply import restore
 from durability.store import AttemptKey
-from tests.helpers import make_git_repo
+from tests.helpers import checkpoints, make_git_repo
 
 KEY = AttemptKey("run-r", "node", 0, 1)
 
@@ -36,7 +36,7 @@ def snap(settings: Settings, repo: Path) -> str:
 
 
 def blob(repo: Path, commit_id: str, path: str) -> bytes:
-    tree = pygit2.Repository(str(repo))[commit_id].peel(pygit2.Commit).tree
+    tree = checkpoints(repo)[commit_id].peel(pygit2.Commit).tree
     return tree[path].peel(pygit2.Blob).data
 
 

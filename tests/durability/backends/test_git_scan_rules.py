@@ -18,7 +18,7 @@ import pytest
 from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget, worktree_index
 from durability.store import AttemptKey
-from tests.helpers import git, git_add_all_tree, make_git_repo
+from tests.helpers import checkpoints, git, git_add_all_tree, make_git_repo
 
 KEY = AttemptKey("run-s", "node", 0, 1)
 
@@ -29,7 +29,7 @@ def stamp(seq: int) -> Stamp:
 
 def paths_of(worktree: Path, commit_id: str) -> set[bytes]:
     """Every blob and gitlink path of a checkpoint's tree, as bytes."""
-    repo = pygit2.Repository(str(worktree))
+    repo = checkpoints(worktree)
     found: set[bytes] = set()
     stack = [(b"", repo[commit_id].peel(pygit2.Commit).tree)]
     while stack:
@@ -44,7 +44,7 @@ def paths_of(worktree: Path, commit_id: str) -> set[bytes]:
 
 
 def tree_of(worktree: Path, commit_id: str) -> str:
-    return str(pygit2.Repository(str(worktree))[commit_id].peel(pygit2.Commit).tree_id)
+    return str(checkpoints(worktree)[commit_id].peel(pygit2.Commit).tree_id)
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_an_untracked_repository_is_still_a_gitlink(grepo: Path, tmp_path: Path)
     seeded = tmp_path / "seeded-index"
     shutil.copy(grepo / ".git" / "index", seeded)
     snap = GitBackend().snapshot(grepo, [stamp(1)])
-    tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
     assert tree["vendor/nested"].filemode == pygit2.enums.FileMode.COMMIT
     assert str(tree["vendor/nested"].id) == git(nested, "rev-parse", "HEAD").stdout.strip()
     assert str(tree.id) == git_add_all_tree(grepo, seeded)
@@ -215,7 +215,7 @@ def test_an_uninitialised_submodule_keeps_its_gitlink(grepo: Path, tmp_path: Pat
     shutil.copy(grepo / ".git" / "index", seeded)
     for changed in (None, {"sub"}):
         snap = GitBackend().snapshot(grepo, [stamp(1)], changed_paths=changed)
-        tree = pygit2.Repository(str(grepo))[snap.commit_id].peel(pygit2.Commit).tree
+        tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
         assert tree["sub"].filemode == pygit2.enums.FileMode.COMMIT
         assert str(tree["sub"].id) == recorded
         assert str(tree.id) == git_add_all_tree(grepo, seeded)

@@ -178,3 +178,28 @@ def test_broken_working_copy_state_is_jj_failed(repo: Path) -> None:
     with pytest.raises(JjFailed, match="jj log failed") as info:
         _backend().snapshot(repo)
     assert info.value.code == "jj-failed"
+
+
+@pytest.mark.parametrize("colocate", [True, False])
+def test_jj_log_shows_none_of_our_pinned_snapshots(tmp_path: Path, colocate: bool) -> None:
+    """The pins under refs/durability/jj/ are not refs jj imports (it reads
+    refs/heads, refs/remotes and refs/tags): every pinned snapshot but the
+    working-copy commit, which is jj's own, stays hidden in ``jj log``, after
+    an import and jj's own gc too (decision 0049)."""
+    worktree = make_jj_repo(tmp_path / "w", colocate=colocate).resolve()
+    snaps = []
+    for i in range(4):
+        (worktree / "a.txt").write_text(f"v{i}\n")
+        snaps.append(_backend().snapshot(worktree).commit_id)
+    assert len(set(snaps)) == 4
+    if colocate:
+        jj(worktree, "git", "import")
+    jj(worktree, "util", "gc", "--expire=now")
+    shown = set(jj(worktree, "log", "-r", "all()", "--no-graph", "-T",
+                   'commit_id ++ "\\n"').stdout.split())
+    assert shown == {jj_at(worktree), "0" * 40}
+    assert not shown & set(snaps[:-1])
+    assert snaps[-1] == jj_at(worktree)  # @ itself: jj's commit, not a side branch of ours
+    pinned = [r for r in git(git_dir(worktree), "for-each-ref", "--format=%(refname)").stdout
+              .split() if r.startswith(PIN_PREFIX)]
+    assert len(pinned) == 4  # still pinned for contract 4, just not shown

@@ -15,7 +15,7 @@ import pytest
 
 from durability.backends.confined import ConfinedTree
 from durability.backends.jj import JjBackend, _changed_folders, find_jj
-from tests.helpers import git, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, git, jj_path, make_git_repo, make_jj_repo
 
 FOLDERS = 40
 
@@ -77,7 +77,7 @@ def test_without_a_readable_last_snapshot_the_parent_is_the_baseline(
 def _commit_tree(root: Path) -> pygit2.Tree:
     git(root, "add", "-A")
     tree = git(root, "write-tree").stdout.strip()
-    return pygit2.Repository(str(root))[tree].peel(pygit2.Tree)
+    return checkpoints(root)[tree].peel(pygit2.Tree)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -117,7 +117,7 @@ def test_changed_folders_are_those_of_libgit2s_diff(tmp_path: Path, seed: int) -
     for i in range(rng.randint(1, 12)):
         put(some_path(), b"w%d" % i)
     after = _commit_tree(root)
-    repo = pygit2.Repository(str(root))
+    repo = checkpoints(root)
     want = {os.fsdecode(d.new_file.raw_path).rpartition("/")[0]
             for d in before.diff_to_tree(after).deltas
             if d.status != pygit2.enums.DeltaStatus.DELETED}

@@ -19,7 +19,7 @@ from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.ground.errors import RestoreError
 from durability.store import AttemptKey
-from tests.helpers import jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-limits", "node", 0, 1)
 BIG = 200 << 20
@@ -65,7 +65,7 @@ def test_a_large_blob_is_restored_in_bounded_memory(grepo: Path, tmp_path: Path)
     oid = subprocess.run(["git", "-C", str(grepo), "hash-object", "-w", str(sparse)],
                          capture_output=True, text=True, check=True, timeout=120).stdout.strip()
     sparse.unlink()
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     builder = repo.TreeBuilder(repo[before.commit_id].peel(pygit2.Commit).tree)
     builder.insert("big.bin", pygit2.Oid(hex=oid), pygit2.enums.FileMode.BLOB)
     target = _commit(repo, builder.write())
@@ -99,7 +99,7 @@ def test_odd_modes_are_refused_before_writing(tmp_path: Path, kind: str, mode: s
         root = make_git_repo(tmp_path / "w").resolve()
         backend: GitBackend | JjBackend = GitBackend()
         before = backend.snapshot(root, [_stamp()]).commit_id
-        repo = pygit2.Repository(str(root))
+        repo = checkpoints(root)
     else:
         root = make_jj_repo(tmp_path / "w").resolve()
         backend = JjBackend(find_jj({"DURABILITY_JJ": jj_path()}), timeout_s=120)

@@ -25,7 +25,7 @@ from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey
 from tests.durability.racer import racing
-from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-swap", "node", 0, 1)
 SECRET = b"outside the worktree: never in a checkpoint\n"
@@ -110,7 +110,7 @@ def test_git_capture_never_reads_through_a_swapped_folder(grepo: Path, outside: 
     with racing(grepo / "w5", strike):
         during = backend.snapshot(grepo, [_stamp()])
     assert count[0] == 1, "the racer never struck"
-    repo = pygit2.Repository(str(grepo))
+    repo = checkpoints(grepo)
     files = _files(repo, during.commit_id)
     assert files.get("w5/f04/inner") in (None, b"f04/inner v1\n", b"f04/inner v2\n"), files
     assert SECRET not in files.values()

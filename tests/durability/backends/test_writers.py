@@ -22,7 +22,7 @@ from durability.backends.jj import JjBackend, find_jj
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE, MAX_TRIES
 from durability.store import AttemptKey
 from tests.durability.racer import racing
-from tests.helpers import git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, git, git_add_all_tree, jj_path, make_git_repo, make_jj_repo
 
 KEY = AttemptKey("run-w", "node", 0, 1)
 BIG = b"x" * 300_000
@@ -33,7 +33,7 @@ def _stamp() -> Stamp:
 
 
 def _blob(worktree: Path, commit_id: str, path: str) -> bytes | None:
-    repo = pygit2.Repository(str(worktree))
+    repo = checkpoints(worktree)
     tree = repo[commit_id].peel(pygit2.Commit).tree
     try:
         return bytes(repo[tree[path].id].read_raw())
@@ -107,7 +107,7 @@ def test_git_new_file_that_keeps_changing_is_left_for_the_next_capture(grepo: Pa
     assert count[0] == MAX_TRIES
     assert _blob(grepo, snap.commit_id, "new.bin") is None
     final = GitBackend().snapshot(grepo, [_stamp()])
-    assert (str(pygit2.Repository(str(grepo))[final.commit_id].peel(pygit2.Commit).tree_id)
+    assert (str(checkpoints(grepo)[final.commit_id].peel(pygit2.Commit).tree_id)
             == git_add_all_tree(grepo, grepo.parent / "ref-index"))
 
 
@@ -158,7 +158,7 @@ def test_git_file_replaced_while_read(grepo: Path, becomes: str) -> None:
     assert struck, "the racer never struck"
     assert _blob(grepo, snap.commit_id, "f.txt") in (None, b"elsewhere")
     final = GitBackend().snapshot(grepo, [_stamp()])
-    assert (str(pygit2.Repository(str(grepo))[final.commit_id].peel(pygit2.Commit).tree_id)
+    assert (str(checkpoints(grepo)[final.commit_id].peel(pygit2.Commit).tree_id)
             == git_add_all_tree(grepo, grepo.parent / "ref-index"))
 
 

@@ -39,7 +39,7 @@ from durability.backends import Stamp
 from durability.backends.git import GitBackend, forget
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.store import AttemptKey
-from tests.helpers import jj_path, make_git_repo, make_jj_repo
+from tests.helpers import checkpoints, jj_path, make_git_repo, make_jj_repo
 
 TOP = ("a", "b", "c")
 FILES = (*TOP, "d/e", "d/f")
@@ -277,7 +277,7 @@ def test_git_captures_under_random_writers(tmp_path: Path,
 
     try:
         commits = _run(root, tree, (case[0], case[1]), case[2], capture, 0.001)
-        _check(pygit2.Repository(str(root)), tree, commits)
+        _check(checkpoints(root), tree, commits)
     finally:
         forget(root)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import git, run_cli, run_cli_json, tree_manifest
+from tests.helpers import checkpoints, git, run_cli, run_cli_json, tree_manifest
 
 KINDS = ("folder", "file", "link")
 SIBLINGS = ("a-b", "a.txt", "a0")
@@ -80,7 +80,7 @@ def commit_manifest_git(repo: Path, commit_id: str) -> dict[str, tuple[str, bool
     """``tree_manifest``'s shape, read from a commit of a plain git repository."""
     import pygit2
 
-    store = pygit2.Repository(str(repo))
+    store = checkpoints(repo)
     found: dict[str, tuple[str, bool, bytes]] = {}
 
     def walk(tree: pygit2.Tree, prefix: str) -> None:

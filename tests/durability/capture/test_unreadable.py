@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import commit_manifest, durability_exe, git, make_jj_repo, run_cli_json
+from tests.helpers import (
+    checkpoints,
+    commit_manifest,
+    durability_exe,
+    git,
+    make_jj_repo,
+    run_cli_json,
+)
 
 DROP = ["--bounding-set", "-dac_override,-dac_read_search"]
 
@@ -83,7 +90,7 @@ def unlock_all(root: Path) -> None:
 def git_manifest(repo: Path, commit_id: str) -> dict[str, bytes]:
     import pygit2
 
-    store = pygit2.Repository(str(repo))
+    store = checkpoints(repo)
     found: dict[str, bytes] = {}
 
     def walk(tree: pygit2.Tree, prefix: str) -> None:
@@ -293,7 +300,7 @@ def test_git_informed_capture_skips_an_unreadable_changed_path(grepo: Path) -> N
     assert tree_second != tree_third
     import pygit2
 
-    store = pygit2.Repository(str(grepo))
+    store = checkpoints(grepo)
     second = store[tree_second].peel(pygit2.Tree)
     third = store[tree_third].peel(pygit2.Tree)
     assert store[second["ok.txt"].id].peel(pygit2.Blob).data == b"informed v2\n"

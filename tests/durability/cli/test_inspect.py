@@ -25,6 +25,7 @@ from tests.helpers import (
     make_jj_repo,
     run_cli,
     run_cli_json,
+    store_git,
 )
 
 KINDS = ["git", "jj", "jj-separate"]
@@ -187,9 +188,10 @@ def _untouched(repo: Path, kind: str) -> object:
     refs (with the toolkit's private index), or jj's operation log."""
     rows = run_cli_json("snapshots", "r1")
     if kind == "git":
-        private = sorted((repo / ".git" / "durability").iterdir())
+        private = sorted(p for p in (repo / ".git" / "durability").iterdir() if p.is_file())
         return (rows, (repo / ".git" / "index").read_bytes(), git(repo, "rev-parse", "HEAD").stdout,
-                git(repo, "for-each-ref").stdout, [p.read_bytes() for p in private])
+                git(repo, "for-each-ref").stdout, [p.read_bytes() for p in private],
+                store_git(repo, "for-each-ref").stdout)
     return rows, jj(repo, "op", "log", "--ignore-working-copy", "--no-graph", "-T",
                     'id ++ "\\n"').stdout
 

@@ -35,12 +35,12 @@ from tests.durability.hook.test_harness_payloads import (
 from tests.durability.hook.test_imports import HEAVY
 from tests.helpers import (
     ServiceProcess,
-    git,
     hook_payload,
     make_git_repo,
     make_jj_repo,
     run_cli,
     run_cli_json,
+    store_git,
     wait_for,
 )
 
@@ -164,7 +164,7 @@ def test_a_killed_bash_call_is_one_gap_at_the_next_hook(
     assert labels() == ["Write next.txt [after unfinished: Bash sleep 30; echo late > late.txt]"]
     with Store(Settings.from_env().database) as store:
         [row] = store.checkpoints(SESSION)
-    assert "half.txt" in git(repo, "ls-tree", "-r", "--name-only", row.commit_id).stdout
+    assert "half.txt" in store_git(repo, "ls-tree", "-r", "--name-only", row.commit_id).stdout
     hook(pre(repo, "toolu_M", **bash("true")))
     (repo / "more.txt").write_text("more\n")
     hook(post(repo, "toolu_M", **bash("true")))

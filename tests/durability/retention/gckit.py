@@ -67,12 +67,14 @@ def daily(settings: Settings, worktree: Path, days: int) -> Recorder:
 
 
 def store_git(worktree: Path) -> pygit2.Repository:
-    """The git store holding a worktree's checkpoints (jj's, or the repo's own)."""
+    """The git store holding a worktree's checkpoints (jj's, or the repo's private one)."""
     if (worktree / ".jj").is_dir():
         from durability.backends.jj import git_dir
 
         return pygit2.Repository(str(git_dir(worktree)))
-    return pygit2.Repository(str(worktree))
+    from durability.backends.git import GitBackend
+
+    return GitBackend.checkpoint_repository(worktree)  # the private store (decision 0049)
 
 
 def file_at(worktree: Path, commit_id: str, name: str = "work.txt") -> bytes:

@@ -23,6 +23,7 @@ from durability.store import Store
 from tests.durability.service.informedkit import make_worktree
 from tests.helpers import (
     ServiceProcess,
+    checkpoints,
     cli,
     hook_payload,
     jj,
@@ -82,7 +83,7 @@ def _files(worktree: Path, commit_id: str) -> dict[str, bytes]:
     worktree's git repository: jj repositories are colocated)."""
     import pygit2
 
-    repo = pygit2.Repository(str(worktree))
+    repo = checkpoints(worktree)
     found: dict[str, bytes] = {}
 
     def walk(tree: Any, prefix: str) -> None:

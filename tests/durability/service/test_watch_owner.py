@@ -18,7 +18,7 @@ from durability.runs.run_rows import Runs
 from durability.service.owners import Owners
 from durability.store import AttemptKey
 from tests.durability.runs.test_attempt_checkpoints import run_killed
-from tests.helpers import cli, hook_payload, make_git_repo, start_service, wait_for
+from tests.helpers import checkpoints, cli, hook_payload, make_git_repo, start_service, wait_for
 
 
 def _dead_rows(settings: Settings) -> list[str]:
@@ -56,7 +56,7 @@ def test_a_killed_runs_watch_records_nothing_of_another_sessions_edits(
         "dies_once", 1, str(repo))
     assert "is gone" in event.detail["reason"]
     assert _dead_rows(settings) == at_death  # 0 rows for the dead attempt after its death
-    repo_git = pygit2.Repository(str(repo))
+    repo_git = checkpoints(repo)
     for commit in at_death:
         names = {e.name for e in repo_git[commit].peel(pygit2.Commit).tree}
         assert not any(n.startswith("b") for n in names), names

@@ -16,7 +16,7 @@ from durability.store import AttemptKey, Store
 from durability.watch.changed import ChangedPaths
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
-from tests.helpers import git, make_git_repo, wait_for
+from tests.helpers import make_git_repo, store_git, wait_for
 
 
 def test_the_final_capture_of_an_ended_git_watch_waits_for_no_barrier(
@@ -55,6 +55,6 @@ def test_the_final_capture_of_an_ended_git_watch_waits_for_no_barrier(
     assert final is not None and final.ok and final.commit_id is not None
     assert waits[before:] == [], "the final capture waited for a barrier"
     assert seen[-1].changed_paths is None  # a full scan: nothing can be missed
-    tree = git(grepo, "ls-tree", "-r", "--name-only", final.commit_id).stdout.split()
+    tree = store_git(grepo, "ls-tree", "-r", "--name-only", final.commit_id).stdout.split()
     assert "late.txt" in tree
     store.close()

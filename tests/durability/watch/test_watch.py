@@ -34,11 +34,11 @@ from tests.helpers import (
     cli,
     cli_json,
     durability_exe,
-    git,
     jj,
     make_git_repo,
     make_jj_repo,
     start_service,
+    store_git,
     wait_for,
 )
 
@@ -446,7 +446,8 @@ def test_a_plain_git_worktree_is_told_what_changed(settings: Settings, tmp_path:
         wait_for(lambda: watch.captures >= 2)
         named = seen[1].changed_paths
         assert named is not None and {"src/a.py", "README.md", "READ.md"} <= named
-        tree = git(grepo, "ls-tree", "-r", "--name-only", _rows(settings)[-1].commit_id).stdout
+        last = _rows(settings)[-1].commit_id
+        tree = store_git(grepo, "ls-tree", "-r", "--name-only", last).stdout
         assert tree.split() == ["READ.md", "src/a.py"]
         logging.getLogger("watchdog.observers.inotify_c").warning(
             "Inotify queue overflowed; filesystem events were lost")

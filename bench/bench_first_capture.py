@@ -1,0 +1,141 @@
+"""First-capture benchmark (issue 25): the first hook call on a large
+repository with a fresh state folder, against the tool's own status scan.
+
+For a git repository of N small files (100 per folder; committed, so the
+user's ``.git/index`` knows every file) and, with ``--jj``, a colocated jj
+repository of the same tree, each repetition starts from nothing of ours
+(a new state folder, no ``.git/durability``, no ``.jj/durability``), edits
+one file and times, interleaved:
+
+* ``git status --porcelain`` (git: the floor the target is measured against);
+* ``durability snapshot-hook`` end to end (no service: the in-process
+  capture a first call makes), which must answer with a checkpoint and
+  record no gap;
+* jj: ``jj util snapshot`` after its own edit, then the hook on a fresh state.
+
+Target: hook <= 2x ``git status`` (git) and <= 2x ``jj util snapshot`` (jj)
+at 100,000 files.  Prints medians, the ratio and the load average.  Not a
+test: it asserts nothing about speed, but stops when a call records a gap
+or no checkpoint.
+
+Usage: ``.venv/bin/python bench/bench_first_capture.py [--files 100000 --reps 5 --jj]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from benchkit import Bench, timed
+
+
+def build(bench: Bench, repo: Path, n_files: int, *, jj: bool) -> None:
+    for i in range(n_files):
+        path = bench.file_of(repo, i)
+        if i % 100 == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"file {i}\n" * 4)
+    env = {**bench.env, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.invalid"}
+    if jj:
+        timed([bench.jj, "git", "init", "--colocate", str(repo)], env=bench.env)
+        timed(bench.jj_argv(repo, "util", "snapshot"), env=bench.env)
+    else:
+        timed([bench.git, "init", "-q", str(repo)], env=env)
+    timed([bench.git, "-c", "gc.auto=0", "-C", str(repo), "add", "-A"], env=env)
+    timed([bench.git, "-c", "gc.auto=0", "-C", str(repo), "commit", "-q", "-m", "tree"],
+          env=env)
+    # A real repository's history is packed; the loose objects of one big
+    # commit are not what a user's repository looks like.
+    timed([bench.git, "-C", str(repo), "gc", "-q"], env=env)
+
+
+def fresh(bench: Bench, repo: Path, rep: int) -> dict[str, str]:
+    """Nothing of ours left: a new state folder, no private index or store."""
+    for ours in (repo / ".git" / "durability", repo / ".jj" / "durability"):
+        shutil.rmtree(ours, ignore_errors=True)
+    home = bench.root / f"state-{rep}"
+    return {**bench.env, "DURABILITY_HOME": str(home),
+            "DURABILITY_SPOOL_DIR": str(bench.root / f"spool-{rep}"),
+            "DURABILITY_SOCKET": str(bench.root / "run" / f"absent-{rep}.sock"),
+            "DURABILITY_AUTOSTART": "0"}
+
+
+def hook(bench: Bench, repo: Path, env: dict[str, str], run_id: str, path: Path) -> float:
+    payload = json.dumps({
+        "session_id": run_id, "cwd": str(repo), "permission_mode": "default",
+        "transcript_path": str(bench.root / "transcript.jsonl"),
+        "hook_event_name": "PostToolUse", "tool_name": "Edit",
+        "tool_input": {"file_path": str(path), "old_string": "a", "new_string": "b"},
+        "tool_response": {"filePath": str(path), "userModified": False},
+        "tool_use_id": f"toolu_{uuid.uuid4().hex[:12]}"}).encode()
+    seconds, done = timed([bench.durability, "snapshot-hook"], env=env, stdin=payload)
+    if done.stdout.strip() or done.stderr.strip():
+        print(f"  hook said: {done.stdout.decode()[:300]} {done.stderr.decode()[:300]}")
+    verify(bench, repo, env, run_id)
+    return seconds * 1000
+
+
+def verify(bench: Bench, repo: Path, env: dict[str, str], run_id: str) -> None:
+    """One checkpoint and no gap, as ``durability log`` reads them back."""
+    _, done = timed([bench.durability, "log", "--json", str(repo)], env=env, cwd=repo)
+    kinds = [e["kind"] for e in json.loads(done.stdout) if e["run_id"] == run_id]
+    if kinds != ["checkpoint"]:
+        sys.exit(f"bench: the first hook call recorded {kinds} (one checkpoint expected)")
+
+
+def run(bench: Bench, n_files: int, reps: int, *, jj: bool) -> dict[str, list[float]]:
+    repo = bench.root / ("jj" if jj else "git") / "repo"
+    build(bench, repo, n_files, jj=jj)
+    floor_name = "jj util snapshot" if jj else "git status --porcelain"
+    cols: dict[str, list[float]] = {floor_name: [], "first hook, fresh state": []}
+    for rep in range(reps):
+        bench.edit_one(repo, n_files)
+        if jj:
+            floor_s, _ = timed(bench.jj_argv(repo, "util", "snapshot"), env=bench.env)
+        else:
+            floor_s, _ = timed([bench.git, "-C", str(repo), "status", "--porcelain"],
+                               env=bench.env)
+        cols[floor_name].append(floor_s * 1000)
+        path = bench.edit_one(repo, n_files)
+        env = fresh(bench, repo, rep + (1000 if jj else 0))
+        cols["first hook, fresh state"].append(
+            hook(bench, repo, env, f"first-{'jj' if jj else 'git'}-{rep}", path))
+    return cols
+
+
+def report(n_files: int, backend: str, cols: dict[str, list[float]]) -> None:
+    names = list(cols)
+    meds = {n: statistics.median(v) for n, v in cols.items()}
+    print(f"\n{backend}, {n_files:,} files ({len(cols[names[0]])} interleaved reps), "
+          f"load {os.getloadavg()[0]:.2f}")
+    for name in names:
+        print(f"  {name:32s} median {meds[name]:9.1f} ms   "
+              f"[{', '.join(f'{x:.0f}' for x in cols[name])}]")
+    print(f"  ratio hook / {names[0]}: {meds[names[1]] / meds[names[0]]:.2f}x (target <= 2x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--jj", action="store_true", help="also measure a colocated jj repo")
+    parser.add_argument("--no-git", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-first-") as tmp:
+        bench = Bench(Path(tmp))
+        if not args.no_git:
+            report(args.files, "git", run(bench, args.files, args.reps, jj=False))
+        if args.jj:
+            report(args.files, "jj (colocated)", run(bench, args.files, args.reps, jj=True))
+
+
+if __name__ == "__main__":
+    main()

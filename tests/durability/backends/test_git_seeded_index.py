@@ -1,0 +1,177 @@
+"""A fresh private index seeded from the user's ``.git/index`` with its stat
+data (decision 0050) gives the trees a cold one (every file hashed) gives,
+and git's own racily-clean rule decides which entries are trusted.
+
+Real repositories: this project's own history replayed commit by commit,
+with same-size edits made right after each checkout (in the second of the
+index write); ``git add -A`` on a copy of the user's index is the reference.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pygit2
+import pytest
+from pygit2.ffi import C, ffi
+
+from durability.backends import Stamp, git_repo
+from durability.backends.git import GitBackend, forget
+from durability.backends.git_repo import private_index_path
+from durability.store import AttemptKey
+from tests.helpers import checkpoints, git, git_add_all_tree, make_git_repo
+
+KEY = AttemptKey("run-seed", "node", 0, 1)
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+def _stamp() -> Stamp:
+    return Stamp(key=KEY, source="manual", request_ids=(f"req-{uuid.uuid4()}",))
+
+
+def _tree(worktree: Path, commit_id: str) -> str:
+    return str(checkpoints(worktree)[commit_id].peel(pygit2.Commit).tree_id)
+
+
+def _fresh_capture(worktree: Path, *, seeded: bool, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tree of a first capture from a new private index, seeded with the
+    user's stat data or (cold) with entries alone."""
+    forget(worktree)
+    repo = pygit2.Repository(str(worktree))
+    private_index_path(repo, worktree).unlink(missing_ok=True)
+    with monkeypatch.context() as m:
+        if not seeded:
+            m.setattr(git_repo, "_seed_copy", lambda *_a: False)
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+    forget(worktree)
+    return _tree(worktree, snap.commit_id)
+
+
+def _reference(worktree: Path, tmp: Path) -> str:
+    """``git add -A`` + ``git write-tree`` on a copy of the user's index
+    (mtime kept, so git judges racy entries as it would on its own)."""
+    copy = tmp / f"ref-{uuid.uuid4().hex}"
+    shutil.copy2(worktree / ".git" / "index", copy)
+    return git_add_all_tree(worktree, copy)
+
+
+@pytest.fixture
+def replay(tmp_path: Path) -> Iterator[Path]:
+    if not (PROJECT / ".git").exists():
+        pytest.fail(f"{PROJECT} is not a git checkout: this test replays its history")
+    clone = tmp_path / "replay"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(PROJECT), str(clone)],
+                   check=True, capture_output=True, timeout=300)
+    yield clone.resolve()
+    forget(clone.resolve())
+
+
+def test_seeded_index_gives_the_cold_trees_over_replayed_history(
+        replay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commits = git(replay, "rev-list", "--first-parent", "--max-count=60",
+                  "HEAD").stdout.split()[::15]
+    assert len(commits) == 4
+    checked = 0
+    for n, commit in enumerate(reversed(commits)):
+        git(replay, "checkout", "-q", "--force", commit)
+        # Same-size edits straight after the checkout: in the second of the
+        # index write, where only content can tell (git's racy case).
+        tracked = git(replay, "ls-files").stdout.split()
+        edited = [p for p in tracked[n::97] if (replay / p).is_file()
+                  and not (replay / p).is_symlink() and (replay / p).stat().st_size > 0][:5]
+        index_mtime = (replay / ".git" / "index").stat().st_mtime_ns
+        for path in edited:
+            data = bytearray((replay / path).read_bytes())
+            data[0] = ord("A") if data[0] != ord("A") else ord("B")
+            (replay / path).write_bytes(bytes(data))
+            os.utime(replay / path, ns=(index_mtime, index_mtime))
+        (replay / f"untracked-{n}.txt").write_text("new\n")
+        seeded = _fresh_capture(replay, seeded=True, monkeypatch=monkeypatch)
+        cold = _fresh_capture(replay, seeded=False, monkeypatch=monkeypatch)
+        assert seeded == cold == _reference(replay, tmp_path), commit
+        checked += len(edited)
+    assert checked >= 12
+
+
+def _lie_in_the_users_index(worktree: Path, name: str, stale: pygit2.Oid) -> None:
+    """Make the user's index say ``name`` holds ``stale`` with the file's
+    current stat data (as a git that hashed it a moment before a same-second,
+    same-size edit would), then give the index file that same second."""
+    path = worktree / ".git" / "index"
+    index = pygit2.Index(str(path))
+    st = os.lstat(worktree / name)
+    entry = ffi.new("git_index_entry *")
+    ffi.buffer(ffi.addressof(entry, "id"))[:] = stale.raw
+    entry.ctime.seconds, entry.ctime.nanoseconds = divmod(st.st_ctime_ns, 1_000_000_000)
+    entry.mtime.seconds, entry.mtime.nanoseconds = divmod(st.st_mtime_ns, 1_000_000_000)
+    entry.dev, entry.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+    entry.uid, entry.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+    entry.file_size, entry.mode = st.st_size, 0o100644
+    keep = ffi.new("char[]", name.encode())
+    entry.path = keep
+    assert C.git_index_add(index._index, entry) == 0
+    index.write()
+    os.utime(path, ns=(st.st_mtime_ns, st.st_mtime_ns))
+
+
+def test_an_entry_as_new_as_the_users_index_is_rehashed(tmp_path: Path) -> None:
+    worktree = make_git_repo(tmp_path / "racy").resolve()
+    (worktree / "f.txt").write_text("aaaa\n")
+    git(worktree, "add", "f.txt")
+    stale = pygit2.Repository(str(worktree)).index["f.txt"].id
+    (worktree / "f.txt").write_text("bbbb\n")  # same size
+    _lie_in_the_users_index(worktree, "f.txt", stale)
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert checkpoints(worktree)[tree["f.txt"].id].data == b"bbbb\n"
+        assert str(tree.id) == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+def test_an_older_entry_is_trusted_without_reading_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What makes the first capture cheap: an entry older than the user's
+    index file is taken from it, as ``git status`` takes it (no file read)."""
+    worktree = make_git_repo(tmp_path / "old").resolve()
+    for i in range(20):
+        (worktree / f"t{i}.txt").write_text(f"tracked {i}\n")
+    git(worktree, "add", ".")
+    later = (worktree / ".git" / "index").stat().st_mtime_ns + 3_000_000_000
+    os.utime(worktree / ".git" / "index", ns=(later, later))
+    reads: list[str] = []
+    from durability.backends import git_scan
+
+    real = git_scan.Scan._read
+
+    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
+        reads.append(path)
+        return real(self, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        assert _tree(worktree, snap.commit_id) == _reference(worktree, tmp_path)
+        assert not [p for p in reads if p.startswith("t")], reads
+    finally:
+        forget(worktree)
+
+
+def test_an_index_libgit2_cannot_trust_is_seeded_entry_by_entry(tmp_path: Path) -> None:
+    """An intent-to-add entry (``git add -N``) is no content: such an index
+    is seeded the slow way, and the file is captured as it is on disk."""
+    worktree = make_git_repo(tmp_path / "ita").resolve()
+    (worktree / "later.txt").write_text("written later\n")
+    git(worktree, "add", "-N", "later.txt")
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert checkpoints(worktree)[tree["later.txt"].id].data == b"written later\n"
+    finally:
+        forget(worktree)
