@@ -35,14 +35,18 @@ from bench.benchkit import find_tool
 _LINE = b"0123456789 the quick brown fox jumps over the lazy dog, a line of a large file\n"
 
 
-def _build(base: Path, entries: int, big: int, mb: int) -> tuple[Path, dict[str, str], str]:
-    env = {**os.environ, "DURABILITY_HOME": str(base / "state"),
+def _env(base: Path) -> dict[str, str]:
+    return {**os.environ, "DURABILITY_HOME": str(base / "state"),
            "DURABILITY_SPOOL_DIR": str(base / "spool"),
            "DURABILITY_SOCKET": str(base / "no-service.sock"),
            "DURABILITY_BACKEND": "git",
            "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b.invalid",
            "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b.invalid"}
-    os.environ.update(env)
+
+
+def _build(base: Path, entries: int, big: int, mb: int) -> str:
+    """The history (in a process of its own: see ``main``); the newest commit."""
+    os.environ.update(_env(base))
     from durability.capture.snapshot import snapshot_now
     from durability.config import Settings
     from durability.store import AttemptKey
@@ -68,7 +72,7 @@ def _build(base: Path, entries: int, big: int, mb: int) -> tuple[Path, dict[str,
         if done.seq is None:
             sys.exit(f"bench: capture {i} recorded no checkpoint: {done}")
         commit = done.commit_id or commit
-    return wt, env, commit
+    return commit
 
 
 def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
@@ -95,10 +99,21 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--durability", default=find_tool("durability"),
                         help="the durability command to time")
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build is not None:
+        print(_build(args.build, args.entries, args.big, args.mb))
+        return 0
     base = Path(tempfile.mkdtemp(prefix="bench-log-"))
     try:
-        wt, env, commit = _build(base, args.entries, args.big, args.mb)
+        # Built by a child: this process stays small, because a child forked
+        # from it starts with its pages, and the peak RSS of the timed
+        # command would count them (the captures hash 70 MiB files here).
+        commit = subprocess.run(
+            [sys.executable, __file__, "--build", str(base), "--entries", str(args.entries),
+             "--big", str(args.big), "--mb", str(args.mb)],
+            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        wt, env = (base / "wt").resolve(), {**os.environ, **_env(base)}
         ours = [args.durability, "log", "--limit", str(args.entries)]
         git = ["git", "log", "--stat", "-n", str(args.entries), commit]
         rows: dict[str, list[tuple[float, float, float]]] = {"durability log": [],
