@@ -97,7 +97,10 @@ def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
 
 def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
     """Wall and CPU seconds of one whole process (it must succeed)."""
-    env = {**os.environ, "DURABILITY_BACKEND": bench.backend}
+    base = bench.worktree.parent  # two_checkpoints' folder: its own state, spool, socket
+    env = {**os.environ, "DURABILITY_BACKEND": bench.backend,
+           "DURABILITY_HOME": str(base / "state"), "DURABILITY_SPOOL_DIR": str(base / "spool"),
+           "DURABILITY_SOCKET": str(base / "s.sock"), "JJ_CONFIG": str(base / "jj.toml")}
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
