@@ -75,14 +75,17 @@ def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
         commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
                    for s in jj.seqs]
     print(f"{git.files} files, every one changed; load average {os.getloadavg()[0]:.1f}")
-    for bench in (git, jj):
+    for bench in (jj, git):
         ours, theirs, ratios = [], [], []
         for i in range(6):
-            seq = bench.seqs[i % 2]
-            a = _process([exe, "restore", "bench", "--node", "n", "--seq", str(seq),
-                          "--worktree", str(bench.worktree)], bench)
-            b = _process([jj.jj, "-R", str(jj.worktree), "restore", "--from", commits[i % 2]],
-                         jj)
+            # Every command changes every file: on the git worktree each
+            # restore flips it and so does jj's on its own; on the jj worktree,
+            # which both restore, ours goes to one version and jj's back.
+            flip = 0 if bench is jj else i % 2
+            a = _process([exe, "restore", "bench", "--node", "n", "--seq",
+                          str(bench.seqs[flip]), "--worktree", str(bench.worktree)], bench)
+            b = _process([jj.jj, "-R", str(jj.worktree), "restore", "--from",
+                          commits[1 if bench is jj else i % 2]], jj)
             if i >= 2:  # the first pairs write a tree the disk is still flushing
                 ours.append(a)
                 theirs.append(b)
@@ -92,7 +95,8 @@ def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
               f" | jj restore --from: wall "
               f"{statistics.median(r[0] for r in theirs):.2f} s cpu "
               f"{statistics.median(r[1] for r in theirs):.2f} s | paired wall ratio median "
-              f"{statistics.median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})")
+              f"{statistics.median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})",
+              flush=True)
 
 
 def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
