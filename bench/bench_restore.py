@@ -20,7 +20,12 @@ time, the CPU time (user + system, of this process and the programs it ran):
 on a loaded machine the wall time mostly measures the neighbours, the CPU
 time what each restore does.
 
-Usage: ``.venv/bin/python bench/bench_restore.py --files 20000``.
+With ``--cli`` (issue 25) the two durability rows are the installed
+``durability restore bench --node n --seq S`` as a whole process instead
+(its start-up included), each restore paired with the ``jj restore --from``
+that follows it: the ratio is taken pair by pair.
+
+Usage: ``.venv/bin/python bench/bench_restore.py --files 20000 [--cli]``.
 Not a test: it asserts nothing about speed (a restore that fails stops it).
 """
 
@@ -30,6 +35,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +46,8 @@ from restorekit import TwoCheckpoints, fmt, main, two_checkpoints
 def run(_backend: str, files: int, base: Path) -> None:
     git = two_checkpoints("git", files, base / "git")
     jj = two_checkpoints("jj", files, base / "jj")
+    if "--cli" in sys.argv:
+        return _cli(git, jj)
     raw = _raw_git(files, base / "raw")
     figures = {
         "durability git": _ours(git),
@@ -55,6 +63,59 @@ def run(_backend: str, files: int, base: Path) -> None:
         print(f"  {name:18} wall {fmt(wall)} {statistics.median(wall[1:]) / wall_floor:4.2f}x; "
               f"cpu median {statistics.median(cpu[1:]):.2f} s "
               f"{statistics.median(cpu[1:]) / cpu_floor:4.2f}x jj restore --from")
+
+
+def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
+    """Each backend's CLI restore and jj's restore, alternating: A B A B."""
+    from durability.restore.apply import find_checkpoint
+    from durability.store import Store
+
+    exe = str(Path(sys.executable).parent / "durability")
+    with Store(jj.settings.database) as store:
+        commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
+                   for s in jj.seqs]
+    print(f"{git.files} files, every one changed; load average {os.getloadavg()[0]:.1f}")
+    for bench in (jj, git):
+        ours, theirs, ratios = [], [], []
+        for i in range(6):
+            # Every command changes every file: on the git worktree each
+            # restore flips it and so does jj's on its own; on the jj worktree,
+            # which both restore, ours goes to one version and jj's back.
+            flip = 0 if bench is jj else i % 2
+            a = _process([exe, "restore", "bench", "--node", "n", "--seq",
+                          str(bench.seqs[flip]), "--worktree", str(bench.worktree)], bench)
+            b = _process([jj.jj, "-R", str(jj.worktree), "restore", "--from",
+                          commits[1 if bench is jj else i % 2]], jj)
+            if i >= 2:  # the first pairs write a tree the disk is still flushing
+                ours.append(a)
+                theirs.append(b)
+                ratios.append(a[0] / b[0])
+        wall, cpu = (statistics.median(r[i] for r in ours) for i in (0, 1))
+        print(f"  durability restore ({bench.backend}) CLI: wall {wall:.2f} s cpu {cpu:.2f} s"
+              f" | jj restore --from: wall "
+              f"{statistics.median(r[0] for r in theirs):.2f} s cpu "
+              f"{statistics.median(r[1] for r in theirs):.2f} s | paired wall ratio median "
+              f"{statistics.median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})",
+              flush=True)
+
+
+def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole process (it must succeed)."""
+    base = bench.worktree.parent  # two_checkpoints' folder: its own state, spool, socket
+    env = {**os.environ, "DURABILITY_BACKEND": bench.backend,
+           "DURABILITY_HOME": str(base / "state"), "DURABILITY_SPOOL_DIR": str(base / "spool"),
+           "DURABILITY_SOCKET": str(base / "s.sock"), "JJ_CONFIG": str(base / "jj.toml")}
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"bench: {argv[:2]} failed ({proc.returncode}): {err.strip()}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def _timed(step: Callable[[int], object]) -> tuple[list[float], list[float]]:

@@ -71,6 +71,8 @@ def main(run: Callable[[str, int, Path], None], prefix: str) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=("git", "jj"), default="git")
     parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--cli", action="store_true",
+                        help="time the installed command (bench_restore.py only)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix=prefix))
     try:

@@ -2,8 +2,9 @@
 timeline (checkpoints with what each changed, gaps where they happened), and
 the text of a checkpoint's diff.
 
-Everything comes from ``inspect`` (the same bases and totals as ``log`` and
-``show``) and the store; nothing here writes.
+Everything comes from ``inspect`` (the same bases and sizes as ``log``, the
+same diff as ``show``: a file over ``LARGE_FILE_BYTES`` is named with its
+sizes, never read) and the store; nothing here writes.
 """
 
 from __future__ import annotations
@@ -73,9 +74,7 @@ def _row(index: int, e: Entry,
                                     "not captured", _text(label)), gap_reason=g.reason)
     c = e.checkpoint
     assert c is not None
-    changes = ("-" if e.base is None else "?" if e.totals is None
-               else f"+{e.totals.additions} -{e.totals.deletions} {e.totals.files} "
-                    f"file{'' if e.totals.files == 1 else 's'}")
+    changes = "-" if e.base is None else "?" if e.totals is None else e.totals.text()
     who = c.agent_type or c.agent_id
     label = (f"[{who}] " if who else "") + (c.label or "")
     mine = tuple((calls or {}).get((c.key, c.seq), ()))

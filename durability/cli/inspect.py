@@ -143,7 +143,8 @@ def _base_name(c: Checkpoint, base: Checkpoint) -> str:
 @click.option("--to", "to_seq", type=click.IntRange(1), help="Compare A with seq B.")
 @click.option("--worktree", "to_worktree", is_flag=True,
               help="Compare A with the worktree as it is now (nothing is captured).")
-@click.option("--stat", is_flag=True, help="One line per file: status, line counts, path.")
+@click.option("--stat", is_flag=True, help="One line per file: status, line counts (a file "
+              "over 8 MiB: its sizes, not compared), path.")
 @click.option("--name-only", is_flag=True, help="Only the changed paths, one per line.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Colour the diff (auto: on a terminal, unless NO_COLOR).")
@@ -344,9 +345,10 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     """The timeline of the worktree at PATH (default: here), newest first.
 
     One line per checkpoint, across sessions and attempts: time, run,
-    attempt, seq, source, what it changed (+added -deleted lines, files) and
-    label.  Captures that could not be taken are marked GAP where they
-    happened.  The newest 50 entries unless --limit or --all says otherwise.
+    attempt, seq, source, what it changed (files, and by how many bytes their
+    size moved: read from the trees, never the files' contents; `show`
+    counts lines) and label.  Captures that could not be taken are marked
+    GAP where they happened.  The newest 50 entries unless --limit or --all says otherwise.
 
     \b
     Examples:

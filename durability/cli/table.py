@@ -96,9 +96,17 @@ def when(ms: int) -> str:
 def changes_table(files: Sequence[FileChange]) -> str:
     """What changed, one path per line: status, line counts, path."""
     return _table(("STATUS", "CHANGES", "PATH"), [
-        (f.status, "binary" if f.binary else f"+{f.additions} -{f.deletions}", _change_path(f))
-        for f in files
+        (f.status, _file_counts(f), _change_path(f)) for f in files
     ])
+
+
+def _file_counts(f: FileChange) -> str:
+    if f.large:  # not compared: its sizes instead of line counts
+        from durability.inspect.diff import size_text
+
+        return (f"large {size_text(f.old_size) if f.old_size is not None else '-'} -> "
+                f"{size_text(f.new_size) if f.new_size is not None else '-'}")
+    return "binary" if f.binary else f"+{f.additions} -{f.deletions}"
 
 
 _KINDS = {"100755": "executable", "120000": "symlink", "160000": "submodule"}
@@ -149,7 +157,6 @@ def _timeline_row(e: Entry) -> tuple[str, ...]:
                 printable(f"{g.reason}: {g.detail}" if g.detail else g.reason))
     c = e.checkpoint
     assert c is not None
-    changes = ("-" if e.base is None else "?" if e.totals is None
-               else totals_text(e.totals))
+    changes = "-" if e.base is None else "?" if e.totals is None else e.totals.text()
     return (_when(c.created_at_ms), printable(c.run_id), f"{c.node_id}/{c.iteration}/{c.attempt}",
             str(c.seq), c.source, changes, printable(_agent_prefix(c) + (c.label or "")))

@@ -34,14 +34,15 @@ def in_repository(repo: pygit2.Repository, old: Checkpoint, new: Checkpoint,
                   paths: Sequence[str] = ()) -> Changes:
     """``checkpoints`` in a repository already open."""
     return between_trees(commit_tree(repo, old.commit_id, _name(old)),
-                         commit_tree(repo, new.commit_id, _name(new)), paths)
+                         commit_tree(repo, new.commit_id, _name(new)), paths, repo.odb)
 
 
 def with_worktree(old: Checkpoint, *, paths: Sequence[str] = (),
                   env: Mapping[str, str] = os.environ) -> Changes:
     """What changed from checkpoint ``old`` to the files of its worktree now."""
     repo = open_checkpoints(old.worktree, env)
-    return Changes(worktree_diff(repo, commit_tree(repo, old.commit_id, _name(old))), paths)
+    return Changes(worktree_diff(repo, commit_tree(repo, old.commit_id, _name(old))), paths,
+                   repo.odb)
 
 
 def _name(c: Checkpoint) -> str:

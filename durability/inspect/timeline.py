@@ -7,7 +7,11 @@ first checkpoint the worktree ever had, nothing (no base, no changes listed:
 what came before the toolkit was watching is not a checkpoint's doing).
 
 ``timeline`` lists a worktree's checkpoints and gaps across sessions and
-attempts, newest first, each checkpoint with the totals of what it changed.
+attempts, newest first, each checkpoint with what it changed: how many paths
+and their sizes (``diff.Sizes``), read from the trees' entries and the
+objects' headers, never a file's content, so a history of large files lists
+as fast as one of small ones (decision 0051; ``show`` and ``diff`` count
+lines).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ import pygit2
 from durability.backends import Progress
 from durability.ground.errors import DurabilityError
 from durability.inspect.compare import in_repository
-from durability.inspect.diff import Changes, Totals
-from durability.inspect.repository import open_checkpoints
+from durability.inspect.diff import Changes, Sizes, sizes_between
+from durability.inspect.repository import commit_tree, open_checkpoints
 from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
 
 __all__ = ["Entry", "Shown", "base_of", "bases", "describe", "run_timeline", "timeline",
@@ -99,7 +103,7 @@ class Entry:
     time_ms: int
     checkpoint: Checkpoint | None = None
     base: Checkpoint | None = None
-    totals: Totals | None = None
+    totals: Sizes | None = None
     gap: Gap | None = None
 
 
@@ -170,7 +174,8 @@ def _with_totals(entry: Entry, found: Mapping[tuple[Any, ...], Checkpoint | None
     if base is None or repo is None:
         return Entry(entry.time_ms, c, base)
     try:
-        totals = in_repository(repo, base, c).totals()
+        totals = sizes_between(repo.odb, commit_tree(repo, base.commit_id, f"seq {base.seq}"),
+                               commit_tree(repo, c.commit_id, f"seq {c.seq}"))
     except NotFound:
         totals = None  # a commit no longer in the repository: shown as unknown
     return Entry(entry.time_ms, c, base, totals)

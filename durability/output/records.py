@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptOut", "CheckpointOut", "CheckpointRecordOut", "EventOut", "FileChangeOut",
            "GapOut", "LogCheckpointOut", "LogGapOut", "PointOut", "RemoteOut", "RemoteRowOut",
-           "SessionOut", "SideOut", "TableCopyOut", "TotalsOut", "entry_out",
+           "SessionOut", "SideOut", "SizesOut", "TableCopyOut", "TotalsOut", "entry_out",
            "files_out"]
 
 
@@ -102,12 +102,23 @@ class FileChangeOut(Out):
     binary: bool
     additions: int
     deletions: int
+    large: bool = Field(description="Over the size limit: not compared, no line counts.")
+    old_size: int | None = Field(description="Bytes before (None: the path was absent).")
+    new_size: int | None = Field(description="Bytes after (None: the path is gone).")
 
 
 class TotalsOut(Out):
     files: int
     additions: int
     deletions: int
+
+
+class SizesOut(Out):
+    """What a timeline entry changed: paths, and their bytes before and after."""
+
+    files: int
+    old_bytes: int
+    new_bytes: int
 
 
 def files_out(changes: Changes | None) -> tuple[list[FileChangeOut], TotalsOut]:
@@ -137,7 +148,7 @@ class BoundaryRefOut(Out):
 class LogCheckpointOut(mirror(Checkpoint,  # type: ignore[misc]
                               first={"kind": (Literal["checkpoint"], "checkpoint")},
                               base=(SideOut | None, ...),
-                              totals=(TotalsOut | None, ...),
+                              totals=(SizesOut | None, ...),
                               boundaries=(list[BoundaryRefOut], []))):
     pass
 
@@ -176,6 +187,6 @@ def entry_out(entry: Entry,
     else:
         out = LogCheckpointOut.from_record(
             entry.checkpoint, base=SideOut.of(entry.base),
-            totals=TotalsOut.from_record(entry.totals) if entry.totals else None,
+            totals=SizesOut.from_record(entry.totals) if entry.totals else None,
             boundaries=[BoundaryRefOut.of(b) for b in boundaries])
     return out

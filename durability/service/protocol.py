@@ -135,6 +135,8 @@ class WatchReq(_Base):
     settle_ms: Annotated[int, Field(ge=10, le=600_000)] = 300
     max_delay_ms: Annotated[int, Field(ge=10, le=3_600_000)] = 5_000
     poll: bool = False
+    #: False: no capture when watching starts (an engine attempt took its own).
+    baseline: bool = True
 
 
 class UnwatchReq(_Base):
@@ -142,6 +144,9 @@ class UnwatchReq(_Base):
 
     op: Literal["unwatch"]
     worktree: Worktree
+    #: False: no final capture; the caller captures the tree next (an engine
+    #: attempt's end capture), which answers what the watch heard.
+    final: bool = True
 
 
 class WatchesReq(_Base):

@@ -107,7 +107,7 @@ def _watch(manager: WatchManager, req: protocol.WatchReq) -> dict[str, Any]:
     root = resolve_worktree(req.worktree)
     spec = WatchSpec(root, AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
                      req.settle_ms, req.max_delay_ms, req.poll)
-    watch = manager.add(spec)
+    watch = manager.add(spec, baseline=req.baseline)
     return {"v": 1, "ok": True, "watch": spec.to_dict(), "mode": watch.mode}
 
 
@@ -118,7 +118,7 @@ def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
     except CaptureError:
         pass  # a deleted worktree can still be unwatched by the path it had
     try:
-        spec, final = manager.remove(path)
+        spec, final = manager.remove(path, final=req.final)
     except KeyError:
         if manager.forget(path):
             return {"v": 1, "ok": True, "watch": {"worktree": str(path)}, "final": None}

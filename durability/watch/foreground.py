@@ -34,21 +34,31 @@ __all__ = ["request_unwatch", "request_watch", "run_foreground"]
 _WATCH_TIMEOUT_S = 30.0
 
 
-def request_watch(settings: Settings, spec: WatchSpec) -> dict[str, Any]:
-    """Register ``spec`` with the running service; its answer."""
+def request_watch(settings: Settings, spec: WatchSpec, *, baseline: bool = True
+                  ) -> dict[str, Any]:
+    """Register ``spec`` with the running service; its answer.  ``baseline``
+    False: no capture when watching starts (the caller has just taken one)."""
     k = spec.key
-    wire = {"v": 1, "op": "watch", "run_id": k.run_id, "node_id": k.node_id,
-            "iteration": k.iteration, "attempt": k.attempt, "worktree": str(spec.worktree),
-            "settle_ms": spec.settle_ms, "max_delay_ms": spec.max_delay_ms, "poll": spec.poll}
+    wire: dict[str, Any] = {
+        "v": 1, "op": "watch", "run_id": k.run_id, "node_id": k.node_id,
+        "iteration": k.iteration, "attempt": k.attempt, "worktree": str(spec.worktree),
+        "settle_ms": spec.settle_ms, "max_delay_ms": spec.max_delay_ms, "poll": spec.poll}
+    if not baseline:
+        wire["baseline"] = False
     return _call(settings, wire, _WATCH_TIMEOUT_S)
 
 
 def request_unwatch(settings: Settings, path: Path,
-                    env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+                    env: Mapping[str, str] = os.environ, *,
+                    final: bool = True) -> dict[str, Any]:
     """End the watch of ``path`` with a final capture (in this process when
-    no service runs: the recorded watch is removed so none resumes it)."""
+    no service runs: the recorded watch is removed so none resumes it).
+    ``final`` False: none; the caller captures the tree next, which answers
+    what the watch heard (its open window is not left to be filed)."""
     worktree = _root_or_path(path)
-    wire = {"v": 1, "op": "unwatch", "worktree": str(worktree)}
+    wire: dict[str, Any] = {"v": 1, "op": "unwatch", "worktree": str(worktree)}
+    if not final:
+        wire["final"] = False
     try:
         return _call(settings, wire, settings.jj_timeout_s + 60)
     except ServiceUnreachable:

@@ -76,10 +76,13 @@ class WatchManager:
 
     # -- public ------------------------------------------------------------
 
-    def add(self, spec: WatchSpec, *, record: bool = True, catch_up: bool = False) -> Watch:
+    def add(self, spec: WatchSpec, *, record: bool = True, catch_up: bool = False,
+            baseline: bool = True) -> Watch:
         """Start watching; a worktree already watched is re-watched for ``spec``.
         ``catch_up``: a window of this worktree was missed (its gap is filed),
-        and the first capture is labelled ``watch catch-up``."""
+        and the first capture is labelled ``watch catch-up``.  ``baseline``
+        False: no capture when watching starts (the caller has just taken
+        one: an engine attempt's start capture)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the watcher is shutting down")
@@ -98,7 +101,8 @@ class WatchManager:
             raise
         # A baseline capture: records the tree as it is when watching starts,
         # and catches what changed while nothing watched (a service restart).
-        watch.debouncer.touch()
+        if baseline or catch_up:
+            watch.debouncer.touch()
         with self._lock:
             self._watches[spec.worktree] = watch
         if record and self.registry is not None:
@@ -109,12 +113,15 @@ class WatchManager:
         return watch
 
     def remove(self, worktree: Path, *, final: bool = True) -> tuple[WatchSpec, Outcome | None]:
-        """End the watch of ``worktree`` with a final capture; KeyError if none."""
+        """End the watch of ``worktree`` with a final capture; KeyError if none.
+        ``final`` False: none, because the caller captures the tree next (an
+        engine attempt's end capture): that capture answers every event the
+        watch heard, so its open window is not left on disk to be filed."""
         with self._lock:
             watch = self._watches.pop(worktree)
         if self.registry is not None:
             self.registry.remove(str(worktree))
-        return watch.spec, self._teardown(watch, final=final)
+        return watch.spec, self._teardown(watch, final=final, handed_over=not final)
 
     def specs(self) -> list[WatchSpec]:
         with self._lock:
@@ -237,13 +244,14 @@ class WatchManager:
             return self._observer.schedule(handler, str(watch.spec.worktree), recursive=True,
                                            event_filter=event_filter())
 
-    def _teardown(self, watch: Watch, *, final: bool) -> Outcome | None:
+    def _teardown(self, watch: Watch, *, final: bool,
+                  handed_over: bool = False) -> Outcome | None:
         self._unschedule(watch)
         # Unscheduled, the watch sees no more events, its final capture's
         # barrier included: that capture scans fully instead of waiting for
         # the barrier until it times out (5 s on every git unwatch).
         watch.changed.lost()
-        return watch.end(final=final)
+        return watch.end(final=final, answered_by_gap=handed_over)
 
     def _unschedule(self, watch: Watch) -> None:
         observed, watch.observed = watch.observed, None

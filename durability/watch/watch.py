@@ -121,7 +121,8 @@ class Watch:
         """Stop; with ``final``, take the last capture first and return it.
 
         An open window no capture answered stays on disk for the next start
-        to file, unless ``answered_by_gap`` (the caller filed a gap for it).
+        to file, unless ``answered_by_gap`` (the caller filed a gap for it,
+        or takes the capture that answers it).
         """
         if self.poller is not None:
             self.poller.stop()

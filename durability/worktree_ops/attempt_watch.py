@@ -73,11 +73,14 @@ class _ServiceWatcher:
         self.key: AttemptKey | None = None
 
     def watch(self, key: AttemptKey) -> None:
-        request_watch(self.settings, WatchSpec(self.root, key))  # replaces the earlier one
+        # Replaces the earlier one; no baseline capture: the attempt's start
+        # capture was taken just before.
+        request_watch(self.settings, WatchSpec(self.root, key), baseline=False)
         self.key = key
 
     def stop(self) -> None:
-        request_unwatch(self.settings, self.root, self.env)
+        # No final capture: the attempt's end capture, taken next, is it.
+        request_unwatch(self.settings, self.root, self.env, final=False)
 
 
 class _LocalWatcher:
@@ -94,12 +97,13 @@ class _LocalWatcher:
         self.key: AttemptKey | None = None
 
     def watch(self, key: AttemptKey) -> None:
-        self.manager.add(WatchSpec(self.root, key), record=False)  # ends the earlier one
+        # Ends the earlier one; no baseline capture (as the service's, above).
+        self.manager.add(WatchSpec(self.root, key), record=False, baseline=False)
         self.key = key
 
     def stop(self) -> None:
         try:
-            self.manager.remove(self.root)
+            self.manager.remove(self.root, final=False)  # the end capture follows
         except KeyError:
             pass  # the worktree went away: the watch ended with its gap
         finally:
@@ -127,11 +131,12 @@ class AttemptWatches:
         try:
             yield
         finally:
-            # The final capture first, so the attempt's last checkpoint says
-            # "attempt end"; the watch's own final capture then finds the
-            # same tree and adds nothing.
-            self.capture(key, root, END_LABEL)
+            # The watch ends first, without a final capture of its own (a
+            # settle capture under way finishes before it ends): the end
+            # capture then answers everything the watch heard, and is the
+            # attempt's last checkpoint.
             self._end(key, root)
+            self.capture(key, root, END_LABEL)
 
     def capture(self, key: AttemptKey, root: Path, label: str) -> None:
         request_id = f"attempt-{uuid.uuid4()}"

@@ -101,7 +101,7 @@ def test_navigate_sessions_timeline_and_diff(session: Path, settings: Settings) 
         table = app.screen.query_one("#timeline", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [r[0] for r in rows] == ["2", "GAP", "1"]  # newest first, the gap marked
-        assert rows[0][4] == "+2 -0 2 files" and rows[1][4] == "not captured"
+        assert rows[0][4] == "2 files +13 B" and rows[1][4] == "not captured"
         # The newest checkpoint is highlighted: its diff is shown.
         assert "+two" in app.diff and "+new file" in app.diff
         assert app.diff.startswith("seq 2: +2 -0, 2 files against seq 1")

@@ -67,19 +67,20 @@ def _two_checkpoints(repo: Path) -> None:
 
 
 def _file(status: str, path: str, old: str | None, new: str | None, adds: int = 0,
-          dels: int = 0, *, old_path: str | None = None, binary: bool = False
-          ) -> dict[str, Any]:
+          dels: int = 0, *, old_path: str | None = None, binary: bool = False,
+          sizes: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
     return {"status": status, "path": path, "old_path": old_path, "old_mode": old,
-            "new_mode": new, "binary": binary, "additions": adds, "deletions": dels}
+            "new_mode": new, "binary": binary, "additions": adds, "deletions": dels,
+            "large": False, "old_size": sizes[0], "new_size": sizes[1]}
 
 
 SECOND = [
-    _file("modified", "a.txt", "100644", "100644", 2, 1),
-    _file("modified", "data.bin", "100644", "100644", binary=True),
-    _file("renamed", _MOVED, "100644", "100644", old_path="move me.txt"),
-    _file("deleted", "gone.txt", "100644", None, 0, 1),
-    _file("added", "link", None, "120000", 1, 0),
-    _file("modified", "run.sh", "100644", "100755"),
+    _file("modified", "a.txt", "100644", "100644", 2, 1, sizes=(14, 19)),
+    _file("modified", "data.bin", "100644", "100644", binary=True, sizes=(10, 9)),
+    _file("renamed", _MOVED, "100644", "100644", old_path="move me.txt", sizes=(150, 150)),
+    _file("deleted", "gone.txt", "100644", None, 0, 1, sizes=(4, None)),
+    _file("added", "link", None, "120000", 1, 0, sizes=(None, 5)),
+    _file("modified", "run.sh", "100644", "100755", sizes=(18, 18)),
 ]
 
 
@@ -213,7 +214,8 @@ def test_diff_with_the_worktree_reads_the_files_without_capturing_them(
     assert (files["a.txt"]["additions"], files["a.txt"]["deletions"]) == (0, 2)
     assert files["moved again.txt"]["old_path"] == _MOVED
     assert files["new file é.txt"]["status"] == "added"
-    assert files["data.bin"] == _file("deleted", "data.bin", "100644", None, binary=True)
+    assert files["data.bin"] == _file("deleted", "data.bin", "100644", None, binary=True,
+                                      sizes=(9, None))
     patch = run_cli("diff", "r1", "--seq", "2", "--worktree", "--", "new file é.txt")
     assert "+fresh" in patch.stdout and ".jj" not in patch.stdout
     assert _untouched(repo, kind) == before
@@ -263,18 +265,19 @@ def test_log_is_the_worktrees_timeline_across_sessions_with_gaps_marked(
     newest = entries[0]
     # A session's first checkpoint is compared with the worktree's newest before it.
     assert ((newest["base"]["run_id"], newest["base"]["seq"]), newest["totals"]) == (
-        ("r1", 2), {"files": 1, "additions": 1, "deletions": 0})
-    assert entries[2]["totals"] == {"files": 6, "additions": 3, "deletions": 2}
+        ("r1", 2), {"files": 1, "old_bytes": 19, "new_bytes": 24})
+    # Sizes from the trees, never the contents (show counts the lines).
+    assert entries[2]["totals"] == {"files": 6, "old_bytes": 196, "new_bytes": 201}
     assert (entries[3]["base"], entries[3]["totals"]) == (None, None)
     assert entries[1]["reason"] == "not-a-jj-repo" and entries[1]["tool_use_id"] == "toolu_gap"
     lines = run_cli("log", cwd=repo / "dir with space").stdout.splitlines()
     assert lines[0].split() == ["TIME", "RUN", "NODE/IT/ATT", "SEQ", "SOURCE", "CHANGES",
                                 "LABEL"]
-    assert lines[1].split()[2:] == ["r2", "main/0/1", "1", "manual", "+1", "-0", "1", "file",
+    assert lines[1].split()[2:] == ["r2", "main/0/1", "1", "manual", "1", "file", "+5", "B",
                                     "next", "session"]
     assert lines[2].split()[2:9] == ["sess-gap", "session/0/1", "GAP", "hook", "not",
                                      "captured", "not-a-jj-repo:"]
-    assert lines[3].split()[2:9] == ["r1", "main/0/1", "2", "manual", "+3", "-2", "6"]
+    assert lines[3].split()[2:9] == ["r1", "main/0/1", "2", "manual", "6", "files", "+5"]
     assert lines[4].split()[2:7] == ["r1", "main/0/1", "1", "manual", "-"]
     assert [e["run_id"] for e in run_cli_json("log", str(repo), "--limit", "2")] == \
         ["r2", "sess-gap"]

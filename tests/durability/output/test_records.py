@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from durability import output as o
-from durability.inspect.diff import FileChange, Totals
+from durability.inspect.diff import FileChange, Sizes, Totals
 from durability.inspect.timeline import Entry
 from durability.store.boundaries import Boundary
 from durability.store.events import Event
@@ -28,8 +28,8 @@ def _names(record: type[Any]) -> list[str]:
 @pytest.mark.parametrize(("out", "record"), [
     (o.SessionOut, Session), (o.GapOut, Gap), (o.AttemptOut, Attempt), (o.EventOut, Event),
     (o.CheckpointRecordOut, Checkpoint), (o.FileChangeOut, FileChange), (o.TotalsOut, Totals),
-    (o.TableCopyOut, TableCopy),
-], ids=["session", "gap", "attempt", "event", "checkpoint", "file", "totals", "table"])
+    (o.SizesOut, Sizes), (o.TableCopyOut, TableCopy),
+], ids=["session", "gap", "attempt", "event", "checkpoint", "file", "totals", "sizes", "table"])
 def test_a_record_s_model_has_the_record_s_fields_in_order(out: type[BaseModel],
                                                              record: type[Any]) -> None:
     assert list(out.model_fields) == _names(record)
@@ -65,13 +65,13 @@ def test_a_mirror_answers_what_the_record_holds() -> None:
 
 def test_a_log_entry_dumps_as_log_json_prints_it() -> None:
     c, base = _checkpoint(2), _checkpoint(1)
-    entry = o.entry_out(Entry(c.created_at_ms, c, base, Totals(1, 2, 3))).dump()
+    entry = o.entry_out(Entry(c.created_at_ms, c, base, Sizes(1, 2, 3))).dump()
     assert list(entry) == ["kind", *_names(Checkpoint), "base", "totals", "boundaries"]
     assert entry["boundaries"] == []
     assert entry["kind"] == "checkpoint" and entry["seq"] == 2
     assert entry["base"] == {"run_id": "run", "node_id": "n", "iteration": 0, "attempt": 1,
                              "seq": 1, "commit_id": "c1"}
-    assert entry["totals"] == {"files": 1, "additions": 2, "deletions": 3}
+    assert entry["totals"] == {"files": 1, "old_bytes": 2, "new_bytes": 3}
     first = o.entry_out(Entry(c.created_at_ms, c)).dump()
     assert first["base"] is None and first["totals"] is None
     call = Boundary("run", 4, "n", 0, 1, "req9", "claude", "toolu_9", "Read", "PostToolUse",
