@@ -3,8 +3,10 @@ its pre-restore undo point and verification) and the conversation to a new
 session that ends right after the boundary's tool call.
 
 Order: the boundary is found, the conversation is planned (a format not
-tested refuses here, before anything changed), the code is restored, then
-the new session is written; the original transcript is only read.
+tested refuses here, before anything changed), the new session is written
+(all or nothing: a write that fails refuses before the tree changed), then
+the code is restored (should that fail, the new session is removed); the
+original transcript is only read.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from durability.config import Settings
-from durability.ground.errors import DurabilityError, InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.restore.apply import Preview, Restored, preview, restore
 from durability.rewind.conversation import (
     ConversationPlan,
@@ -65,18 +68,15 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
                        iteration=b.iteration, attempt=b.attempt,
                        seq=b.checkpoint_seq) if code else None
         return Rewound(session, b, True, preview=seen, conversation=planned)
-    done = restore(settings, env=env, run_id=b.run_id, node_id=b.node_id, iteration=b.iteration,
-                   attempt=b.attempt, seq=b.checkpoint_seq) if code else None
-    written = None
-    if planned is not None:
-        try:
-            written = write(planned)
-        except DurabilityError as exc:
-            if done is None:
-                raise
-            undo = done.undo_key
-            raise DurabilityError(f"{exc.message}; the code was rewound: undo with durability "
-                                  f"restore {undo.run_id} --node {undo.node_id} --iteration "
-                                  f"{undo.iteration} --attempt {undo.attempt} --seq "
-                                  f"{done.pre_restore_seq}", code=exc.code) from exc
+    # The new session first: a write that fails then refuses before the
+    # tree changed; a restore that fails takes the new session back.
+    written = write(planned) if planned is not None else None
+    try:
+        done = restore(settings, env=env, run_id=b.run_id, node_id=b.node_id,
+                       iteration=b.iteration, attempt=b.attempt,
+                       seq=b.checkpoint_seq) if code else None
+    except BaseException:
+        if written is not None:
+            Path(written.path).unlink(missing_ok=True)
+        raise
     return Rewound(session, b, False, restored=done, conversation=planned, written=written)
