@@ -81,9 +81,11 @@ def test_a_new_session_that_cannot_be_written_refuses_before_the_tree_changes(
     be read but a new session's longer name is over PATH_MAX: the write
     fails, and the files must still be as they were."""
     repo = make_git_repo(tmp_path / "repo")
-    folder = tmp_path / "projects"
-    while len(str(folder)) < 4096 - 40:
-        folder = folder / ("d" * min(200, 4096 - 40 - len(str(folder)) - 1 or 1))
+    deep = tmp_path
+    while len(str(deep)) < 4096 - 300:
+        deep = deep / ("d" * 200)
+    folder = deep / "projects"
+    folder = folder / ("p" * (4096 - 40 - len(str(folder)) - 1))
     os.makedirs(folder, exist_ok=True)
     source = transcript(folder / "s.jsonl", SESSION, [("t1", "Write"), ("t2", "Bash")],
                         cwd=str(repo))
@@ -100,3 +102,32 @@ def test_a_new_session_that_cannot_be_written_refuses_before_the_tree_changes(
     assert "cannot write the new session" in refused.stderr
     assert (repo / "a.txt").read_text() == "b\n"
     assert [p.name for p in folder.iterdir()] == ["s.jsonl"]
+
+
+def test_a_transcript_outside_the_harness_session_folders_gets_no_new_session(
+        tmp_path: Path) -> None:
+    """The transcript path comes from the hook's payload (anything that runs
+    ``snapshot-hook`` names it): a rewind writes a new session only beside a
+    transcript where the harness keeps them (``projects/<folder>/`` for
+    Claude Code), and refuses before anything changes otherwise."""
+    repo = make_git_repo(tmp_path / "repo")
+    elsewhere = tmp_path / "home" / ".ssh"
+    elsewhere.mkdir(parents=True)
+    source = transcript(elsewhere / "s.jsonl", SESSION, [("t1", "Write"), ("t2", "Bash")],
+                        cwd=str(repo))
+    for call, tool, act in [("t1", "Write", lambda: (repo / "a.txt").write_text("a\n")),
+                            ("t2", "Bash", lambda: (repo / "a.txt").write_text("b\n"))]:
+        act()
+        payload = hook_payload(repo, session_id=SESSION, tool_use_id=call, tool_name=tool,
+                               transcript_path=str(source))
+        done = run_cli("snapshot-hook", input=json.dumps(payload))
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    refused = run_cli("rewind", SESSION, "--call", "t1")
+    assert refused.returncode == 17, refused.stderr
+    assert refused.stderr.startswith("durability: conversation-unsupported: claude: ")
+    assert "not in a Claude Code projects folder" in refused.stderr
+    assert (repo / "a.txt").read_text() == "b\n"
+    assert [p.name for p in elsewhere.iterdir()] == ["s.jsonl"]
+    code = run_cli("rewind", SESSION, "--call", "t1", "--code-only")
+    assert code.returncode == 0, code.stderr
+    assert (repo / "a.txt").read_text() == "a\n"
