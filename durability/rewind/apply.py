@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from durability.config import Settings
@@ -57,11 +57,18 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
         raise InvalidInput("give --seq N or --call TOOL_CALL_ID (one of them)")
     if not (code or conversation):
         raise InvalidInput("--code-only and --conversation-only exclude each other")
-    named = gemini_call_ids(boundaries(store, session))
-    if named:  # Gemini's hooks name no call: its chat file does, once the batch ran
-        set_call_ids(store, session, named)
-    b = find_boundary(store, session, seq=seq, call=call)
+    # Gemini's hooks name no call: its chat file does, once the batch ran.
+    # Recorded for --call and the listings, but not by a dry run, which
+    # changes nothing: it only uses them.
     every = boundaries(store, session)
+    named = gemini_call_ids(every)
+    if named and not dry_run:
+        set_call_ids(store, session, named)
+    every = [replace(x, tool_use_id=named[x.seq]) if x.seq in named else x for x in every]
+    b = next((x for x in reversed(every)
+              if (x.seq == seq if seq is not None else x.tool_use_id == call)), None)
+    if b is None:
+        b = find_boundary(store, session, seq=seq, call=call)  # not-found, naming the span
     planned = plan(b, transcript_of(every, b), every) if conversation else None
     if dry_run:
         seen = preview(settings, env=env, run_id=b.run_id, node_id=b.node_id,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import hook_payload, make_git_repo, run_cli
+from tests.helpers import hook_payload, make_git_repo, run_cli, run_cli_json
 from tests.transcripts import gemini_chat, rollout, transcript
 
 SESSION = "9d7c1c4e-0000-4000-8000-000000000002"
@@ -131,3 +131,27 @@ def test_a_transcript_outside_the_harness_session_folders_gets_no_new_session(
     code = run_cli("rewind", SESSION, "--call", "t1", "--code-only")
     assert code.returncode == 0, code.stderr
     assert (repo / "a.txt").read_text() == "a\n"
+
+
+def test_a_gemini_dry_run_names_the_calls_without_recording_them(tmp_path: Path) -> None:
+    """``--dry-run`` changes nothing, the state database included: the
+    call ids it reads from the chat are used, not written to the boundaries."""
+    repo = make_git_repo(tmp_path / "repo")
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    chat = gemini_chat(chats / "session-2026-12-02T00-00-cccccccc.jsonl", "cccccccc-1",
+                       [("c1", "write_file"), ("c2", "read_file")])
+    for n, tool in enumerate(["write_file", "read_file"]):
+        if tool == "write_file":
+            (repo / "g.txt").write_text("g\n")
+        payload = {"session_id": "gem-3", "transcript_path": str(chat), "cwd": str(repo),
+                   "hook_event_name": "AfterTool", "timestamp": f"2026-12-02T00:00:0{n}Z",
+                   "tool_name": tool, "tool_input": {"n": n}, "tool_response": {}}
+        done = run_cli("snapshot-hook", input=json.dumps(payload))
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    seen = run_cli_json("rewind", "gem-3", "--call", "read_file__c2", "--dry-run")
+    assert (seen["dry_run"], seen["boundary"]["seq"]) == (True, 2)
+    assert seen["conversation"]["call_id"] == "read_file__c2"
+    calls = [b["call"] for e in run_cli_json("log", str(repo)) if e["kind"] == "checkpoint"
+             for b in e["boundaries"]]
+    assert calls == [None, None]
