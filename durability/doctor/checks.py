@@ -57,7 +57,10 @@ def _hook_speed(env: Mapping[str, str], service: Check, hooks: list[Check]) -> C
     steps: list[str] = []
     installed = any(c.name.startswith("hook ") and "not installed" not in c.detail
                     for c in hooks)
-    if installed and service.status == OK and service.detail.startswith("not running"):
+    # No service answers when none runs, when one runs whose socket is gone
+    # (both say hooks capture in-process) or when the one there fails.
+    unanswered = service.status == FAIL or "hooks capture in-process" in service.detail
+    if installed and unanswered:
         from durability.hook.autostart import enabled
 
         slow.append("no service answers the hook, so each tool call captures in-process"

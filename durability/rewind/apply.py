@@ -3,18 +3,21 @@ its pre-restore undo point and verification) and the conversation to a new
 session that ends right after the boundary's tool call.
 
 Order: the boundary is found, the conversation is planned (a format not
-tested refuses here, before anything changed), the code is restored, then
-the new session is written; the original transcript is only read.
+tested refuses here, before anything changed), the new session is written
+(all or nothing: a write that fails refuses before the tree changed), then
+the code is restored (should that fail, the new session is removed); the
+original transcript is only read.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from durability.config import Settings
-from durability.ground.errors import DurabilityError, InvalidInput
+from durability.ground.errors import InvalidInput
 from durability.restore.apply import Preview, Restored, preview, restore
 from durability.rewind.conversation import (
     ConversationPlan,
@@ -54,29 +57,33 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
         raise InvalidInput("give --seq N or --call TOOL_CALL_ID (one of them)")
     if not (code or conversation):
         raise InvalidInput("--code-only and --conversation-only exclude each other")
-    named = gemini_call_ids(boundaries(store, session))
-    if named:  # Gemini's hooks name no call: its chat file does, once the batch ran
-        set_call_ids(store, session, named)
-    b = find_boundary(store, session, seq=seq, call=call)
+    # Gemini's hooks name no call: its chat file does, once the batch ran.
+    # Recorded for --call and the listings, but not by a dry run, which
+    # changes nothing: it only uses them.
     every = boundaries(store, session)
+    named = gemini_call_ids(every)
+    if named and not dry_run:
+        set_call_ids(store, session, named)
+    every = [replace(x, tool_use_id=named[x.seq]) if x.seq in named else x for x in every]
+    b = next((x for x in reversed(every)
+              if (x.seq == seq if seq is not None else x.tool_use_id == call)), None)
+    if b is None:
+        b = find_boundary(store, session, seq=seq, call=call)  # not-found, naming the span
     planned = plan(b, transcript_of(every, b), every) if conversation else None
     if dry_run:
         seen = preview(settings, env=env, run_id=b.run_id, node_id=b.node_id,
                        iteration=b.iteration, attempt=b.attempt,
                        seq=b.checkpoint_seq) if code else None
         return Rewound(session, b, True, preview=seen, conversation=planned)
-    done = restore(settings, env=env, run_id=b.run_id, node_id=b.node_id, iteration=b.iteration,
-                   attempt=b.attempt, seq=b.checkpoint_seq) if code else None
-    written = None
-    if planned is not None:
-        try:
-            written = write(planned)
-        except DurabilityError as exc:
-            if done is None:
-                raise
-            undo = done.undo_key
-            raise DurabilityError(f"{exc.message}; the code was rewound: undo with durability "
-                                  f"restore {undo.run_id} --node {undo.node_id} --iteration "
-                                  f"{undo.iteration} --attempt {undo.attempt} --seq "
-                                  f"{done.pre_restore_seq}", code=exc.code) from exc
+    # The new session first: a write that fails then refuses before the
+    # tree changed; a restore that fails takes the new session back.
+    written = write(planned) if planned is not None else None
+    try:
+        done = restore(settings, env=env, run_id=b.run_id, node_id=b.node_id,
+                       iteration=b.iteration, attempt=b.attempt,
+                       seq=b.checkpoint_seq) if code else None
+    except BaseException:
+        if written is not None:
+            Path(written.path).unlink(missing_ok=True)
+        raise
     return Rewound(session, b, False, restored=done, conversation=planned, written=written)

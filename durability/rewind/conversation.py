@@ -65,6 +65,7 @@ def plan(boundary: Boundary, transcript: str | None,
     if not transcript:
         raise _refuse(f"{harness}: the hook reported no transcript for session "
                       f"{boundary.run_id}")
+    _where_the_harness_keeps_them(harness, transcript)
     try:
         if harness == "codex":
             x = codex_transcript.cut(transcript, boundary.tool_use_id)
@@ -97,8 +98,33 @@ def _gemini(boundary: Boundary, transcript: str | None,
         g = gemini_transcript.cut(transcript, boundary.tool_use_id)
     except (Unsupported, LookupError) as exc:
         raise _refuse(f"gemini: {exc}") from None
+    _where_the_harness_keeps_them("gemini", transcript)
     return ConversationPlan("gemini", transcript, boundary.tool_use_id, len(g.kept),
                             tuple(g.dropped), (), boundary.worktree, g)
+
+
+#: Where each harness keeps its sessions, as the transcript's path ends: a
+#: new session is written beside the transcript, and the path comes from the
+#: hook's payload (whatever ran ``snapshot-hook`` named it).
+_FOLDERS = {"claude": "a Claude Code projects folder (projects/<folder>/<session>.jsonl)",
+            "codex": "a Codex sessions folder (sessions/YYYY/MM/DD/rollout-*.jsonl)",
+            "gemini": "a Gemini CLI chats folder (chats/session-*.jsonl)"}
+
+
+def _where_the_harness_keeps_them(harness: str, transcript: str) -> None:
+    """Refuse a transcript not where ``harness`` keeps its sessions."""
+    path = Path(transcript)
+    parts = path.parts
+    if harness == "claude":
+        ok = len(parts) >= 3 and parts[-3] == "projects"
+    elif harness == "codex":
+        ok = (len(parts) >= 5 and parts[-5] == "sessions" and path.name.startswith("rollout-")
+              and all(p.isdigit() for p in parts[-4:-1]))
+    else:
+        ok = len(parts) >= 2 and parts[-2] == "chats" and path.name.startswith("session-")
+    if not (ok and path.is_absolute() and path.suffix == ".jsonl" and ".." not in parts):
+        raise _refuse(f"{harness}: the transcript {transcript} is not in {_FOLDERS[harness]}; "
+                      "no new session is written beside it")
 
 
 def _cwd(c: claude_transcript.Cut) -> str | None:

@@ -5,9 +5,44 @@ refused (``Unsupported``), never guessed."""
 
 from __future__ import annotations
 
-__all__ = ["Unsupported"]
+import os
+from pathlib import Path
+
+__all__ = ["Unsupported", "write_new"]
 
 
 class Unsupported(Exception):
     """A transcript in a format (or version) this module has not been tested
     with: nothing is written."""
+
+
+def write_new(target: Path, data: bytes) -> Path:
+    """Write ``data`` as ``target``, a file that must not exist, all or
+    nothing: into a hidden temporary file beside it first (a harness lists
+    only its own ``*.jsonl`` names), synced, then linked to ``target`` (which
+    fails, rather than replaces, should it exist).  A process killed midway
+    leaves at most the hidden file, never half a session a harness would
+    list and resume."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+    try:
+        folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return target
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return target

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durability.agents.transcripts import Unsupported
+from durability.agents.transcripts import Unsupported, write_new
 
 __all__ = ["TESTED_VERSIONS", "Cut", "Turn", "completed_calls", "cut", "project_folder",
            "write_session"]
@@ -206,18 +206,7 @@ def write_session(c: Cut, new_id: str, folder: Path | None = None) -> Path:
             copy["sessionId"] = new_id
         lines.append(json.dumps(copy, ensure_ascii=False, separators=(",", ":")))
     data = ("\n".join(lines) + "\n").encode()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        target.unlink(missing_ok=True)  # no half a session
-        raise
-    finally:
-        os.close(fd)
+    write_new(target, data)
     return target
 
 

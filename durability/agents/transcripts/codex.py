@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability.agents.transcripts import Unsupported
+from durability.agents.transcripts import Unsupported, write_new
 from durability.agents.transcripts.claude import Turn
 
 __all__ = ["TESTED_VERSIONS", "Cut", "completed_calls", "cut", "new_thread_id", "write_session"]
@@ -171,16 +171,5 @@ def write_session(c: Cut, new_id: str) -> Path:
             copy["payload"] = {**item["payload"], "id": new_id}
         lines.append(json.dumps(copy, ensure_ascii=False, separators=(",", ":")))
     data = ("\n".join(lines) + "\n").encode()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
+    write_new(target, data)
     return target

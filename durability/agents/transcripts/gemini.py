@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability.agents.transcripts import Unsupported
+from durability.agents.transcripts import Unsupported, write_new
 from durability.agents.transcripts.claude import Turn
 
 __all__ = ["TESTED", "Cut", "call_at", "completed_calls", "cut", "write_session"]
@@ -179,16 +179,5 @@ def write_session(c: Cut) -> tuple[str, Path]:
     header = {**c.header, "sessionId": new_id, "lastUpdated": now}
     data = (json.dumps(header, ensure_ascii=False) + "\n"
             + json.dumps({"$set": {"messages": c.kept}}, ensure_ascii=False) + "\n").encode()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
+    write_new(target, data)
     return new_id, target

@@ -67,3 +67,26 @@ def test_an_installed_hook_with_no_service_is_warned_of(tmp_path: Path) -> None:
     assert check["detail"].startswith("no service answers the hook")
     assert "(DURABILITY_AUTOSTART is off)" in check["detail"]  # the tests' environment
     assert "durability serve --detach" in check["next_step"]
+
+
+def test_a_service_whose_socket_is_gone_answers_no_hook_and_is_warned_of(
+        tmp_path: Path) -> None:
+    """A service process that runs but whose socket is gone (taken by a
+    file) answers no hook: each tool call captures in-process, as with no
+    service at all, and the hook speed check must not call that ok."""
+    from tests.helpers import ping, wait_for
+
+    repo = make_git_repo(tmp_path / "repo")
+    env = _compiled(tmp_path / "caches")
+    cli_json("install-hook", "--scope", "project", "--project-dir", str(repo), env=env)
+    service = start_service(tmp_path, env=env)
+    try:
+        service.socket_path.unlink()
+        service.socket_path.write_text("not a socket")
+        wait_for(lambda: "cannot be bound again" in service.log(), timeout=30)
+        assert ping(service.socket_path, timeout=1) is None
+        check = _speed(repo, env)
+    finally:
+        service.stop()
+    assert check["status"] == "warn", check
+    assert check["detail"].startswith("no service answers the hook"), check
