@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 
 from durability.ground import fastjson, ids
@@ -68,12 +69,6 @@ _COMPACT_AT = 16 << 10
 # would otherwise mark every call it announced as over.
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox", "env",
                      "timeout", "nice", "nohup", "stdbuf", "setsid", "flock"})
-# A process started this soon before the one it started ran for the hook
-# (a wrapper: a shebang script, `uv run`, a python wrapper, each about 10 ms
-# a step), not the harness, which boots (node: well over 0.2 s) and asks its
-# model before its first tool call.  Claude Code against a loopback model
-# makes its first hook call within 1 s of starting: 1 s took it for a helper.
-_HELPER_S = 0.2
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=")
 _TOKEN_PREFIXES = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "xoxb-",
                    "xoxp-", "AKIA", "AIza")
@@ -129,30 +124,97 @@ def _token_shaped(word: str) -> bool:
 
 
 def harness_process() -> str | None:
-    """The process that ran this hook, as ``process_identity`` gives it: the
-    first ancestor that is neither a shell nor a helper of this hook (Claude
-    Code, Codex, Gemini CLI, or whatever runs the hook).  A helper is a
-    process started less than ``_HELPER_S`` before the one below it in the
-    chain: a hook script run by its shebang, ``uv run``, a python or node
-    wrapper.  Each ends with the hook; taken for the harness, its end would
-    make every call still running at the session's next hook look killed.
-    None where ``/proc`` cannot say (not Linux)."""
-    found = _proc_stat(os.getpid())
-    if found is None:
+    """The process that ran this hook, as ``process_identity`` gives it:
+    the ancestor reading the hook's output (Claude Code, Codex, Gemini CLI,
+    or whatever runs the hook; each reads what its hooks print).  What runs
+    between it and the hook (``sh -c``, a shebang script, ``uv run``, a
+    python or node wrapper) hands the hook its own output and ends with the
+    hook: taken for the harness, its end would make every call still running
+    at the session's next hook look killed.  Decided by ancestry and open
+    files, never by how long anything took to start (a loaded machine starts
+    a wrapper slowly).  None where that cannot be known (not Linux, output
+    not a pipe or socket, another user's harness): the session's ends and
+    new batches decide then (``Lane.unfinished``)."""
+    ancestors = _ancestors()
+    if not ancestors:
         return None
-    below, pid = int(found[2]), found[1]
-    helper_ticks = _HELPER_S * os.sysconf("SC_CLK_TCK")
-    for _ in range(12):
-        found = _proc_stat(pid)
-        if found is None:
-            return None
-        comm, parent, start = found
-        if comm not in _SHELLS and below - int(start) >= helper_ticks:
-            return process_identity(pid)
-        if parent <= 1:
-            return None
-        below, pid = int(start), parent
+    for fd in (1, 2):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:"):
+            pid = _socket_peer(fd)  # node (libuv) gives its children socket pairs
+            if pid is not None and pid in ancestors:
+                return process_identity(pid)
+        elif link.startswith("pipe:"):
+            for pid in ancestors:
+                reading = _reads_pipe(pid, link)
+                if reading is None:
+                    break  # its open files cannot be read: nor those above it
+                if reading:
+                    return process_identity(pid)
     return None
+
+
+def _ancestors() -> list[int]:
+    """This process's ancestors, nearest first, shells left out (none of
+    them is a harness), up to a dozen levels and never ``init``."""
+    found: list[int] = []
+    pid = os.getppid()
+    for _ in range(12):
+        if pid <= 1:
+            break
+        stat = _proc_stat(pid)
+        if stat is None:
+            break
+        if stat[0] not in _SHELLS:
+            found.append(pid)
+        pid = stat[1]
+    return found
+
+
+def _reads_pipe(pid: int, link: str) -> bool | None:
+    """Whether ``pid`` holds the read end of the pipe ``link`` names (a
+    helper holds only its write end: the hook's output is its output); None
+    when its open files cannot be listed."""
+    folder = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            if os.readlink(f"{folder}/{name}") != link:
+                continue
+            with open(f"/proc/{pid}/fdinfo/{name}", "rb") as f:
+                info = f.read(4096)
+        except OSError:
+            continue
+        for line in info.split(b"\n"):
+            if line.startswith(b"flags:") and \
+                    int(line[6:].strip() or b"1", 8) & os.O_ACCMODE == os.O_RDONLY:
+                return True
+    return False
+
+
+def _socket_peer(fd: int) -> int | None:
+    """The pid that made the socket pair ``fd`` is one end of (its
+    ``SO_PEERCRED``: the harness, which made it for the hook's output)."""
+    import _socket  # the C module: ``socket`` loads enum, too heavy for a hook
+
+    try:
+        sock = _socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    pid = int.from_bytes(raw[:4], sys.byteorder)
+    return pid or None
 
 
 def process_identity(pid: int) -> str | None:

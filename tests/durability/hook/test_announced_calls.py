@@ -41,7 +41,6 @@ from tests.helpers import (
     run_cli,
     run_cli_json,
     store_git,
-    wait_for,
 )
 
 SESSION = "sess-announce"
@@ -384,17 +383,11 @@ def test_the_summary_is_short_and_hides_token_shaped_words() -> None:
 _PROBE = "from durability.gaps import calls; print(calls.harness_process())"
 
 
-def _old_enough() -> str:
-    """This process's identity, once it is older than any helper could be: it
-    is the harness of the process trees below (the real ``/proc`` walk)."""
-    with open("/proc/self/stat") as f:
-        start = int(f.read().rpartition(")")[2].split()[19]) / os.sysconf("SC_CLK_TCK")
-
-    def age() -> float:
-        with open("/proc/uptime") as f:
-            return float(f.read().split()[0]) - start
-
-    wait_for(lambda: age() > calls._HELPER_S + 0.1, timeout=10)
+def _harness_identity() -> str:
+    """This process's identity: the harness of the process trees below (the
+    real ``/proc`` walk), which read the output of what they run, as the
+    harnesses read their hooks'.  No age is waited for: the walk asks who
+    reads the hook's output, not how long anything took to start."""
     identity = calls.process_identity(os.getpid())
     assert identity is not None
     return identity
@@ -421,11 +414,41 @@ def test_the_harness_is_the_first_ancestor_that_is_no_shell_or_helper(
         tmp_path: Path, shape: str) -> None:
     """The real walk: this process runs a hook-shaped tree (a shell, then
     the helper, then the process asking); the helper started with it."""
-    harness_identity = _old_enough()
+    harness_identity = _harness_identity()
     command = _helper(tmp_path, shape, f"{sys.executable} -c '{_PROBE}'")
     done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip() == harness_identity
+
+
+def test_the_harness_is_the_maker_of_the_socket_pair_the_hook_writes_to(
+        tmp_path: Path) -> None:
+    """Node (Claude Code, Gemini CLI) gives a child a socket pair, not a
+    pipe, for its output: the harness is the process that made it, through
+    a wrapper too."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    command = _helper(tmp_path, "python wrapper", f"{sys.executable} -c '{_PROBE}'")
+    with ours:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdout=theirs)
+        theirs.close()
+        out = b""
+        while chunk := ours.recv(4096):
+            out += chunk
+        assert proc.wait(timeout=60) == 0
+    assert out.decode().strip() == _harness_identity()
+
+
+def test_a_hook_whose_output_no_ancestor_reads_has_no_known_harness(tmp_path: Path) -> None:
+    """Output to a file: no process can be told for the harness (a wrapper
+    would be taken for it), so none is; the session's ends decide."""
+    out = tmp_path / "out.txt"
+    command = _helper(tmp_path, "python wrapper", f"{sys.executable} -c '{_PROBE}'")
+    with out.open("w") as f:
+        subprocess.run(["/bin/sh", "-c", command], stdout=f, stderr=subprocess.STDOUT,
+                       check=True, timeout=60)
+    assert out.read_text().strip() == "None"
 
 
 @pytest.mark.parametrize("shape", ["shebang script", "python wrapper"])
@@ -433,12 +456,13 @@ def test_calls_announced_through_a_helper_decide_nothing_while_it_lives(
         repo: Path, tmp_path: Path, shape: str) -> None:
     """The installed hook run through a helper process, which ends with each
     hook: a call still running at the next pre-call hook is no gap."""
-    harness_identity = _old_enough()
+    harness_identity = _harness_identity()
     command = _helper(tmp_path, shape, f"{Path(sys.executable).with_name('durability')} "
                                        "snapshot-hook")
     for call in ("toolu_A", "toolu_B"):
         subprocess.run(["/bin/sh", "-c", command], input=json.dumps(pre(
-            repo, call, **bash("sleep 30"))), text=True, check=True, timeout=60)
+            repo, call, **bash("sleep 30"))), text=True, check=True, timeout=60,
+            capture_output=True)  # a harness reads its hooks' output
     assert spool_gaps() == []
     recorded = [json.loads(line) for line in calls_file().read_text().splitlines()]
     assert [(r["call"], r["proc"]) for r in recorded] == [
