@@ -1,0 +1,132 @@
+"""End to end through the engine with the real agent CLIs (issue 23's paths):
+``durability agent run`` / ``durability resume`` as installed, the real
+Claude Code and Codex against the loopback stand-ins the tests own, in real
+jj repositories.
+
+- a usage limit with a reset time on Claude fails over to Codex, whose
+  answer is validated; the block is remembered, so a resume before the
+  reset does not ask Claude again;
+- a cost limit crossed mid-session kills the agent within one usage event:
+  ``BUDGET_COST_EXCEEDED`` naming the figures, no agent process left;
+- an invalid answer gets one correction turn in the same conversation.
+
+A missing CLI fails the test (run `make setup`); it never skips.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.config import Settings
+from durability.runs.run_rows import Runs
+from tests.e2e import fake_openai
+from tests.e2e.agent_driver import CODEX, cli_path
+from tests.e2e.fake_anthropic import FakeAnthropic, Script, usage_limit
+from tests.e2e.fake_openai import FakeOpenAI
+from tests.e2e.test_agent_claude import agent_procs, bash, engine_env, jj_repo
+from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S
+from tests.helpers import durability_exe
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = {"type": "object", "required": ["files"], "properties": {"files": {"type": "integer"}},
+          "additionalProperties": False}
+
+
+def chain_env(tmp_path: Path, anthropic: FakeAnthropic, openai: FakeOpenAI) -> dict[str, str]:
+    """Claude Code and Codex both on the agent's PATH, each at its stand-in;
+    Claude spends no retries of its own on a 429."""
+    env = engine_env(anthropic.base_url)
+    codex_home = tmp_path / "codex-home"
+    fake_openai.codex_config(codex_home, openai.base_url)
+    env |= {"PATH": f"{Path(cli_path(CODEX)).parent}:{env['PATH']}",
+            "CODEX_HOME": str(codex_home), fake_openai.API_KEY_ENV: "sk-e2e",
+            "CLAUDE_CODE_MAX_RETRIES": "0"}
+    return env
+
+
+def engine(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([durability_exe(), *args], env=env, capture_output=True, text=True,
+                          timeout=CLAUDE_TIMEOUT_S * 3)
+
+
+def events(run_id: str, kind: str) -> list[dict[str, Any]]:
+    with Runs(Settings.from_env().database) as runs:
+        return [e.detail or {} for e in runs.events(run_id) if e.kind == kind]
+
+
+def test_a_claude_usage_limit_fails_over_to_codex_and_the_block_is_remembered(
+        tmp_path: Path) -> None:
+    repo = jj_repo(tmp_path / "repo")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    reset = time.time() + 3 * 3600
+    claude = Script(fail_always=usage_limit(reset))
+    # Codex: its first answer is a server error (the run fails, not a
+    # quota), so the run is resumed while Claude's reset is hours away.
+    codex = fake_openai.Script(command="echo one > by-codex.txt",
+                               final_text=json.dumps({"files": 1}),
+                               failures=[fake_openai.Failure(500, {"error": {
+                                   "type": "server_error", "message": "boom"}})])
+    with FakeAnthropic(claude) as anthropic, FakeOpenAI(codex) as openai:
+        env = chain_env(tmp_path, anthropic, openai)
+        failed = engine("agent", "run", "Write by-codex.txt", "--worktree", str(repo),
+                        "--harness", "claude,codex", "--run-id", "q1", "--output-schema",
+                        str(schema), "--json", env=env)
+        asked_claude = len(anthropic.main_requests())
+        assert failed.returncode != 0, (failed.stdout, failed.stderr)
+        assert json.loads(failed.stdout)["state"] == "failed", failed.stdout
+        assert asked_claude >= 1 and anthropic.failed == asked_claude
+        [failover] = events("q1", "agent-failover")
+        assert (failover["from"], failover["to"]) == ("claude", "codex")
+        assert abs(failover["reset_at_ms"] / 1000 - reset) <= 60, failover
+        done = engine("resume", "q1", "--json", env=env)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert json.loads(done.stdout)["state"] == "finished", done.stdout
+        # Claude's reset is hours away: the resume did not ask it again.
+        assert len(anthropic.main_requests()) == asked_claude
+    with Runs(Settings.from_env().database) as runs:
+        assert runs.outputs("q1")[0]["output"] == {"files": 1}
+        harnesses = [r[0] for r in runs._read(
+            "SELECT harness FROM attempts WHERE run_id=$1 ORDER BY attempt", ("q1",))]
+        assert harnesses[-1] == "codex", harnesses
+    assert (repo / "by-codex.txt").read_text() == "one\n"
+
+
+def test_a_cost_limit_crossed_mid_session_kills_claude_within_one_usage_event(
+        tmp_path: Path) -> None:
+    repo = jj_repo(tmp_path / "repo")
+
+    def plan(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+        n = len(results)
+        return bash(f"echo {n + 1} >> log.txt") if n < 10 else None
+
+    # 100k input tokens an answer at the table's $5 a million: $0.50 each,
+    # so the third answer (1.50) crosses the 1.20 limit.
+    script = Script(plan=plan, usage={"input_tokens": 100_000, "output_tokens": 10})
+    with FakeAnthropic(script) as fake:
+        done = engine("agent", "run", "Write ten lines", "--worktree", str(repo), "--run-id",
+                      "c1", "--max-cost", "1.2", "--json", env=engine_env(fake.base_url))
+        answered = len(fake.main_requests())
+    assert done.returncode != 0, (done.stdout, done.stderr)
+    report = json.loads(done.stdout)
+    assert report["state"] == "failed", report
+    assert "BUDGET_COST_EXCEEDED" in json.dumps(report), report
+    assert "budget exceeded: cost used 1.5" in json.dumps(report) and "of 1.2" in json.dumps(
+        report), report
+    # Killed on the third answer's usage: no fourth request, at most its call ran.
+    assert answered == 3, answered
+    lines = (repo / "log.txt").read_text().splitlines() if (repo / "log.txt").exists() else []
+    assert lines in (["1", "2"], ["1", "2", "3"]), lines
+    with Runs(Settings.from_env().database) as runs:
+        used = runs.usage("c1")
+        assert 1.2 < used.cost < 1.51 and used.turns == 3, used
+    ended = events("c1", "agent-ended")
+    assert ended and ended[-1]["killed"] == "budget", ended[-1]
+    assert not agent_procs(repo)
