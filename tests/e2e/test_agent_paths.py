@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from durability.config import Settings
+from durability.runs.agent import CORRECTION_PROMPT
 from durability.runs.run_rows import Runs
 from tests.e2e import fake_openai
 from tests.e2e.agent_driver import CODEX, cli_path
@@ -130,3 +131,67 @@ def test_a_cost_limit_crossed_mid_session_kills_claude_within_one_usage_event(
     ended = events("c1", "agent-ended")
     assert ended and ended[-1]["killed"] == "budget", ended[-1]
     assert not agent_procs(repo)
+
+
+WORKFLOW = '''
+from pydantic import BaseModel, field_validator
+
+from durability.runs.workflow import Workflow
+
+
+class Count(BaseModel):
+    files: int
+
+    @field_validator("files")
+    @classmethod
+    def three(cls, value: int) -> int:
+        if value != 3:
+            raise ValueError("there are three files")
+        return value
+
+
+workflow = Workflow("count")
+workflow.agent("count", prompt="Count the files", output=Count, corrections=1)
+'''
+
+
+class Correcting(Script):
+    """Answers ``{"files": 2}`` (valid for the schema, refused by the model's
+    validator) until the request carries the engine's correction turn."""
+
+    fake: FakeAnthropic | None = None
+
+    @property
+    def structured(self) -> Any:
+        last = self.fake.messages()[-1].body if self.fake and self.fake.messages() else {}
+        corrected = CORRECTION_PROMPT[:40] in json.dumps(last.get("messages") or [])
+        return {"files": 3 if corrected else 2}
+
+    @structured.setter
+    def structured(self, value: Any) -> None:
+        pass
+
+
+def test_an_invalid_answer_is_corrected_once_in_the_same_session(tmp_path: Path) -> None:
+    repo = jj_repo(tmp_path / "repo")
+    flow = tmp_path / "count.py"
+    flow.write_text(WORKFLOW)
+    script = Correcting(plan=lambda results: None)
+    with FakeAnthropic(script) as fake:
+        script.fake = fake
+        done = engine("run", str(flow), "--worktree", str(repo), "--run-id", "v1", "--json",
+                      env=engine_env(fake.base_url))
+        main = fake.main_requests()
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["state"] == "finished", done.stdout
+    [correction] = events("v1", "agent-correction")
+    assert "there are three files" in correction["error"] and correction["left"] == 0
+    # The correction turn went to the same conversation: the request that
+    # carries it also carries the first answer's StructuredOutput call.
+    [turn] = [r for r in main if CORRECTION_PROMPT[:40] in json.dumps(r.body["messages"])]
+    assert '"files": 2' in json.dumps(turn.body["messages"]), turn.body["messages"]
+    with Runs(Settings.from_env().database) as runs:
+        assert runs.outputs("v1")[0]["output"] == {"files": 3}
+        sessions = {r[0] for r in runs._read("SELECT session_id FROM attempts WHERE run_id=$1",
+                                             ("v1",))}
+    assert len(sessions) == 1 and correction["session_id"] in sessions
