@@ -24,8 +24,14 @@ from typing import Any
 import pytest
 
 from durability.config import Settings
-from durability.runs.agent import CORRECTION_PROMPT
+from durability.runs import agent_rows
+from durability.runs.agent import CORRECTION_PROMPT, AgentConfig
+from durability.runs.execute import EngineConfig, resume_run, start_run
+from durability.runs.fence import Claim
 from durability.runs.run_rows import Runs
+from durability.runs.runner import RunOutcome
+from durability.runs.supervise import Supervisor
+from durability.store.clock import ManualClock
 from tests.e2e import fake_openai
 from tests.e2e.agent_driver import CODEX, cli_path
 from tests.e2e.fake_anthropic import FakeAnthropic, Script, usage_limit
@@ -195,3 +201,68 @@ def test_an_invalid_answer_is_corrected_once_in_the_same_session(tmp_path: Path)
         sessions = {r[0] for r in runs._read("SELECT session_id FROM attempts WHERE run_id=$1",
                                              ("v1",))}
     assert len(sessions) == 1 and correction["session_id"] in sessions
+
+
+CHAIN_FLOW = f'''
+from durability.runs.workflow import Workflow
+
+workflow = Workflow("chain")
+workflow.agent("work", prompt="Write by-claude.txt", harness=("claude", "codex"),
+               output={SCHEMA!r})
+'''
+
+
+def test_every_harness_blocked_parks_until_the_earliest_reset_and_supervise_finishes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine in process on a test clock (its blocks, parking and the
+    supervisor's wake-up), the real CLIs doing the work."""
+    repo = jj_repo(tmp_path / "repo")
+    flow = tmp_path / "chain.py"
+    flow.write_text(CHAIN_FLOW)
+    now = time.time()
+    early, late = now + 3600, now + 2 * 3600
+    claude = Script(failures=[usage_limit(early)],
+                    plan=lambda r: None if r else bash("echo woke > by-claude.txt"),
+                    structured={"files": 1})
+    codex = fake_openai.Script(failures=[fake_openai.usage_limit(int(late))])
+    clock = ManualClock(int(now * 1000))
+    config = EngineConfig(heartbeat_s=0.05, clock=clock,
+                          agents=AgentConfig(private_root=tmp_path / "private"))
+    with FakeAnthropic(claude) as anthropic, FakeOpenAI(codex) as openai:
+        for key, value in chain_env(tmp_path, anthropic, openai).items():
+            if not key.startswith("DURABILITY_"):
+                monkeypatch.setenv(key, value)
+        with Runs(Settings.from_env().database, clock=clock) as runs:
+            parked = start_run(runs, flow, config=config, run_id="p1", worktree=str(repo))
+            assert parked.state == "waiting-quota", parked
+            blocks = {b.harness: b.reset_at_ms for b in agent_rows.blocks(runs, "p1")}
+            assert set(blocks) == {"claude", "codex"}, blocks
+            assert parked.wake_at_ms == blocks["claude"] == min(blocks.values())
+            assert abs(blocks["claude"] / 1000 - early) <= 60, blocks
+            asked = (len(anthropic.main_requests()), len(openai.responses()))
+            woken: list[RunOutcome] = []
+
+            class Done:
+                def poll(self) -> int | None:
+                    return 0
+
+            def launch(claim: Claim) -> Done:
+                woken.append(resume_run(runs, claim.run_id, config=config, owner=claim.owner,
+                                        claim_epoch=claim.epoch))
+                return Done()
+
+            sup = Supervisor(runs, supervisor_id="t", launch=launch, stale_after_ms=30_000,
+                             clock=clock)
+            assert sup.tick() == []
+            clock.set(blocks["claude"] - 1_000)
+            assert sup.tick() == [] and not woken
+            clock.set(blocks["claude"])
+            [claim] = sup.tick()
+            assert claim.owner.name == "supervisor:t"
+            assert [o.state for o in woken] == ["finished"], woken
+            assert runs.outputs("p1")[0]["output"] == {"files": 1}
+            # Codex, blocked for another hour, was not asked again.
+            assert len(openai.responses()) == asked[1]
+            assert len(anthropic.main_requests()) > asked[0]
+            assert [b.harness for b in agent_rows.blocks(runs, "p1")] == ["codex"]
+    assert (repo / "by-claude.txt").read_text() == "woke\n"
