@@ -25,7 +25,7 @@ import pytest
 
 from durability.config import Settings
 from durability.runs import agent_rows
-from durability.runs.agent import CORRECTION_PROMPT, AgentConfig
+from durability.runs.agent import CORRECTION_PROMPT, FRESH_NOTE, AgentConfig
 from durability.runs.execute import EngineConfig, resume_run, start_run
 from durability.runs.fence import Claim
 from durability.runs.run_rows import Runs
@@ -34,11 +34,11 @@ from durability.runs.supervise import Supervisor
 from durability.store.clock import ManualClock
 from tests.e2e import fake_openai
 from tests.e2e.agent_driver import CODEX, cli_path
-from tests.e2e.fake_anthropic import FakeAnthropic, Script, usage_limit
+from tests.e2e.fake_anthropic import FakeAnthropic, Script, results_in, usage_limit
 from tests.e2e.fake_openai import FakeOpenAI
 from tests.e2e.test_agent_claude import agent_procs, bash, engine_env, jj_repo
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S
-from tests.helpers import durability_exe
+from tests.helpers import durability_exe, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -237,8 +237,10 @@ def test_every_harness_blocked_parks_until_the_earliest_reset_and_supervise_fini
             assert parked.state == "waiting-quota", parked
             blocks = {b.harness: b.reset_at_ms for b in agent_rows.blocks(runs, "p1")}
             assert set(blocks) == {"claude", "codex"}, blocks
-            assert parked.wake_at_ms == blocks["claude"] == min(blocks.values())
-            assert abs(blocks["claude"] / 1000 - early) <= 60, blocks
+            wake = parked.wake_at_ms
+            assert wake is not None and wake == blocks["claude"] == min(
+                b for b in blocks.values() if b is not None)
+            assert abs(wake / 1000 - early) <= 60, blocks
             asked = (len(anthropic.main_requests()), len(openai.responses()))
             woken: list[RunOutcome] = []
 
@@ -254,9 +256,9 @@ def test_every_harness_blocked_parks_until_the_earliest_reset_and_supervise_fini
             sup = Supervisor(runs, supervisor_id="t", launch=launch, stale_after_ms=30_000,
                              clock=clock)
             assert sup.tick() == []
-            clock.set(blocks["claude"] - 1_000)
+            clock.set(wake - 1_000)
             assert sup.tick() == [] and not woken
-            clock.set(blocks["claude"])
+            clock.set(wake)
             [claim] = sup.tick()
             assert claim.owner.name == "supervisor:t"
             assert [o.state for o in woken] == ["finished"], woken
@@ -266,3 +268,57 @@ def test_every_harness_blocked_parks_until_the_earliest_reset_and_supervise_fini
             assert len(anthropic.main_requests()) > asked[0]
             assert [b.harness for b in agent_rows.blocks(runs, "p1")] == ["codex"]
     assert (repo / "by-claude.txt").read_text() == "woke\n"
+
+
+def test_a_lost_session_starts_fresh_on_the_restored_tree_saying_why(tmp_path: Path) -> None:
+    repo = jj_repo(tmp_path / "repo")
+    phase: dict[str, Any] = {"resumed": False}
+    first = (bash("echo one >> log.txt"), bash("echo two >> log.txt"),
+             bash("echo partial > partial.txt; sleep 600"))
+
+    def plan(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+        n = len(results)
+        if not phase["resumed"]:
+            return first[n] if n < len(first) else None
+        return bash("echo fresh >> log.txt") if n == 0 else None
+
+    with FakeAnthropic(Script(plan=plan, final_text="All done.")) as fake:
+        env = engine_env(fake.base_url)
+        proc = subprocess.Popen([durability_exe(), "agent", "run", "Write the log",
+                                 "--worktree", str(repo), "--run-id", "l1"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: (repo / "partial.txt").exists(), timeout=CLAUDE_TIMEOUT_S)
+            with Runs(Settings.from_env().database) as runs:
+                wait_for(lambda: len(runs._read("SELECT tool_use_id FROM agent_calls WHERE "
+                                                "run_id=$1", ("l1",))) == 2, timeout=30)
+                [(session,)] = runs._read("SELECT session_id FROM attempts WHERE run_id=$1",
+                                          ("l1",))
+            time.sleep(1.5)  # the watch captures partial.txt
+            proc.kill()
+            proc.wait(10)
+            wait_for(lambda: not agent_procs(repo), timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        # The transcript is gone (a cleaned ~/.claude, another machine).
+        [transcript] = (Path(env["HOME"]) / ".claude" / "projects").glob(f"*/{session}.jsonl")
+        transcript.unlink()
+        before = len(fake.main_requests())
+        phase["resumed"] = True
+        done = engine("resume", "l1", "--json", env=env)
+        resumed = fake.main_requests()[before:]
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["state"] == "finished", done.stdout
+    [lost] = events("l1", "agent-session-lost")
+    assert lost["session_id"] == session and lost["reason"], lost
+    # A fresh conversation: none of the earlier results, the note on the tree.
+    assert not results_in(resumed[0].body)
+    assert FRESH_NOTE.strip()[:40] in json.dumps(resumed[0].body["messages"])
+    # On the tree of the last completed call: the unfinished call undone.
+    assert not (repo / "partial.txt").exists()
+    assert (repo / "log.txt").read_text() == "one\ntwo\nfresh\n"
+    # The work was finished by a new session.
+    last = events("l1", "agent-ended")[-1]
+    assert last["exit"] == 0 and last["session_id"] not in (None, session), last
