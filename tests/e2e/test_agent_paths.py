@@ -68,6 +68,34 @@ def events(run_id: str, kind: str) -> list[dict[str, Any]]:
         return [e.detail or {} for e in runs.events(run_id) if e.kind == kind]
 
 
+def test_a_claude_usage_limit_fails_over_to_codex_which_finishes_the_run(
+        tmp_path: Path) -> None:
+    repo = jj_repo(tmp_path / "repo")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    reset = time.time() + 3 * 3600
+    codex = fake_openai.Script(command="echo one > by-codex.txt",
+                               final_text=json.dumps({"files": 1}))
+    with FakeAnthropic(Script(fail_always=usage_limit(reset))) as anthropic, \
+            FakeOpenAI(codex) as openai:
+        done = engine("agent", "run", "Write by-codex.txt", "--worktree", str(repo),
+                      "--harness", "claude,codex", "--run-id", "f1", "--output-schema",
+                      str(schema), "--json", env=chain_env(tmp_path, anthropic, openai))
+        assert anthropic.failed >= 1 and openai.responses()
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["state"] == "finished", done.stdout
+    [failover] = events("f1", "agent-failover")
+    assert (failover["from"], failover["to"]) == ("claude", "codex")
+    with Runs(Settings.from_env().database) as runs:
+        assert runs.outputs("f1")[0]["output"] == {"files": 1}
+        assert [(b.harness, abs(b.reset_at_ms / 1000 - reset) <= 60)
+                for b in agent_rows.blocks(runs, "f1") if b.reset_at_ms] == [("claude", True)]
+        # Failing over spent no retry: one attempt, Codex's.
+        assert [r[0] for r in runs._read("SELECT harness FROM attempts WHERE run_id=$1",
+                                         ("f1",))] == ["codex"]
+    assert (repo / "by-codex.txt").read_text() == "one\n"
+
+
 def test_a_claude_usage_limit_fails_over_to_codex_and_the_block_is_remembered(
         tmp_path: Path) -> None:
     repo = jj_repo(tmp_path / "repo")
