@@ -5,15 +5,42 @@ refused (``Unsupported``), never guessed."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Unsupported", "write_new"]
+__all__ = ["Unsupported", "json_lines", "write_new"]
 
 
 class Unsupported(Exception):
     """A transcript in a format (or version) this module has not been tested
     with: nothing is written."""
+
+
+def json_lines(path: Path, max_bytes: int) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL transcript with their line numbers (blank
+    lines skipped); ``Unsupported`` for a file too big or unreadable, or a
+    line that is not a JSON object."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise Unsupported(f"{path} is {size} bytes, over {max_bytes}")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise Unsupported(f"cannot read {path}: {exc.strerror or exc}") from None
+    out: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise Unsupported(f"{path} line {n} is not JSON") from None
+        if not isinstance(item, dict):
+            raise Unsupported(f"{path} line {n} is not a JSON object")
+        out.append((n, item))
+    return out
 
 
 def write_new(target: Path, data: bytes) -> Path:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability.agents.transcripts import Unsupported, write_new
+from durability.agents.transcripts import Unsupported, json_lines, write_new
 from durability.agents.transcripts.claude import Turn
 
 __all__ = ["TESTED_VERSIONS", "Cut", "completed_calls", "cut", "new_thread_id", "write_session"]
@@ -51,23 +51,9 @@ class Cut:
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise Unsupported(f"{path} is {size} bytes, over {MAX_BYTES}")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise Unsupported(f"cannot read {path}: {exc.strerror or exc}") from None
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise Unsupported(f"{path} line {n} is not JSON") from None
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str) \
-                or not isinstance(item.get("payload"), dict):
+    for n, item in json_lines(path, MAX_BYTES):
+        if not isinstance(item.get("type"), str) or not isinstance(item.get("payload"), dict):
             raise Unsupported(f"{path} line {n} is not a rollout line (type and payload)")
         out.append(item)
     return out
