@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability.agents.transcripts import Unsupported, write_new
+from durability.agents.transcripts import Unsupported, json_lines, write_new
 from durability.agents.transcripts.claude import Turn
 
 __all__ = ["TESTED", "Cut", "call_at", "completed_calls", "cut", "write_session"]
@@ -50,23 +50,9 @@ class Cut:
 
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the message list the file's lines make."""
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise Unsupported(f"{path} is over {MAX_BYTES} bytes")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise Unsupported(f"cannot read {path}: {exc.strerror or exc}") from None
     header: dict[str, Any] | None = None
     messages: list[dict[str, Any]] = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise Unsupported(f"{path} line {n} is not JSON") from None
-        if not isinstance(item, dict):
-            raise Unsupported(f"{path} line {n} is not an object")
+    for n, item in json_lines(path, MAX_BYTES):
         if header is None:
             if not set(item) >= _HEADER:
                 raise Unsupported(f"Gemini chat {path} has no header of the shape tested "
