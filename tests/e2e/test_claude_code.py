@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.fake_anthropic import BASH_INPUT, FINAL_TEXT, FakeAnthropic
-from tests.helpers import cli, cli_json, git, make_git_repo
+from tests.helpers import cli, cli_json, make_git_repo, store_git
 
 pytestmark = pytest.mark.slow
 
@@ -104,9 +104,9 @@ def assert_one_checkpoint(repo: Path, session_id: str) -> None:
     assert len(labelled) == 1, [r["label"] for r in rows]
     bash = labelled[0]
     assert bash["tool_use_id"].startswith("toolu_e2e_")
-    tree = git(repo, "ls-tree", "-r", "--name-only", bash["commit_id"]).stdout.split()
+    tree = store_git(repo, "ls-tree", "-r", "--name-only", bash["commit_id"]).stdout.split()
     assert "made-by-claude.txt" in tree, tree
-    assert git(repo, "show", f"{bash['commit_id']}:made-by-claude.txt").stdout == "hello\n"
+    assert store_git(repo, "show", f"{bash['commit_id']}:made-by-claude.txt").stdout == "hello\n"
     assert cli_json("gaps", session_id) == []
 
 

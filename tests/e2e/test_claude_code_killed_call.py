@@ -27,7 +27,7 @@ import pytest
 from durability.gaps.calls import calls_file
 from tests.e2e.fake_anthropic import FakeAnthropic, Script
 from tests.e2e.test_claude_code import CLAUDE_TIMEOUT_S, claude_env, claude_exe
-from tests.helpers import cli, cli_json, git, make_git_repo, wait_for
+from tests.helpers import cli, cli_json, make_git_repo, store_git, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -102,5 +102,5 @@ def test_a_killed_bash_call_is_one_call_unfinished_gap(tmp_path: Path) -> None:
     rows = cli_json("snapshots", session)
     [write] = [r for r in rows if r["label"].startswith("Write next.txt")]
     assert write["label"] == f"Write next.txt [after unfinished: Bash {KILLED}]"
-    tree = git(repo, "ls-tree", "-r", "--name-only", write["commit_id"]).stdout.split()
+    tree = store_git(repo, "ls-tree", "-r", "--name-only", write["commit_id"]).stdout.split()
     assert {"half.txt", "next.txt"} <= set(tree), tree

@@ -26,7 +26,7 @@ from durability.agents.protocol import AgentRequest, Usage
 from tests.e2e import fake_openai
 from tests.e2e.agent_driver import CODEX, Invocation, base_env, cli_path, run, toolkit_env
 from tests.e2e.fake_openai import FakeOpenAI, Script, add_file_patch
-from tests.helpers import cli_json, durability_exe, git, make_git_repo
+from tests.helpers import cli_json, durability_exe, make_git_repo, store_git
 
 pytestmark = pytest.mark.slow
 
@@ -101,12 +101,12 @@ def test_every_codex_tool_call_is_a_checkpoint_and_the_user_config_is_untouched(
     assert by_call["call_e2e_0001"]["label"] == "apply_patch notes.md"
     assert by_call["call_e2e_0002"]["label"] == "Bash echo hello > made-by-codex.txt"
     patched = by_call["call_e2e_0001"]["commit_id"]
-    assert git(repo, "show", f"{patched}:notes.md").stdout == "one\ntwo\n"
-    assert "made-by-codex.txt" not in git(repo, "ls-tree", "--name-only", patched).stdout
+    assert store_git(repo, "show", f"{patched}:notes.md").stdout == "one\ntwo\n"
+    assert "made-by-codex.txt" not in store_git(repo, "ls-tree", "--name-only", patched).stdout
     echoed = by_call["call_e2e_0002"]["commit_id"]
-    assert git(repo, "show", f"{echoed}:made-by-codex.txt").stdout == "hello\n"
+    assert store_git(repo, "show", f"{echoed}:made-by-codex.txt").stdout == "hello\n"
     failed = by_call["call_e2e_0004"]["commit_id"]
-    assert git(repo, "show", f"{failed}:notes.md").stdout == "one\ntwo\nthree\n"
+    assert store_git(repo, "show", f"{failed}:notes.md").stdout == "one\ntwo\nthree\n"
     assert cli_json("gaps", session) == []
 
     # Nothing of the user's was written: config.toml as it was, no hooks file

@@ -9,9 +9,11 @@ import sqlite3
 from pathlib import Path
 
 from durability.config import Settings
+from durability.runs.agent_rows import complete_call, record_block, record_session
 from durability.runs.fence import Owner
 from durability.runs.run_rows import Runs
 from durability.store import AttemptKey, Gap, NewCheckpoint
+from durability.store.boundaries import NewBoundary, record_boundaries
 from durability.store.gc_rows import record_undo_point
 from durability.store.remote_rows import Remotes
 from durability.store.watch_rows import Watches, WatchRow
@@ -28,6 +30,10 @@ def _fill(path: Path) -> None:
                                 repo_root="/r", worktree="/w", metadata_json="{}",
                                 plan_json='[{"id": "t1"}]', limits_json="{}")
         key = runs.begin_attempt(claim, "t1", 0, "/w")
+        # An agent attempt's session, a completed call and a quota block.
+        record_session(runs, claim, key, "claude", "s-1")
+        complete_call(runs, claim, key, "s-1", "toolu_1", "Bash")
+        record_block(runs, claim, key, "claude", 5_000, "usage limit")
         runs.complete_attempt(claim, key, '{"n": 1}')
         runs.decide("eng", "t1", "approved", "ok")
         runs.add_usage("eng", turns=1, tokens=10, cost=0.25)
@@ -38,6 +44,10 @@ def _fill(path: Path) -> None:
         runs.add_gaps([Gap(ts_ms=5, run_id="hook-run", request_id="g1", reason="jj-failed",
                            detail="boom")])
         record_undo_point(runs, KEY, 1)  # a restore named seq 1 as its undo
+        record_boundaries(runs, [NewBoundary(key=KEY, request_id="q0", checkpoint_seq=1,
+                                             commit_id="a" * 40, worktree="/w",
+                                             harness="claude", tool_use_id="toolu_1",
+                                             tool_name="Bash", event="PostToolUse")])
     Watches(path).put(WatchRow("/w", KEY, 100, 1000, poll=True))
     remotes = Remotes(path)
     remotes.add("/w", "backup", "file:///srv/backup.git")
