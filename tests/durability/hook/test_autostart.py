@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, git, hook_payload, make_git_repo, pid_alive, ping, run_cli, wait_for
+from tests.helpers import (
+    cli,
+    hook_payload,
+    make_git_repo,
+    pid_alive,
+    ping,
+    run_cli,
+    store_git,
+    wait_for,
+)
 
 
 def _hook(repo: Path, call: str, env: dict[str, str], cwd: Path | None = None) -> None:
@@ -38,7 +47,7 @@ def test_sixteen_first_calls_start_one_service_then_use_it(tmp_path: Path) -> No
         # Every one of the 16 calls was captured (in process, while it
         # started): no gap, and the newest checkpoint holds every file.
         rows = json.loads(run_cli("snapshots", "sess-auto", "--json").stdout)
-        files = git(repo, "ls-tree", "--name-only", rows[-1]["commit_id"]).stdout.split()
+        files = store_git(repo, "ls-tree", "--name-only", rows[-1]["commit_id"]).stdout.split()
         assert {f"t{i}.txt" for i in range(16)} <= set(files)
         assert json.loads(run_cli("gaps", "sess-auto", "--json").stdout) == []
         before = first["captures"]
