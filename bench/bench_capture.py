@@ -12,7 +12,7 @@ after a one-file edit:
 
 then 16 concurrent hook processes (and 16 concurrent socket requests) on one
 worktree: wall time and how many jj snapshots the service ran (its ping
-reports ``captures``).  Targets: hook end to end <= raw jj + 35 ms at the
+reports ``captures``).  Targets: hook end to end <= raw jj + 15 ms at the
 median; 16 concurrent calls run at most 3 jj snapshots.
 
 Usage: ``make bench`` or ``.venv/bin/python bench/bench_capture.py --sizes

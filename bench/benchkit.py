@@ -30,6 +30,8 @@ __all__ = ["Bench", "Samples", "StubService", "find_tool", "timed", "timed_cpu"]
 # A generous ceiling per command: the first snapshot of 100,000 files on a
 # slow disk takes tens of seconds.
 COMMAND_TIMEOUT_S = 600.0
+#: The machine id of every bench's services and of this process's stores.
+BENCH_HOST = "bench-host"
 FILES_PER_DIR = 100
 
 
@@ -128,11 +130,17 @@ class Bench:
             "DURABILITY_HOME": str(root / "state"),
             "DURABILITY_SOCKET": str(root / "run" / "service.sock"),
             "DURABILITY_SPOOL_DIR": str(root / "spool"),
+            # One machine id for the services and hooks it starts and for the
+            # stores this process opens to read their rows back (a store's
+            # reads are per host; without it this process would make its own).
+            "DURABILITY_HOST_ID": BENCH_HOST,
             "JJ_CONFIG": str(config),
             # git must not pick up the user's global config or hooks either.
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_CONFIG_NOSYSTEM": "1",
         }
+        # The stores this process opens (Store's default host) read as that machine.
+        os.environ["DURABILITY_HOST_ID"] = BENCH_HOST
 
     # -- repositories ----------------------------------------------------------
 
@@ -187,7 +195,14 @@ class Bench:
         return answer
 
     def captures(self) -> int:
-        return int(self.ping()["captures"])
+        """Captures the service ran the backend for: its batches, less those it
+        answered without one (from the last capture, or from a snapshot it took
+        ahead once the tree settled), plus those ahead-of-time snapshots."""
+        answer = self.ping()
+        informed = answer.get("informed")
+        if not informed:
+            return int(answer["captures"])
+        return int(informed["full"]) + int(informed["informed"]) + int(informed["ahead"])
 
     def stop_service(self) -> None:
         pid, self.service_pid = self.service_pid, None
