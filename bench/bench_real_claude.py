@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -83,6 +84,8 @@ class Session:
                  debug: Path | None) -> None:
         self.bench, self.repo, self.calls, self.settings, self.debug = \
             bench, repo, calls, settings, debug
+        #: The last session's post-call hooks, ms (from its debug log).
+        self.post_hooks: list[float] = []
 
     def env(self, base_url: str) -> dict[str, str]:
         b = self.bench.env
@@ -123,8 +126,10 @@ class Session:
         extra: list[str] = []
         if self.settings is not None:
             extra += ["--settings", str(self.settings)]
-        if self.debug is not None:
-            extra += ["--debug-file", str(self.debug / f"{tag}.log"), "--debug", "hooks"]
+        # Every session keeps a debug log (both of a pair, so both pay for it):
+        # its timestamps give the post-call hook's time as Claude Code sees it.
+        log = (self.debug or self.bench.root) / f"{tag}.log"
+        extra += ["--debug-file", str(log), "--debug", "hooks"]
         fake = TimedFake(Script(plan=plan))
         with fake:
             done = subprocess.run(
@@ -138,7 +143,32 @@ class Session:
         session = json.loads(done.stdout)["session_id"]
         if len(gaps) != calls:
             sys.exit(f"bench: {len(gaps)} tool calls seen, {calls} planned")
+        self.post_hooks = post_hook_ms(log) if self.settings is not None else []
         return gaps, session
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z ")
+
+
+def post_hook_ms(log: Path) -> list[float]:
+    """Per tool call, the post-call hook as Claude Code's debug log shows it:
+    from the tool's ``tool_dispatch_end`` to the hook's output being read
+    ("Hook output ..."), so spawning it and waiting for it."""
+    from datetime import datetime
+
+    out: list[float] = []
+    ended: datetime | None = None
+    for line in log.read_text(errors="replace").splitlines():
+        m = _STAMP.match(line)
+        if not m:
+            continue
+        at = datetime.fromisoformat(m.group(1))
+        if "tool_dispatch_end" in line:
+            ended = at
+        elif ended is not None and "Hook output" in line:
+            out.append((at - ended).total_seconds() * 1000)
+            ended = None
+    return out
 
 
 def service_cpu_s(pid: int | None) -> float:
@@ -221,6 +251,9 @@ def main() -> None:
                         "over an install without bytecode caches (an empty PYTHONPYCACHEPREFIX)")
     parser.add_argument("--claude", type=Path, help="another Claude Code binary than the pinned "
                         "one (npm install --prefix DIR @anthropic-ai/claude-code@VERSION)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable for the service and the hooks (a tuning knob: "
+                        "DURABILITY_INFORMED_SETTLE_MS=5); repeatable")
     args = parser.parse_args()
     global CLAUDE
     if args.claude:
@@ -252,6 +285,11 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     (home / ".claude").mkdir(parents=True)
     bench.env["HOME"] = str(home)
     bench.env["DURABILITY_AUTOSTART"] = "0"
+    for pair in args.env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            sys.exit(f"bench: --env takes NAME=VALUE, not {pair!r}")
+        bench.env[name] = value
     if args.no_bytecode:
         bench.env["PYTHONDONTWRITEBYTECODE"] = "1"
         bench.env["PYTHONPYCACHEPREFIX"] = str(root / "no-caches")
@@ -267,6 +305,8 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     cpu_pair: dict[str, list[float]] = {m: [] for m, _, _ in modes}
     #: The service's ping counters, summed over its sessions.
     informed: dict[str, int] = {}
+    #: Per mode: the post-call hooks' ms as Claude Code's debug log shows them.
+    post_hooks: dict[str, list[float]] = {}
     base: dict[str, list[float]] = {}
     loads = []
     for pair in range(args.pairs):
@@ -279,6 +319,7 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
                 tag = f"{kind}{n}-{pair}-{mode.replace(' ', '').replace(',', '-')}"
                 session_run = Session(bench, repo, args.calls, hook, args.debug_dir)
                 gaps, session, cpu_ms = session_run.run(tag)
+                post_hooks.setdefault(mode, []).extend(session_run.post_hooks)
                 if service:
                     seen = bench.ping().get("informed") or {}
                     for k in ("full", "informed", "quiet", "ahead", "from_snapshot"):
@@ -307,6 +348,11 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
         over = med([h - o for h, o in zip(per_pair[mode], nohook, strict=True)])
         print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
               f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
+        if post_hooks.get(mode):
+            hooks = post_hooks[mode]
+            print(f"  post-call hook, as Claude Code logs it  {med(hooks):7.1f} ms  = raw capture "
+                  f"+ {med(hooks) - raw:6.1f} ms (p90 {sorted(hooks)[int(len(hooks) * 0.9)]:.1f}, "
+                  f"{len(hooks)} calls)")
         cpu = med([h - o for h, o in zip(cpu_pair[mode], cpu_pair["no hook"], strict=True)])
         print(f"  CPU per call, {mode:23s} {cpu:7.1f} ms  (Claude Code, hooks, service and "
               f"its jj, minus the no-hook session's)")
