@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,14 +239,10 @@ def med(xs: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--backends", default="jj,git")
-    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
-    parser.add_argument("--pairs", type=int, default=3, help="hook/no-hook session pairs")
+    common_args(parser)
     parser.add_argument("--no-service", action="store_true",
                         help="also time the hook with no service (in-process captures)")
     parser.add_argument("--debug-dir", type=Path, help="keep Claude Code's debug logs here")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="run the hooks as a harness started with PYTHONDONTWRITEBYTECODE=1 "
                         "over an install without bytecode caches (an empty PYTHONPYCACHEPREFIX)")
@@ -267,15 +264,53 @@ def main() -> None:
         args.debug_dir.mkdir(parents=True, exist_ok=True)
     print(f"Claude Code {version}; {args.calls} Bash calls a session, {args.pairs} pairs; "
           f"load average {os.getloadavg()[0]:.2f} at start")
+    each_size(root, args, run_one)
+
+
+def common_args(parser: argparse.ArgumentParser) -> None:
+    """The options every real-harness bench takes."""
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--backends", default="jj,git")
+    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
+    parser.add_argument("--pairs", type=int, default=3, help="hook/no-hook session pairs")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+
+
+def each_size(root: Path, args: argparse.Namespace,
+              run: Callable[[Path, str, int, argparse.Namespace], None]) -> None:
+    """``run`` for each backend and size, in folders of ``root`` (removed after)."""
     try:
         for kind in args.backends.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
-                run_one(root / f"{kind}-{n}", kind, n, args)
+                run(root / f"{kind}-{n}", kind, n, args)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
         else:
             print(f"kept {root}")
+
+
+def report(title: str, loads: list[float], base: dict[str, list[float]],
+           informed: dict[str, int], per_mode: dict[str, list[float]],
+           per_pair: dict[str, list[float]], args: argparse.Namespace) -> float:
+    """Print one size's figures (the first mode is the one without a hook);
+    returns the raw capture's median, the baseline of what follows."""
+    print(f"\n{title} (load average {min(loads):.2f}-{max(loads):.2f})")
+    for k, samples in base.items():
+        print(f"  {k:34s} median {med(samples):7.1f} ms")
+    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
+          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
+    for mode in per_mode:
+        print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
+              f"(pairs: {', '.join(f'{x:.0f}' for x in per_pair[mode])})")
+    floor_ms = med(base["python -c pass"])
+    raw = med(base.get("raw jj util snapshot") or base["git add -A + write-tree"])
+    nohook, *hooked = per_pair
+    for mode in hooked:
+        over = med([h - o for h, o in zip(per_pair[mode], per_pair[nohook], strict=True)])
+        print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
+              f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
+    return raw
 
 
 def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
@@ -333,21 +368,8 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
             per_mode[mode] += gaps
             per_pair[mode].append(med(gaps))
             loads.append(os.getloadavg()[0])
-    print(f"\n{kind}, {n} files (load average {min(loads):.2f}-{max(loads):.2f})")
-    for k, samples in base.items():
-        print(f"  {k:34s} median {med(samples):7.1f} ms")
-    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
-          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
-    nohook = per_pair["no hook"]
-    for mode, _, _ in modes:
-        print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
-              f"(pairs: {', '.join(f'{x:.0f}' for x in per_pair[mode])})")
-    floor_ms = med(base["python -c pass"])
-    raw = med(base.get("raw jj util snapshot") or base["git add -A + write-tree"])
+    raw = report(f"{kind}, {n} files", loads, base, informed, per_mode, per_pair, args)
     for mode, _, _ in modes[1:]:
-        over = med([h - o for h, o in zip(per_pair[mode], nohook, strict=True)])
-        print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
-              f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
         if post_hooks.get(mode):
             hooks = post_hooks[mode]
             print(f"  post-call hook, as Claude Code logs it  {med(hooks):7.1f} ms  = raw capture "

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +34,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_real_claude import build_git, floor, gaps_of, med  # noqa: E402
+from bench_real_claude import (  # noqa: E402
+    build_git,
+    common_args,
+    each_size,
+    floor,
+    gaps_of,
+    med,
+    report,
+)
 from benchkit import Bench  # noqa: E402
 
 from durability.agents.gemini import GeminiHarness  # noqa: E402
@@ -142,29 +148,11 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
             per_mode[mode] += times
             per_pair[mode].append(med(times))
             loads.append(os.getloadavg()[0])
-    print(f"\n{kind}, {n} files (load average {min(loads):.2f}-{max(loads):.2f})")
-    for k, samples in base.items():
-        print(f"  {k:34s} median {med(samples):7.1f} ms")
-    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
-          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
-    for mode in per_mode:
-        print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
-              f"(pairs: {', '.join(f'{x:.0f}' for x in per_pair[mode])})")
-    floor_ms = med(base["python -c pass"])
-    raw = med(base.get("raw jj util snapshot") or base["git add -A + write-tree"])
-    over = statistics.median(h - o for h, o in zip(per_pair["hook, service up"],
-                                                   per_pair["no hook"], strict=True))
-    print(f"  overhead per call, hook, service up {over:7.1f} ms  = raw capture + "
-          f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
-
+    report(f"{kind}, {n} files", loads, base, informed, per_mode, per_pair, args)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--backends", default="jj,git")
-    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
-    parser.add_argument("--pairs", type=int, default=3, help="hook/no-hook session pairs")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    common_args(parser)
     args = parser.parse_args()
     if not os.access(GEMINI, os.X_OK):
         sys.exit(f"bench: the Gemini CLI is not installed at {GEMINI}: "
@@ -172,16 +160,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-gemini-"))
     print(f"Gemini CLI at {GEMINI}; {args.calls} shell calls a session, {args.pairs} pairs; "
           f"load average {os.getloadavg()[0]:.2f} at start")
-    try:
-        for kind in args.backends.split(","):
-            for n in (int(s) for s in args.sizes.split(",")):
-                run_one(root / f"{kind}-{n}", kind, n, args)
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print(f"kept {root}")
-
+    each_size(root, args, run_one)
 
 if __name__ == "__main__":
     main()
