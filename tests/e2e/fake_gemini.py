@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.e2e.standin import JsonHandler, StandIn
+from tests.e2e.standin import Failure, JsonHandler, Recorded, Recording
 
 MODEL = "gemini-2.5-flash"
 FINAL_TEXT = "Done: I wrote made-by-gemini.txt."
@@ -36,23 +36,8 @@ COMMAND = "echo hello > made-by-gemini.txt"
 API_KEY = "gemini-e2e-dummy-key"
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
 #: The next call (tool name, args) given the function responses so far; None: done.
 Plan = Callable[[list[dict[str, Any]]], "tuple[str, dict[str, Any]] | None"]
-
-
-@dataclass
-class Failure:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def resource_exhausted(message: str = "Resource has been exhausted (e.g. check quota).",
@@ -144,24 +129,14 @@ def response_chunk(parts: list[dict[str, Any]], script: Script, model: str) -> d
     }
 
 
-class FakeGemini(StandIn):
+class FakeGemini(Recording):
     """The stand-in server, in a daemon thread; use as a context manager."""
 
     thread_name = "fake-gemini"
 
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
-        self.requests: list[Recorded] = []
         super().__init__(_handler_for(self))
-
-    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
-        with self._lock:
-            self.requests.append(Recorded(method, path, headers, body))
-            return len(self.requests)
-
-    def next_failure(self) -> Failure | None:
-        with self._lock:
-            return self.script.failures.pop(0) if self.script.failures else None
 
     def streams(self) -> list[Recorded]:
         """The streamGenerateContent requests that offered tools (the agent's turns)."""

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.standin import JsonHandler, StandIn
+from tests.e2e.standin import Failure, JsonHandler, Recorded, Recording
 
 #: A model slug the pinned Codex knows (an unknown one makes it warn with an
 #: ``error`` item and fall back to default metadata).
@@ -41,27 +41,10 @@ COMMAND = "echo hello > made-by-codex.txt"
 API_KEY_ENV = "FAKE_OPENAI_API_KEY"
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
 #: The next call given the tool outputs so far; None: done.  A call is (tool
 #: name, arguments): a dict for a function tool (``exec_command``), the raw
 #: text for a freeform tool (``apply_patch``'s patch).
 Plan = Callable[[list[dict[str, Any]]], "tuple[str, dict[str, Any] | str] | None"]
-
-
-@dataclass
-class Failure:
-    """One HTTP error answer."""
-
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def usage_limit(resets_at: int, plan_type: str = "plus") -> Failure:
@@ -193,24 +176,14 @@ def codex_config(codex_home: Path, base_url: str, *, model: str = MODEL,
     return path
 
 
-class FakeOpenAI(StandIn):
+class FakeOpenAI(Recording):
     """The stand-in server, in a daemon thread; use as a context manager."""
 
     thread_name = "fake-openai"
 
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
-        self.requests: list[Recorded] = []
         super().__init__(_handler_for(self))
-
-    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
-        with self._lock:
-            self.requests.append(Recorded(method, path, headers, body))
-            return len(self.requests)
-
-    def next_failure(self) -> Failure | None:
-        with self._lock:
-            return self.script.failures.pop(0) if self.script.failures else None
 
     def responses(self) -> list[Recorded]:
         """The Responses requests Codex made."""

@@ -9,10 +9,34 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
-__all__ = ["JsonHandler", "StandIn"]
+__all__ = ["Failure", "JsonHandler", "Recorded", "Recording", "StandIn"]
+
+
+@dataclass
+class Recorded:
+    """One request the stand-in received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Failure:
+    """One HTTP error answer."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class _Failing(Protocol):
+    failures: list[Failure]
 
 
 class StandIn:
@@ -44,6 +68,26 @@ class StandIn:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
+
+
+class Recording(StandIn):
+    """A stand-in that records every request and answers a script's failures
+    first (``script.failures``, oldest first)."""
+
+    script: _Failing
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.requests: list[Recorded] = []
+        super().__init__(handler)
+
+    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
+        with self._lock:
+            self.requests.append(Recorded(method, path, headers, body))
+            return len(self.requests)
+
+    def next_failure(self) -> Failure | None:
+        with self._lock:
+            return self.script.failures.pop(0) if self.script.failures else None
 
 
 class JsonHandler(BaseHTTPRequestHandler):
