@@ -219,7 +219,8 @@ def set_call_ids(store: Store, run_id: str, calls: dict[int, str]) -> int:
 
 def rename_commits(conn: Connection, renamed: Mapping[str, str], host: str) -> None:
     """In the caller's transaction (the one renaming the checkpoint rows):
-    boundaries naming an old commit name the new one."""
+    boundaries naming an old commit name the new one (found by the
+    ``boundaries_commit`` index, migration 0017)."""
     for old, new in renamed.items():
         conn.execute("UPDATE boundaries SET commit_id=$1 WHERE commit_id=$2 AND host=$3",
                      (new, old, host))
@@ -227,7 +228,9 @@ def rename_commits(conn: Connection, renamed: Mapping[str, str], host: str) -> N
 
 def clear_dropped(conn: Connection, key: AttemptKey, seq: int, host: str) -> None:
     """In the caller's transaction (the one dropping checkpoint ``seq`` of
-    ``key``): its boundaries are collected, naming no commit."""
+    ``key``): its boundaries are collected, naming no commit.  Found by the
+    attempt and seq, not the commit, so a boundary that a toolkit before
+    migration 0017 recorded with another commit is cleared too."""
     conn.execute("UPDATE boundaries SET commit_id=$1 WHERE run_id=$2 AND node_id=$3 AND "
                  "iteration=$4 AND attempt=$5 AND host=$6 AND checkpoint_seq=$7",
                  (COLLECTED, key.run_id, key.node_id, key.iteration, key.attempt,

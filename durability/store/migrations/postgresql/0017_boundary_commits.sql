@@ -13,3 +13,6 @@ UPDATE boundaries SET commit_id = COALESCE((
      WHERE c.run_id = boundaries.run_id AND c.node_id = boundaries.node_id
        AND c.iteration = boundaries.iteration AND c.attempt = boundaries.attempt
        AND c.host = boundaries.host AND c.seq = boundaries.checkpoint_seq), '');
+-- A rename (gc writing a git chain again, forget) finds a commit's
+-- boundaries by this index, not by a scan of the table per commit.
+CREATE INDEX IF NOT EXISTS boundaries_commit ON boundaries (commit_id);
