@@ -68,7 +68,12 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
     from durability.store.store import _CHECKPOINT_COLS
 
     cols = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
-    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top, u.named_at_ms, b.called "
+    # The newest boundary naming the row, found by the boundaries_commit
+    # index (a boundary names its row's commit, decision 0057).
+    called = ("(SELECT MAX(b.created_at_ms) FROM boundaries b WHERE b.commit_id=c.commit_id "
+              "AND b.run_id=c.run_id AND b.node_id=c.node_id AND b.iteration=c.iteration "
+              "AND b.attempt=c.attempt AND b.host=c.host AND b.checkpoint_seq=c.seq)")
+    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top, u.named_at_ms, {called} "
            "FROM workspace_checkpoints c "
            "JOIN attempts a ON a.run_id=c.run_id AND a.node_id=c.node_id "
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
@@ -80,14 +85,8 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
            "AND m.attempt=c.attempt "
            "LEFT JOIN undo_points u ON u.run_id=c.run_id AND u.node_id=c.node_id "
            "AND u.iteration=c.iteration AND u.attempt=c.attempt AND u.host=c.host "
-           "AND u.seq=c.seq "
-           "LEFT JOIN (SELECT run_id, node_id, iteration, attempt, host, checkpoint_seq, "
-           "MAX(created_at_ms) AS called FROM boundaries WHERE host=$2 "
-           "GROUP BY run_id, node_id, iteration, attempt, host, checkpoint_seq) b "
-           "ON b.run_id=c.run_id AND b.node_id=c.node_id AND b.iteration=c.iteration "
-           "AND b.attempt=c.attempt AND b.host=c.host AND b.checkpoint_seq=c.seq "
-           "WHERE c.host=$3")
-    params: tuple[Any, ...] = (store.host, store.host, store.host)
+           "AND u.seq=c.seq WHERE c.host=$2")
+    params: tuple[Any, ...] = (store.host, store.host)
     chosen = None if worktrees is None else sorted(set(worktrees))
     if chosen is not None:
         if not chosen:
