@@ -20,7 +20,8 @@ each); per size, over ``--seconds`` of calls:
 * where the time goes: the machine's CPU (both cores, from /proc/stat), the
   share of it that PostgreSQL's processes and the services took, the load
   average; PostgreSQL's backends sampled every 50 ms by what they wait on
-  (``pg_stat_activity``: a lock, a WAL write or flush, the client), which
+  (``pg_stat_activity``: a lock, a WAL write or flush, the client, or idle
+  in a transaction: waiting for its client's next statement), which
   advisory lock those waiting on one want (``pg_locks``: the schema's, or a
   run's or request's, docs/decisions/0059), and its WAL syncs and their time
   (``pg_stat_wal``, ``track_wal_io_timing`` on).
@@ -272,10 +273,14 @@ class Sampler(threading.Thread):
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.is_set():
+                # A backend idle in a transaction waits for its client's next
+                # statement: the client has not had the CPU back yet.
                 rows = conn.execute(
-                    "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, "
-                    "'running') FROM pg_stat_activity WHERE state = 'active' AND "
-                    "backend_type = 'client backend' AND pid <> pg_backend_pid()").fetchall()
+                    "SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type, 'CPU') "
+                    "|| ':' || coalesce(wait_event, 'running') ELSE 'Client:idle in "
+                    "transaction' END FROM pg_stat_activity WHERE state IN ('active', "
+                    "'idle in transaction') AND backend_type = 'client backend' AND "
+                    "pid <> pg_backend_pid()").fetchall()
                 self.samples += 1
                 for (what,) in rows:
                     self.waits[what] += 1
@@ -445,7 +450,7 @@ def _print(r: dict[str, Any], mode: str) -> None:
           f"{r['wal_syncs'] / r['seconds']:5.0f}/s "
           f"{per_sync:4.1f} ms each | load {r['load'][0]:.1f}->{r['load'][1]:.1f} "
           f"| failures {r['failures']}", flush=True)
-    print(f"      backends active per sample: {waits or 'none'}", flush=True)
+    print(f"      backends active or in a transaction per sample: {waits or 'none'}", flush=True)
     locks = ", ".join(f"{k} {v / max(r['samples'], 1):.2f}"
                       for k, v in sorted(r["lock_waits"].items()))
     print(f"      advisory locks waited for per sample: {locks or 'none'}", flush=True)
