@@ -121,7 +121,12 @@ def record_boundaries(store: Store, new: Iterable[NewBoundary]) -> int:
         return 0
     now = store._clock()
     try:
-        with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
+        # Narrow (decision 0059): every read below decides within a boundary's
+        # run (its next seq, its checkpoint row) or its request (recorded once);
+        # only wide writes (gc, forget) change those rows across runs.
+        keys = sorted({f"run:{b.key.run_id}" for b in rows}
+                      | {f"request:{b.request_id}" for b in rows})
+        with store._conn() as db, write_transaction(db, keys=keys) as conn:  # the store's own
             added = 0
             for b in rows:
                 if conn.execute("SELECT 1 FROM boundaries WHERE request_id=$1",

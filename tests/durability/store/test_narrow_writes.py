@@ -22,6 +22,7 @@ import pytest
 
 from durability.ground.store_errors import StoreUnavailable
 from durability.store import AttemptKey, Gap, NewCheckpoint, RecordRefused, Store
+from durability.store.boundaries import NewBoundary, boundaries, record_boundaries
 from durability.store.database import Location, open_database
 from durability.store.db import write_transaction
 from durability.store.dialect import POSTGRESQL
@@ -272,3 +273,48 @@ def test_a_sqlite_write_takes_the_whole_lock_whatever_keys_it_names(tmp_path: Pa
             store.record_checkpoint(_new(AttemptKey("free", "n", 0, 1), "q1", "a" * 40))
     finally:
         holder.close()
+
+
+def _boundary(run: str, request: str) -> NewBoundary:
+    return NewBoundary(key=AttemptKey(run, "n", 0, 1), request_id=request, checkpoint_seq=1,
+                       commit_id="a" * 40, worktree=f"/w/{run}", tool_use_id=f"t-{request}")
+
+
+def test_a_boundary_waits_only_for_a_write_of_its_run_or_the_whole_schema(
+        pg_server: pg.PgServer) -> None:
+    url = pg_server.fresh_url()
+    Store(url).close()
+    holder = _holder(url, ("run:busy",))
+    try:
+        with Store(url, busy_timeout_ms=200) as store:
+            assert record_boundaries(store, [_boundary("free", "b1")]) == 1
+            with pytest.raises(StoreUnavailable, match="locked"):
+                record_boundaries(store, [_boundary("busy", "b2")])
+            # A batch naming a busy run among others waits as a whole.
+            with pytest.raises(StoreUnavailable, match="locked"):
+                record_boundaries(store, [_boundary("free", "b3"), _boundary("busy", "b4")])
+            holder.execute("ROLLBACK")
+            assert record_boundaries(store, [_boundary("busy", "b2")]) == 1
+        wide = _holder(url, ())
+        try:
+            with Store(url, busy_timeout_ms=200) as store, \
+                    pytest.raises(StoreUnavailable, match="locked"):
+                record_boundaries(store, [_boundary("free", "b5")])
+        finally:
+            wide.close()
+    finally:
+        holder.close()
+
+
+def test_boundaries_of_many_runs_at_once_are_numbered_gaplessly(db_location: Location) -> None:
+    def work(i: int) -> None:
+        with Store(db_location) as store:
+            for j in range(ROWS):
+                record_boundaries(store, [_boundary(f"r{i % 3}", f"b{i}-{j}")])
+
+    _together(WRITERS, work)
+    with Store(db_location) as store:
+        for run in ("r0", "r1", "r2"):
+            seqs = [b.seq for b in boundaries(store, run)]
+            assert seqs == list(range(1, len(seqs) + 1))
+            assert len(seqs) == ROWS * (WRITERS // 3)
