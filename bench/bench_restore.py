@@ -22,10 +22,12 @@ time what each restore does.
 
 With ``--cli`` (issue 25) the two durability rows are the installed
 ``durability restore bench --node n --seq S`` as a whole process instead
-(its start-up included), each restore paired with the ``jj restore --from``
-that follows it: the ratio is taken pair by pair.
+(its start-up included, with bytecode caches as an installed toolkit has
+them), each restore paired with the ``jj restore --from`` that follows it,
+both backends interleaved in the same rounds: the ratio is taken pair by
+pair, wall and CPU, and the load average printed with every round.
 
-Usage: ``.venv/bin/python bench/bench_restore.py --files 20000 [--cli]``.
+Usage: ``.venv/bin/python bench/bench_restore.py --files 20000 [--cli [--pairs N]]``.
 Not a test: it asserts nothing about speed (a restore that fails stops it).
 """
 
@@ -37,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from restorekit import TwoCheckpoints, fmt, main, two_checkpoints
@@ -47,7 +49,7 @@ def run(_backend: str, files: int, base: Path) -> None:
     git = two_checkpoints("git", files, base / "git")
     jj = two_checkpoints("jj", files, base / "jj")
     if "--cli" in sys.argv:
-        return _cli(git, jj)
+        return _cli(git, jj, _pairs())
     raw = _raw_git(files, base / "raw")
     figures = {
         "durability git": _ours(git),
@@ -58,15 +60,27 @@ def run(_backend: str, files: int, base: Path) -> None:
     }
     wall_floor = statistics.median(figures["jj restore --from"][0][1:])
     cpu_floor = statistics.median(figures["jj restore --from"][1][1:])
-    print(f"{files} files, every one changed between the two versions:")
+    print(f"{files} files, every one changed between the two versions "
+          f"(load average {_load()}):")
     for name, (wall, cpu) in figures.items():
         print(f"  {name:18} wall {fmt(wall)} {statistics.median(wall[1:]) / wall_floor:4.2f}x; "
               f"cpu median {statistics.median(cpu[1:]):.2f} s "
               f"{statistics.median(cpu[1:]) / cpu_floor:4.2f}x jj restore --from")
+    print(f"load average at the end {_load()}")
 
 
-def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
-    """Each backend's CLI restore and jj's restore, alternating: A B A B."""
+def _pairs() -> int:
+    """``--pairs N`` (rounds of the ``--cli`` comparison), default 6."""
+    args = sys.argv
+    return int(args[args.index("--pairs") + 1]) if "--pairs" in args else 6
+
+
+def _cli(git: TwoCheckpoints, jj: TwoCheckpoints, pairs: int) -> None:
+    """Both backends' CLI restores, each followed by a ``jj restore --from``,
+    in rounds: ours on jj, jj's, ours on git, jj's.  Every command changes
+    every file: ours on the jj worktree goes to one version and jj's back,
+    then jj's to the first again after ours on git (which flips the git
+    worktree each round), so the next round's ours on jj flips it once more."""
     from durability.restore.apply import find_checkpoint
     from durability.store import Store
 
@@ -74,35 +88,59 @@ def _cli(git: TwoCheckpoints, jj: TwoCheckpoints) -> None:
     with Store(jj.settings.database) as store:
         commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
                    for s in jj.seqs]
-    print(f"{git.files} files, every one changed; load average {os.getloadavg()[0]:.1f}")
-    for bench in (jj, git):
-        ours, theirs, ratios = [], [], []
-        for i in range(6):
-            # Every command changes every file: on the git worktree each
-            # restore flips it and so does jj's on its own; on the jj worktree,
-            # which both restore, ours goes to one version and jj's back.
-            flip = 0 if bench is jj else i % 2
-            a = _process([exe, "restore", "bench", "--node", "n", "--seq",
-                          str(bench.seqs[flip]), "--worktree", str(bench.worktree)], bench)
-            b = _process([jj.jj, "-R", str(jj.worktree), "restore", "--from",
-                          commits[1 if bench is jj else i % 2]], jj)
-            if i >= 2:  # the first pairs write a tree the disk is still flushing
-                ours.append(a)
-                theirs.append(b)
-                ratios.append(a[0] / b[0])
-        wall, cpu = (statistics.median(r[i] for r in ours) for i in (0, 1))
-        print(f"  durability restore ({bench.backend}) CLI: wall {wall:.2f} s cpu {cpu:.2f} s"
-              f" | jj restore --from: wall "
-              f"{statistics.median(r[0] for r in theirs):.2f} s cpu "
-              f"{statistics.median(r[1] for r in theirs):.2f} s | paired wall ratio median "
-              f"{statistics.median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})",
-              flush=True)
+
+    def ours(bench: TwoCheckpoints, v: int) -> tuple[float, float]:
+        return _process([exe, "restore", "bench", "--node", "n", "--seq", str(bench.seqs[v]),
+                         "--worktree", str(bench.worktree)], bench)
+
+    def theirs(v: int) -> tuple[float, float]:
+        return _process([jj.jj, "-R", str(jj.worktree), "restore", "--from", commits[v]], jj)
+
+    print(f"{git.files} files, every one changed; {pairs} rounds, the first dropped; "
+          f"load average {_load()}", flush=True)
+    rows: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {"jj": [], "git": []}
+    for i in range(pairs):
+        v = i % 2
+        jj_pair = (ours(jj, v), theirs(1 - v))
+        git_pair = (ours(git, v), theirs(v))
+        if i:  # the first round compiles nothing, but finds a tree the disk still flushes
+            rows["jj"].append(jj_pair)
+            rows["git"].append(git_pair)
+        print(f"  round {i + 1}: jj {_pair(jj_pair)}; git {_pair(git_pair)}; "
+              f"load {_load()}", flush=True)
+    for backend, got in rows.items():
+        wall = [a[0] / b[0] for a, b in got]
+        cpu = [a[1] / b[1] for a, b in got]
+        print(f"  durability restore ({backend}) CLI: wall {_med(a[0] for a, _ in got):.2f} s "
+              f"cpu {_med(a[1] for a, _ in got):.2f} s | jj restore --from: wall "
+              f"{_med(b[0] for _, b in got):.2f} s cpu {_med(b[1] for _, b in got):.2f} s | "
+              f"paired ratio median wall {_med(wall):.2f}x "
+              f"({', '.join(f'{r:.2f}' for r in wall)}), cpu {_med(cpu):.2f}x", flush=True)
+    print(f"load average at the end {_load()}")
+
+
+def _pair(pair: tuple[tuple[float, float], tuple[float, float]]) -> str:
+    (a_wall, a_cpu), (b_wall, b_cpu) = pair
+    return f"{a_wall:.2f}/{b_wall:.2f} s ({a_wall / b_wall:.2f}x, cpu {a_cpu / b_cpu:.2f}x)"
+
+
+def _med(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
-    """Wall and CPU seconds of one whole process (it must succeed)."""
+    """Wall and CPU seconds of one whole process (it must succeed).
+
+    ``PYTHONDONTWRITEBYTECODE`` is left out of its environment (as in
+    ``benchkit``): with it set every CLI start would compile the package
+    again, which no installed toolkit pays."""
     base = bench.worktree.parent  # two_checkpoints' folder: its own state, spool, socket
-    env = {**os.environ, "DURABILITY_BACKEND": bench.backend,
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+           "DURABILITY_BACKEND": bench.backend,
            "DURABILITY_HOME": str(base / "state"), "DURABILITY_SPOOL_DIR": str(base / "spool"),
            "DURABILITY_SOCKET": str(base / "s.sock"), "JJ_CONFIG": str(base / "jj.toml")}
     started = time.perf_counter()
