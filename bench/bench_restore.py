@@ -27,7 +27,13 @@ them), each restore paired with the ``jj restore --from`` that follows it,
 both backends interleaved in the same rounds: the ratio is taken pair by
 pair, wall and CPU, and the load average printed with every round.
 
-Usage: ``.venv/bin/python bench/bench_restore.py --files 20000 [--cli [--pairs N]]``.
+``--before DIR`` adds, in the same rounds, the CLI running the package of
+another source tree (``DIR/durability``, through ``PYTHONPATH``; say a
+``git archive`` of the commit before a change), so before and after are
+paired too.
+
+Usage: ``.venv/bin/python bench/bench_restore.py --files 20000 [--cli [--pairs N]
+[--before DIR]]``.
 Not a test: it asserts nothing about speed (a restore that fails stops it).
 """
 
@@ -49,7 +55,7 @@ def run(_backend: str, files: int, base: Path) -> None:
     git = two_checkpoints("git", files, base / "git")
     jj = two_checkpoints("jj", files, base / "jj")
     if "--cli" in sys.argv:
-        return _cli(git, jj, _pairs())
+        return _cli(git, jj, _pairs(), _option("--before"))
     raw = _raw_git(files, base / "raw")
     figures = {
         "durability git": _ours(git),
@@ -71,16 +77,21 @@ def run(_backend: str, files: int, base: Path) -> None:
 
 def _pairs() -> int:
     """``--pairs N`` (rounds of the ``--cli`` comparison), default 6."""
+    return int(_option("--pairs") or 6)
+
+
+def _option(name: str) -> str | None:
     args = sys.argv
-    return int(args[args.index("--pairs") + 1]) if "--pairs" in args else 6
+    return args[args.index(name) + 1] if name in args else None
 
 
-def _cli(git: TwoCheckpoints, jj: TwoCheckpoints, pairs: int) -> None:
-    """Both backends' CLI restores, each followed by a ``jj restore --from``,
-    in rounds: ours on jj, jj's, ours on git, jj's.  Every command changes
-    every file: ours on the jj worktree goes to one version and jj's back,
-    then jj's to the first again after ours on git (which flips the git
-    worktree each round), so the next round's ours on jj flips it once more."""
+def _cli(git: TwoCheckpoints, jj: TwoCheckpoints, pairs: int, before: str | None) -> None:
+    """Both backends' CLI restores, each followed by a ``jj restore --from``
+    on the jj worktree, in rounds: ours on jj, jj's, ours on git, jj's.
+    Every command changes every file: each goes to the version its worktree
+    does not hold.  ``before``: a source tree (``--before DIR``, its
+    ``durability`` package found on ``PYTHONPATH``) timed the same way in the
+    same rounds, in alternating order with this one."""
     from durability.restore.apply import find_checkpoint
     from durability.store import Store
 
@@ -88,30 +99,41 @@ def _cli(git: TwoCheckpoints, jj: TwoCheckpoints, pairs: int) -> None:
     with Store(jj.settings.database) as store:
         commits = [find_checkpoint(store, run_id="bench", node_id="n", seq=s).commit_id
                    for s in jj.seqs]
+    holds = {"jj": 1, "git": 1}  # each worktree holds the version captured second
 
-    def ours(bench: TwoCheckpoints, v: int) -> tuple[float, float]:
-        return _process([exe, "restore", "bench", "--node", "n", "--seq", str(bench.seqs[v]),
-                         "--worktree", str(bench.worktree)], bench)
+    def flip(bench: TwoCheckpoints) -> int:
+        holds[bench.backend] = 1 - holds[bench.backend]
+        return holds[bench.backend]
 
-    def theirs(v: int) -> tuple[float, float]:
-        return _process([jj.jj, "-R", str(jj.worktree), "restore", "--from", commits[v]], jj)
+    def ours(bench: TwoCheckpoints, extra: dict[str, str]) -> tuple[float, float]:
+        return _process([exe, "restore", "bench", "--node", "n", "--seq",
+                         str(bench.seqs[flip(bench)]), "--worktree", str(bench.worktree)],
+                        bench, extra)
 
+    def theirs() -> tuple[float, float]:
+        return _process([jj.jj, "-R", str(jj.worktree), "restore", "--from",
+                         commits[flip(jj)]], jj)
+
+    codes: list[tuple[str, dict[str, str]]] = [("", {})]
+    if before is not None:
+        codes = [(" this tree", {}), (" --before", {"PYTHONPATH": before})]
     print(f"{git.files} files, every one changed; {pairs} rounds, the first dropped; "
           f"load average {_load()}", flush=True)
-    rows: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {"jj": [], "git": []}
+    rows: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {}
     for i in range(pairs):
-        v = i % 2
-        jj_pair = (ours(jj, v), theirs(1 - v))
-        git_pair = (ours(git, v), theirs(v))
-        if i:  # the first round compiles nothing, but finds a tree the disk still flushes
-            rows["jj"].append(jj_pair)
-            rows["git"].append(git_pair)
-        print(f"  round {i + 1}: jj {_pair(jj_pair)}; git {_pair(git_pair)}; "
-              f"load {_load()}", flush=True)
-    for backend, got in rows.items():
+        line = []
+        for bench in (jj, git):
+            for code, extra in (codes if i % 2 == 0 else codes[::-1]):
+                pair = (ours(bench, extra), theirs())
+                name = f"{bench.backend}{code}"
+                if i:  # the first round finds a tree the disk is still flushing
+                    rows.setdefault(name, []).append(pair)
+                line.append(f"{name} {_pair(pair)}")
+        print(f"  round {i + 1}: {'; '.join(line)}; load {_load()}", flush=True)
+    for name, got in rows.items():
         wall = [a[0] / b[0] for a, b in got]
         cpu = [a[1] / b[1] for a, b in got]
-        print(f"  durability restore ({backend}) CLI: wall {_med(a[0] for a, _ in got):.2f} s "
+        print(f"  durability restore ({name}) CLI: wall {_med(a[0] for a, _ in got):.2f} s "
               f"cpu {_med(a[1] for a, _ in got):.2f} s | jj restore --from: wall "
               f"{_med(b[0] for _, b in got):.2f} s cpu {_med(b[1] for _, b in got):.2f} s | "
               f"paired ratio median wall {_med(wall):.2f}x "
@@ -132,7 +154,8 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
+def _process(argv: list[str], bench: TwoCheckpoints,
+             extra: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of one whole process (it must succeed).
 
     ``PYTHONDONTWRITEBYTECODE`` is left out of its environment (as in
@@ -142,7 +165,8 @@ def _process(argv: list[str], bench: TwoCheckpoints) -> tuple[float, float]:
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
            "DURABILITY_BACKEND": bench.backend,
            "DURABILITY_HOME": str(base / "state"), "DURABILITY_SPOOL_DIR": str(base / "spool"),
-           "DURABILITY_SOCKET": str(base / "s.sock"), "JJ_CONFIG": str(base / "jj.toml")}
+           "DURABILITY_SOCKET": str(base / "s.sock"), "JJ_CONFIG": str(base / "jj.toml"),
+           **(extra or {})}
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)

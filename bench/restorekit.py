@@ -81,6 +81,9 @@ def main(run: Callable[[str, int, Path], None], prefix: str) -> None:
     parser.add_argument("--pairs", type=int, default=6,
                         help="rounds of the --cli comparison, the first dropped "
                              "(bench_restore.py only)")
+    parser.add_argument("--before", metavar="DIR",
+                        help="--cli: also time the package of the source tree DIR "
+                             "(bench_restore.py only)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix=prefix))
     try:
