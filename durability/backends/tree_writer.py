@@ -47,7 +47,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
@@ -55,10 +55,14 @@ from pygit2.enums import DeltaStatus, FileMode
 from durability.backends import modes as saved_modes
 from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
-from durability.backends.git_index import WorktreeIndex
 from durability.backends.git_repo import common_dir
 from durability.backends.selection import covers, touches
 from durability.ground.errors import RestoreError
+
+if TYPE_CHECKING:
+    # Only git's restore has an index: a jj restore (tree_files) imports
+    # this module without the index's scan and store modules.
+    from durability.backends.git_index import WorktreeIndex
 
 __all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
            "select"]
