@@ -30,7 +30,12 @@ class TwoCheckpoints:
 def two_checkpoints(backend: str, files: int, base: Path) -> TwoCheckpoints:
     """Set the environment up in ``base``, build the worktree, capture it twice."""
     base.mkdir(parents=True, exist_ok=True)
-    os.environ.update(DURABILITY_HOME=str(base / "state"), DURABILITY_SPOOL_DIR=str(base / "spool"),
+    # One host id for every state folder: the id is otherwise kept in each
+    # folder and cached per folder, and a restore in this process after the
+    # other backend's set-up would look for its checkpoints under the other
+    # folder's id (and find none).
+    os.environ.update(DURABILITY_HOST_ID="bench-host",
+                      DURABILITY_HOME=str(base / "state"), DURABILITY_SPOOL_DIR=str(base / "spool"),
                       DURABILITY_SOCKET=str(base / "s.sock"), JJ_CONFIG=str(base / "jj.toml"),
                       GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b.invalid",
                       GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b.invalid")
@@ -73,6 +78,12 @@ def main(run: Callable[[str, int, Path], None], prefix: str) -> None:
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--cli", action="store_true",
                         help="time the installed command (bench_restore.py only)")
+    parser.add_argument("--pairs", type=int, default=6,
+                        help="rounds of the --cli comparison, the first dropped "
+                             "(bench_restore.py only)")
+    parser.add_argument("--before", metavar="DIR",
+                        help="--cli: also time the package of the source tree DIR "
+                             "(bench_restore.py only)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix=prefix))
     try:

@@ -105,6 +105,11 @@ class Backend(Protocol):
     #: Whether the backend writes the stamps (attempt, seq) into its commits,
     #: so the capturer reads the next seq from the store before capturing.
     stamps_commits: bool
+    #: The snapshot this backend's last ``restore`` took once it had written
+    #: everything (jj: the one that records the files written), or None when
+    #: it took none: the verification that follows reads the tree from it
+    #: instead of snapshotting again (decision 0054).
+    restored: Snapshot | None
 
     def snapshot(
         self,

@@ -179,12 +179,13 @@ class ConfinedTree:
             folder = folder.rpartition("/")[0]
 
     def write_file(self, rel: str, data: bytes | Iterable[bytes], mode: int, *,
-                   exact_mode: bool = False) -> os.stat_result:
+                   exact_mode: bool = False, want_stat: bool = True) -> os.stat_result | None:
         """Write ``rel`` as a new file: whatever is there (file or link) is
         unlinked, never written through, and the new file is created with
         ``O_EXCL | O_NOFOLLOW``, so a link put back meanwhile is refused.
         Returns the new file's stat data, read from the descriptor written
-        (so it is this file's, whatever replaces the name afterwards).
+        (so it is this file's, whatever replaces the name afterwards), or
+        None when not ``want_stat`` (one ``fstat`` fewer per file).
         ``data`` may be chunks (a large blob, streamed in bounded memory).
 
         Unlink and create, as git's and jj's checkouts do, rather than a
@@ -223,7 +224,7 @@ class ConfinedTree:
                     _write_all(file_fd, chunk)
             if exact_mode:
                 os.fchmod(file_fd, mode)
-            return os.fstat(file_fd)
+            return os.fstat(file_fd) if want_stat else None
         finally:
             os.close(file_fd)
 

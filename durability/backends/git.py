@@ -91,6 +91,9 @@ class GitBackend:
 
     name = "git"
     stamps_commits = True
+    #: A git restore takes no snapshot of its own: its verification stages
+    #: the tree, trusting the index entries the restore wrote.
+    restored: Snapshot | None = None
 
     def snapshot(
         self,

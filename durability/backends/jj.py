@@ -185,6 +185,8 @@ class JjBackend:
         self.max_new_file_size = max_new_file_size or DEFAULT_MAX_NEW_FILE_SIZE
         #: What the last jj command's snapshot left out.
         self.skipped: tuple[Skipped, ...] = ()
+        #: The snapshot the last restore ended with (see ``Backend.restored``).
+        self.restored: Snapshot | None = None
 
     def _timeout(self) -> float:
         """``timeout_s``, cut to what is left before ``deadline`` as this jj
@@ -310,38 +312,48 @@ class JjBackend:
                 progress: Progress | None = None) -> Changes:
         """Write ``commit_id``'s files with the confined writer (never ``jj
         restore``, whose checkout follows a folder swapped for a symlink),
-        then snapshot so jj records them."""
+        then snapshot so jj records them; that snapshot is kept as
+        ``restored``, for the verification."""
         from durability.backends.tree_files import write_commit
 
+        self.restored = None
         current = pre_restore or self.snapshot(worktree).commit_id
         done = write_commit(git_dir(worktree), worktree, commit_id, current,
                             pre_restore=pre_restore, paths=paths,
                             dry_run=dry_run, progress=progress)
         if not dry_run:
-            self._track_missing(worktree, commit_id, paths)
+            self.restored = self._record_written(worktree, commit_id, paths)
         return done
 
-    def _track_missing(self, worktree: Path, commit_id: str,
-                       paths: Sequence[str] | None) -> None:
-        """Record files of the checkpoint that jj's snapshot leaves untracked
-        (ignored now, or over jj's new-file size limit): ``jj restore`` would
-        have tracked them, so the restore does too (those it wrote: the
-        ``paths`` restored, when given)."""
+    def _record_written(self, worktree: Path, commit_id: str,
+                        paths: Sequence[str] | None) -> Snapshot | None:
+        """Snapshot the tree just written, so jj records it; the snapshot, or
+        None when files had to be tracked after it (then it is not the tree
+        jj holds now).
+
+        Files of the checkpoint that jj's snapshot leaves untracked (ignored
+        now, or over jj's new-file size limit) are tracked: ``jj restore``
+        would have tracked them, so the restore does too (those it wrote:
+        the ``paths`` restored, when given).  Usually there are none, and
+        this one jj run is the restore's last (decision 0054)."""
         import pygit2
 
         from durability.backends.selection import covers
 
+        after = self.snapshot(worktree)
         repo = pygit2.Repository(str(git_dir(worktree)))
         want = repo[commit_id].peel(pygit2.Commit).tree
-        got = repo[self.snapshot(worktree).commit_id].peel(pygit2.Commit).tree
+        got = repo[after.commit_id].peel(pygit2.Commit).tree
         if want.id == got.id:
-            return
+            return after
         missing = [d.new_file.path for d in got.diff_to_tree(want).deltas
                    if d.status == pygit2.enums.DeltaStatus.ADDED
                    and (paths is None or covers(paths, d.new_file.path))]
-        if missing:
-            self._run(worktree, "file", "track", "--include-ignored",
-                      *(_root_file(p) for p in missing))
+        if not missing:
+            return after  # it differs otherwise: the verification names where
+        self._run(worktree, "file", "track", "--include-ignored",
+                  *(_root_file(p) for p in missing))
+        return None
 
     def tree_id(self, worktree: Path, commit_id: str) -> str:
         import pygit2

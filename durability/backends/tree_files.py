@@ -53,8 +53,9 @@ def write_commit(git: Path, worktree: Path, target: str, current: str, *,
     plan = select(plan_trees(have, want), paths)
     _refuse_too_long(worktree, plan)
     try:
+        # No stat data: jj's own snapshot reads what was written.
         apply_plan(repo, worktree, plan, target=target, pre_restore=pre_restore,
-                   dry_run=dry_run, progress=progress)
+                   dry_run=dry_run, progress=progress, stat_written=False)
     except (OSError, pygit2.GitError) as exc:
         full = disk_full(exc, [worktree, git])
         if full is not None:

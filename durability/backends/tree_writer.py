@@ -47,7 +47,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode
@@ -55,10 +55,14 @@ from pygit2.enums import DeltaStatus, FileMode
 from durability.backends import modes as saved_modes
 from durability.backends.base import Changes, Progress
 from durability.backends.confined import ConfinedTree, is_dir
-from durability.backends.git_index import WorktreeIndex
 from durability.backends.git_repo import common_dir
 from durability.backends.selection import covers, touches
 from durability.ground.errors import RestoreError
+
+if TYPE_CHECKING:
+    # Only git's restore has an index: a jj restore (tree_files) imports
+    # this module without the index's scan and store modules.
+    from durability.backends.git_index import WorktreeIndex
 
 __all__ = ["Plan", "apply_plan", "changes", "plan_restore", "plan_trees", "restore_tree",
            "select"]
@@ -264,15 +268,18 @@ def _ignored(repo: pygit2.Repository, path: str) -> bool:
 def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
                pre_restore: str | None, dry_run: bool = False,
                progress: Progress | None = None,
-               refs: pygit2.Repository | None = None) -> dict[str, os.stat_result]:
+               refs: pygit2.Repository | None = None,
+               stat_written: bool = True) -> dict[str, os.stat_result]:
     """Carry out ``plan`` in ``root``, confined to it; refuse before writing
     anything when a file no checkpoint holds would be lost.  A dry run
     stops after that check; ``progress`` hears of every path done.
 
     Returns the stat data of every regular file written, read from the
-    descriptor that wrote it (see ``WorktreeIndex.record``).  ``refs``: the
-    repository that keeps the modes (git: the private checkpoint store),
-    else ``repo``."""
+    descriptor that wrote it (see ``WorktreeIndex.record``; nothing, and no
+    ``fstat`` per file, when not ``stat_written``: jj reads its own).
+    ``refs``: the repository that keeps the modes (git: the private
+    checkpoint store, which holds the objects captures wrote), else
+    ``repo``."""
     written: dict[str, os.stat_result] = {}
     kept = refs if refs is not None else repo
     with ConfinedTree(root) as tree:
@@ -285,12 +292,14 @@ def apply_plan(repo: pygit2.Repository, root: Path, plan: Plan, *, target: str,
             saved_modes.save(kept, pre_restore, _modes(seen))
         wanted = saved_modes.load(kept, target)
         smudge = _may_filter(repo, root, plan)
+        loose = _loose_folders(repo, kept)
         total, done = len(plan.deletes) + len(plan.writes), 0
         for entry in sorted(plan.deletes, key=lambda e: e.path.count("/"), reverse=True):
             _delete(tree, entry)
             done = _step(progress, done, total)
         for old, new in sorted(plan.writes, key=lambda w: w[1].path):
-            st = _write(repo, tree, old, new, wanted, seen, smudge=smudge)
+            st = _write(repo, tree, old, new, wanted, seen, smudge=smudge, loose=loose,
+                        stat_written=stat_written)
             if st is not None:
                 written[new.path] = st
             done = _step(progress, done, total)
@@ -443,10 +452,12 @@ def _delete(tree: ConfinedTree, entry: _Entry) -> None:
 def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new: _Entry,
            wanted: Mapping[str, int],
            seen: Mapping[str, os.stat_result | None], *,
-           smudge: bool = False) -> os.stat_result | None:
-    """Write ``new``; the stat data of the regular file written, if one was.
-    ``seen``: stat data taken before the restore began writing (see
-    ``_stat_replaced``); a path missing there is looked at now."""
+           smudge: bool = False, loose: Sequence[str] = (),
+           stat_written: bool = True) -> os.stat_result | None:
+    """Write ``new``; the stat data of the regular file written, if one was
+    (and ``stat_written``).  ``seen``: stat data taken before the restore
+    began writing (see ``_stat_replaced``); a path missing there is looked
+    at now.  ``loose``: where loose objects may be (``_loose_folders``)."""
     if new.mode == _COMMIT:
         return None  # checking out a submodule commit is the submodule's business
     # Usually no mode is kept for the target (only a pre-restore checkpoint has them).
@@ -465,14 +476,16 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
             return None
     # Otherwise a file or link of the tree just captured is replaced: not
     # looked at first (a folder made there since stops the write below).
-    if new.mode != _LINK and not smudge and _may_be_large(repo, new) \
+    if new.mode != _LINK and not smudge and _may_be_large(loose, new) \
             and _header(repo, new) > _STREAM_MIN:
         chunks = _streamed(repo, new)
         if chunks is not None:
             if mode is not None:
-                return tree.write_file(new.path, chunks, mode, exact_mode=True)
+                return tree.write_file(new.path, chunks, mode, exact_mode=True,
+                                       want_stat=stat_written)
             return tree.write_file(new.path, chunks,
-                                   0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
+                                   0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666,
+                                   want_stat=stat_written)
     kind, data = repo.read(new.oid)
     if kind != _BLOB:
         what = pygit2.enums.ObjectType(kind).name.lower()
@@ -484,10 +497,11 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
     if smudge:
         data = _checked_out(repo, new.path, new.oid, data)
     if mode is not None:
-        return tree.write_file(new.path, data, mode, exact_mode=True)
+        return tree.write_file(new.path, data, mode, exact_mode=True, want_stat=stat_written)
     # The mode comes from the umask, as for a file git checks out.
     return tree.write_file(new.path, data,
-                           0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666)
+                           0o777 if new.mode == FileMode.BLOB_EXECUTABLE else 0o666,
+                           want_stat=stat_written)
 
 
 #: Blobs larger than this are streamed from ``git cat-file`` in chunks
@@ -496,17 +510,33 @@ def _write(repo: pygit2.Repository, tree: ConfinedTree, old: _Entry | None, new:
 _STREAM_MIN = 16 << 20
 
 
-def _may_be_large(repo: pygit2.Repository, new: _Entry) -> bool:
+def _loose_folders(repo: pygit2.Repository, kept: pygit2.Repository) -> list[str]:
+    """The object folders a blob of the restore may be loose in, the likeliest
+    first: a git worktree's private checkpoint store (``kept``: the objects
+    its captures wrote, decision 0049), then the repository's own."""
+    folders: list[str] = []
+    for path in (kept.path, repo.path):
+        folder = os.path.join(path, "objects", "")
+        if folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def _may_be_large(loose: Sequence[str], new: _Entry) -> bool:
     """Whether ``new``'s blob may be over ``_STREAM_MIN``, from one stat: a
     loose object is zlib data, which inflates at most about 1,032 times, so a
     small loose file is a small blob (most files; no header read).  A packed
-    object is looked at (its header is cheap to read from the pack)."""
+    object (loose in none of ``loose``) is looked at (its header is cheap to
+    read from the pack)."""
     hexed = str(new.oid)
-    try:
-        deflated = os.stat(os.path.join(repo.path, "objects", hexed[:2], hexed[2:])).st_size
-    except OSError:
-        return True
-    return deflated * 1032 > _STREAM_MIN
+    name = f"{hexed[:2]}/{hexed[2:]}"
+    for folder in loose:
+        try:
+            deflated = os.stat(folder + name).st_size
+        except OSError:
+            continue
+        return deflated * 1032 > _STREAM_MIN
+    return True
 
 
 def _header(repo: pygit2.Repository, new: _Entry) -> int:

@@ -3,7 +3,8 @@
 Under the worktree lock: capture the current tree as a ``pre-restore``
 checkpoint of the same attempt (so every restore can be undone by restoring
 that seq), restore the checkpoint's tree, then snapshot again and check that
-the tree now equals the checkpoint's.
+the tree now equals the checkpoint's (jj: from the snapshot that records the
+files written, one jj run after the writes, not two; decision 0054).
 
 Both backends write through one confined writer (``backends.git_restore``):
 nothing outside the worktree is written or deleted, even when a folder is
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import filelock
 
-from durability.backends import Backend, Changes, Progress, resolve_worktree
+from durability.backends import Backend, Changes, Progress, Snapshot, resolve_worktree
 from durability.backends.selection import normalize
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.capture.inprocess import lazy_store
@@ -290,10 +291,18 @@ def _check_unignored(backend: Backend, job: _Job, current: str) -> None:
         job.target.seq)
 
 
+def _after(backend: Backend, root: Path) -> Snapshot:
+    """The tree the restore left: the snapshot the backend's restore ended
+    with, taken under this lock after its last write (jj: the one that
+    records the files written), else a new one (decision 0054)."""
+    restored = backend.restored
+    return restored if restored is not None else backend.snapshot(root)
+
+
 def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None:
     """Raise ``restore-verify-failed`` naming the paths where the tree now
     differs from the checkpoint."""
-    now = backend.snapshot(root)
+    now = _after(backend, root)
     got = backend.tree_id(root, now.commit_id)
     if want == got:
         return
@@ -304,6 +313,6 @@ def _verify(backend: Backend, root: Path, target: Checkpoint, want: str) -> None
 
 def _verify_paths(backend: Backend, job: _Job, before: str) -> None:
     assert job.paths is not None
-    now = backend.snapshot(job.root)
+    now = _after(backend, job.root)
     path_checks.verify_paths(repository(backend, job.root), job.root, job.target,
                                now=now.commit_id, before=before, paths=job.paths)
