@@ -92,11 +92,13 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool
     if Path(repo.workdir).resolve() != worktree.resolve():
         raise NotARepo(f"{worktree} is not the top of its git working tree ({repo.workdir})")
     path = private_index_path(repo, worktree)
-    fresh = not path.exists()
+    # A copy whose check a crash cut short (``_seed_copy``) is made again.
+    fresh = not path.exists() or _unchecked_mark(path).exists()
     try:
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        copied = fresh and _seed_copy(repo, path)
-        private = pygit2.Index(str(path))
+        seeded = _seed_copy(repo, path) if fresh else None
+        copied = isinstance(seeded, pygit2.Index)  # (a test's stand-in returns False)
+        private = seeded if isinstance(seeded, pygit2.Index) else pygit2.Index(str(path))
         _attach(repo, private)
         index = repo.index
         if fresh and not copied:
@@ -124,9 +126,17 @@ _STAGE_MASK = 0x3000
 _ITA_OR_SKIP = (1 << 13) | (1 << 14)
 
 
-def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
+def _unchecked_mark(path: Path) -> Path:
+    """Beside a private index copied from the user's and not yet checked
+    (``_seed_copy``): while it exists, the index is not to be used.  Not
+    named ``index-*``: nothing that reads the private indexes lists it."""
+    return path.with_name("unchecked-" + path.name.removeprefix("index-"))
+
+
+def _seed_copy(repo: pygit2.Repository, path: Path) -> pygit2.Index | None:
     """Seed a new private index with a copy of the user's ``.git/index``,
-    stat data included, its modification time kept (decision 0050).
+    stat data included, its modification time kept (decision 0050); the
+    index, read once (decision 0055), or None when nothing was copied.
 
     The scan trusts an entry whose stat data matches the file and whose
     mtime is older than the index file's ("racily clean" otherwise, as git
@@ -137,22 +147,30 @@ def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
     trusted, as ``git status`` trusts it.  So the first
     capture of a large repository costs an ``lstat`` per file, not a hash.
 
-    False (nothing copied) when there is no user index, libgit2 cannot
-    read it (split or sparse index), or it holds entries a private index
-    must not trust (conflicts, intent-to-add, skip-worktree): the caller
-    then seeds entry by entry without stat data, as before.
+    The copy is put in place first and read there, once (reading 100,000
+    entries costs about 50 ms), then checked; a mark beside it
+    (``_unchecked_mark``) is made before it is put in place and removed once
+    it passed, so a crash in between leaves an index the next open makes
+    again, never one nobody checked.
+
+    None when there is no user index, libgit2 cannot read it (split or
+    sparse index), or it holds entries a private index must not trust
+    (conflicts, intent-to-add, skip-worktree): the caller then seeds entry
+    by entry without stat data, as before.
     """
     user_index = Path(repo.path) / "index"
-    if not user_index.is_file():
-        return False
     seed = path.with_name(path.name + ".seed")
+    mark = _unchecked_mark(path)
     with writing(path):
         try:
+            if not user_index.is_file():
+                if mark.exists():  # an unchecked copy a crash left: not to be used
+                    path.unlink(missing_ok=True)
+                    mark.unlink()
+                return None
+            mark.touch(mode=0o600)
             shutil.copyfile(user_index, seed)
             os.chmod(seed, 0o600)
-            if not _plain_entries(pygit2.Index(str(seed)), seed):
-                os.unlink(seed)
-                return False
             # The user's index's mtime, down to its whole second: git built
             # without nanosecond stamps judges racy by the second, so an
             # entry of that same second is rehashed whichever git wrote it.
@@ -160,11 +178,18 @@ def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
             second = st.st_mtime_ns - st.st_mtime_ns % 1_000_000_000
             os.utime(seed, ns=(st.st_atime_ns, second))
             os.replace(seed, path)
+            index = pygit2.Index(str(path))
+            if not _plain_entries(index, path):
+                os.unlink(path)
+                mark.unlink()
+                return None
+            mark.unlink()
         except (pygit2.GitError, OSError):
-            with contextlib.suppress(OSError):
-                os.unlink(seed)
-            return False
-    return True
+            for leftover in (seed, path, mark):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            return None
+    return index
 
 
 def _plain_entries(index: pygit2.Index, path: Path) -> bool:

@@ -175,3 +175,78 @@ def test_an_index_libgit2_cannot_trust_is_seeded_entry_by_entry(tmp_path: Path) 
         assert checkpoints(worktree)[tree["later.txt"].id].data == b"written later\n"
     finally:
         forget(worktree)
+
+
+def test_a_gitlink_without_gitmodules_is_read_on_the_seeded_first_capture(
+        tmp_path: Path) -> None:
+    """The first scan of a copied index reads every gitlink (a nested
+    repository's HEAD moves where no stat shows it), taken from libgit2's
+    list of submodules: one only in the index, with no ``.gitmodules``, too."""
+    worktree = make_git_repo(tmp_path / "outer").resolve()
+    inner = make_git_repo(worktree / "inner")
+    first = git(inner, "rev-parse", "HEAD").stdout.strip()
+    git(worktree, "add", "inner")  # a gitlink, and no .gitmodules
+    git(worktree, "commit", "-q", "-m", "gitlink")
+    (inner / "more.txt").write_text("more\n")
+    git(inner, "add", "more.txt")
+    git(inner, "commit", "-q", "-m", "moved")
+    second = git(inner, "rev-parse", "HEAD").stdout.strip()
+    assert not (worktree / ".gitmodules").exists() and first != second
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        from durability.backends.git import worktree_index
+
+        assert worktree_index(worktree).last_scan == "seeded"
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert str(tree["inner"].id) == second
+        assert str(tree.id) == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+def test_a_copy_a_crash_left_unchecked_is_made_again(tmp_path: Path) -> None:
+    """A copy of the user's index is put in place, then read and checked; a
+    crash in between leaves its mark beside it, and the next open copies the
+    user's index again rather than use an index nobody checked (here one
+    whose entry would be trusted with content the file no longer has)."""
+    worktree = make_git_repo(tmp_path / "crash").resolve()
+    (worktree / "f.txt").write_text("aaaa\n")
+    git(worktree, "add", "f.txt")
+    stale = pygit2.Repository(str(worktree)).index["f.txt"].id
+    (worktree / "f.txt").write_text("bbbb\n")  # same size
+    git(worktree, "add", "f.txt")
+    user_index = worktree / ".git" / "index"
+    saved = user_index.read_bytes(), user_index.stat().st_mtime_ns
+    # The left copy: the file's stat data with the old content, older than
+    # the copy itself, so a scan of it would trust the entry.
+    later = os.lstat(worktree / "f.txt").st_mtime_ns + 3_000_000_000
+    _lie_in_the_users_index(worktree, "f.txt", stale)
+    path = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    shutil.copyfile(user_index, path)
+    os.utime(path, ns=(later, later))
+    user_index.write_bytes(saved[0])
+    os.utime(user_index, ns=(saved[1], saved[1]))
+    mark = git_repo._unchecked_mark(path)
+    mark.touch()
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        assert not mark.exists()
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert checkpoints(worktree)[tree["f.txt"].id].data == b"bbbb\n"
+        assert str(tree.id) == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+def test_a_refused_copy_leaves_no_index_and_no_mark(tmp_path: Path) -> None:
+    """A copy found untrustworthy (an intent-to-add entry) is removed with
+    its mark, and the index is seeded entry by entry."""
+    worktree = make_git_repo(tmp_path / "refused").resolve()
+    (worktree / "later.txt").write_text("written later\n")
+    git(worktree, "add", "-N", "later.txt")
+    repo = pygit2.Repository(str(worktree))
+    path = private_index_path(repo, worktree)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    assert git_repo._seed_copy(repo, path) is None
+    assert not path.exists() and not git_repo._unchecked_mark(path).exists()
