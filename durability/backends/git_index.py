@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 import pygit2
 from pygit2.ffi import C, ffi
 
+from durability.backends.git_prescan import Prescan
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
 from durability.backends.git_store import Store
@@ -54,8 +55,9 @@ class WorktreeIndex:
         # and no index: ``open_worktree`` clears it as ``write`` does.
         self.repo, self.index, copied = open_worktree(worktree)
         #: Whether the next full scan may take its paths from libgit2's diff
-        #: of a just-copied index (``_hinted``): once, for a new index only.
-        self._hint = copied
+        #: of a just-copied index (``_hinted``): once, for a new index only;
+        #: or the ``git status`` the hook started on that copy (``git_prescan``).
+        self._hint: bool | Prescan = copied
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -63,7 +65,8 @@ class WorktreeIndex:
         #: the benchmark check that informed captures really are informed).
         self.last_scan = ""
         self._rules = self._rule_stamp()
-        self._submodules: list[str] = []
+        #: The submodules (every gitlink), listed on first use (``_gitlinks``).
+        self._submodules: list[str] | None = None
         #: Paths the last ``stage`` left out because they cannot be read: an
         #: entry the index held for one keeps its previous content.
         self.skipped: list[str] = []
@@ -128,10 +131,15 @@ class WorktreeIndex:
             self.last_scan = "paths"
         else:
             hinted = self._hinted() if self._hint else None
+            by_git = isinstance(self._hint, Prescan) and hinted is not None
+            if isinstance(self._hint, Prescan):
+                self._hint.discard()
             self._hint = False
             if hinted is not None:
-                self._submodules = self.repo.listall_submodules()
-                settled = self._stage_paths(hinted)
+                # git named every gitlink whose HEAD moved (``git_prescan``);
+                # libgit2's diff names none, so all are read.
+                self._submodules = None
+                settled = self._stage_paths(hinted, gitlinks=not by_git)
                 self.last_scan = "seeded"
             else:
                 settled = self._stage_all()
@@ -147,11 +155,13 @@ class WorktreeIndex:
         libgit2's index-to-workdir diff (``git status``'s comparison, in C)
         finds changed, untracked or gone.  Every gitlink is read too (a
         repository's HEAD moves where no stat shows it), by ``_stage_paths``:
-        ``_submodules`` (libgit2's list, which holds every gitlink of the
-        index, ``.gitmodules`` or not) is set before it runs, so no Python
-        loop over 100,000 entries looks for them (decision 0055).  None when
-        libgit2 cannot tell (a tree too deep for it, an I/O error): then the
-        full scan runs.
+        ``_gitlinks`` (libgit2's list, which holds every gitlink of the
+        index, ``.gitmodules`` or not), so no Python loop over 100,000
+        entries looks for them (decision 0055).  When the hook started
+        ``git status`` on this copy (``git_prescan``), its paths are taken
+        instead of running the diff: git names the gitlinks whose HEAD moved
+        as well.  None when neither can tell (a tree too deep for libgit2,
+        an I/O error): then the full scan runs.
 
         libgit2 only names paths here; each is then read by the confined
         scan as a watcher-named path is (``_stage_paths``), so a folder
@@ -159,6 +169,11 @@ class WorktreeIndex:
         kept.  An entry whose stat data matches and is older than the
         user's index write is trusted, as ``git status`` trusts it
         (decision 0050)."""
+        if isinstance(self._hint, Prescan):
+            named = self._hint.paths()
+            if named is not None:
+                return named
+            log.info("git status named no paths for %s: libgit2's diff does", self.worktree)
         from pygit2.enums import DiffOption
 
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.INCLUDE_TYPECHANGE
@@ -178,8 +193,16 @@ class WorktreeIndex:
         self.moving.clear()
         return self._scan([""], None)
 
-    def _stage_paths(self, paths: Collection[str]) -> bool:
-        """Restage only ``paths`` (a folder: everything under it).
+    def _gitlinks(self) -> list[str]:
+        """The submodules, every gitlink of the index among them (libgit2's
+        list; read once per open, ``stage`` lists them again after a full scan)."""
+        if self._submodules is None:
+            self._submodules = self.repo.listall_submodules()
+        return self._submodules
+
+    def _stage_paths(self, paths: Collection[str], *, gitlinks: bool = True) -> bool:
+        """Restage only ``paths`` (a folder: everything under it), and every
+        gitlink unless ``gitlinks`` is False (``paths`` name those that moved).
 
         The same scan as a full one, limited to those paths: it descends
         only into the folders named, so the cost follows the paths, not the
@@ -196,7 +219,7 @@ class WorktreeIndex:
         # A submodule's HEAD moves inside the superproject's .git (modules/),
         # where a watcher does not look: its gitlink is always rechecked (one
         # HEAD read each), and a path inside it stands for the submodule.
-        for sub in self._submodules:
+        for sub in self._gitlinks() if gitlinks else ():
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
         return self._scan(sorted(cleaned), sorted(cleaned)) if cleaned else True

@@ -676,6 +676,31 @@ def _answer_s(env: Mapping[str, str], deadline: float) -> float:
 def _fallback(hook: _Hook, deadline: float) -> None:
     """No service: capture here, under the same per-worktree lock."""
     _preload_database_driver(hook.env)
+    prescan = _prescan(hook)
+    try:
+        _capture_here(hook, deadline)
+    finally:
+        if prescan is not None:
+            prescan.discard_all()
+
+
+def _prescan(hook: _Hook) -> Any:
+    """A first git capture: start ``git status`` on the new private index
+    now, so that it runs while the capture's imports do (``git_prescan``,
+    decision 0055); the module, or None when there is nothing to start."""
+    try:
+        found = ids.find_root_str(hook.fields["worktree"], ids.backend_choice(hook.env))
+    except ValueError:
+        return None
+    if found is None or found != (hook.fields["worktree"], "git"):
+        return None
+    from durability.backends import git_prescan
+
+    git_prescan.start(found[0], hook.env)
+    return git_prescan
+
+
+def _capture_here(hook: _Hook, deadline: float) -> None:
     from pathlib import Path
 
     from durability.capture.inprocess import capture_once

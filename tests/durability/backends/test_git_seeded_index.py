@@ -20,7 +20,7 @@ import pygit2
 import pytest
 from pygit2.ffi import C, ffi
 
-from durability.backends import Stamp, git_repo
+from durability.backends import Stamp, git_prescan, git_repo
 from durability.backends.git import GitBackend, forget
 from durability.backends.git_repo import private_index_path
 from durability.store import AttemptKey
@@ -38,18 +38,28 @@ def _tree(worktree: Path, commit_id: str) -> str:
     return str(checkpoints(worktree)[commit_id].peel(pygit2.Commit).tree_id)
 
 
-def _fresh_capture(worktree: Path, *, seeded: bool, monkeypatch: pytest.MonkeyPatch) -> str:
+def _fresh_capture(worktree: Path, *, seeded: bool, monkeypatch: pytest.MonkeyPatch,
+                   prescan: bool = False) -> str:
     """The tree of a first capture from a new private index, seeded with the
-    user's stat data or (cold) with entries alone."""
+    user's stat data or (cold) with entries alone; ``prescan``: with the
+    paths from the ``git status`` the hook starts (``git_prescan``), never
+    from libgit2's diff."""
     forget(worktree)
     repo = pygit2.Repository(str(worktree))
     private_index_path(repo, worktree).unlink(missing_ok=True)
     with monkeypatch.context() as m:
         if not seeded:
             m.setattr(git_repo, "_seed_copy", lambda *_a: False)
+        if prescan:
+            git_prescan.start(str(worktree), os.environ)
+            m.setattr(pygit2.Index, "diff_to_workdir", _no_diff)
         snap = GitBackend().snapshot(worktree, [_stamp()])
     forget(worktree)
     return _tree(worktree, snap.commit_id)
+
+
+def _no_diff(*_a: object, **_k: object) -> None:
+    raise AssertionError("libgit2's diff ran: git's paths were not taken")
 
 
 def _reference(worktree: Path, tmp: Path) -> str:
@@ -93,7 +103,8 @@ def test_seeded_index_gives_the_cold_trees_over_replayed_history(
         (replay / f"untracked-{n}.txt").write_text("new\n")
         seeded = _fresh_capture(replay, seeded=True, monkeypatch=monkeypatch)
         cold = _fresh_capture(replay, seeded=False, monkeypatch=monkeypatch)
-        assert seeded == cold == _reference(replay, tmp_path), commit
+        prescanned = _fresh_capture(replay, seeded=True, monkeypatch=monkeypatch, prescan=True)
+        assert seeded == cold == prescanned == _reference(replay, tmp_path), commit
         checked += len(edited)
     assert checked >= 12
 
@@ -250,3 +261,107 @@ def test_a_refused_copy_leaves_no_index_and_no_mark(tmp_path: Path) -> None:
     path.parent.mkdir(mode=0o700, exist_ok=True)
     assert git_repo._seed_copy(repo, path) is None
     assert not path.exists() and not git_repo._unchecked_mark(path).exists()
+
+
+def _moved_gitlink_repo(root: Path) -> tuple[Path, str]:
+    """A repository with a gitlink (no ``.gitmodules``) whose HEAD moved
+    since, same-size edits, a deleted file, an untracked file and folder."""
+    worktree = make_git_repo(root).resolve()
+    inner = make_git_repo(worktree / "inner")
+    for i in range(30):
+        (worktree / f"t{i}.txt").write_text(f"tracked {i}\n")
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-q", "-m", "files")
+    (inner / "more.txt").write_text("more\n")
+    git(inner, "add", "more.txt")
+    git(inner, "commit", "-q", "-m", "moved")
+    index_mtime = (worktree / ".git" / "index").stat().st_mtime_ns
+    for i in (3, 17):
+        (worktree / f"t{i}.txt").write_text(f"TRACKED {i}\n")  # same size, same second
+        os.utime(worktree / f"t{i}.txt", ns=(index_mtime, index_mtime))
+    (worktree / "t5.txt").unlink()
+    (worktree / "new.txt").write_text("new\n")
+    (worktree / "newdir").mkdir()
+    (worktree / "newdir" / "x.txt").write_text("x\n")
+    return worktree, git(inner, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_prescanned_first_capture_takes_gits_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook's ``git status``, started before its imports, names the paths
+    the first scan reads (a moved gitlink among them): the tree is ``git add
+    -A``'s, libgit2's diff never runs, and git's copy is the private index."""
+    worktree, moved = _moved_gitlink_repo(tmp_path / "pre")
+    reads: list[str] = []
+    from durability.backends import git_scan
+
+    real = git_scan.Scan._read
+
+    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
+        reads.append(path)
+        return real(self, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    monkeypatch.setattr(pygit2.Index, "diff_to_workdir", _no_diff)
+    git_prescan.start(str(worktree), os.environ)
+    path = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    assert path.exists() and git_repo._unchecked_mark(path).exists()
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        from durability.backends.git import worktree_index
+
+        assert worktree_index(worktree).last_scan == "seeded"
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert str(tree["inner"].id) == moved
+        assert checkpoints(worktree)[tree["t3.txt"].id].data == b"TRACKED 3\n"
+        assert "t5.txt" not in tree and "newdir/x.txt" in tree
+        assert str(tree.id) == _reference(worktree, tmp_path)
+        assert not git_repo._unchecked_mark(path).exists()
+        # Only what git named was read, not the 27 files it did not.
+        assert not {f"t{i}.txt" for i in range(30)} - {"t3.txt", "t17.txt", "t5.txt"} & set(reads)
+    finally:
+        forget(worktree)
+
+
+def test_a_prescan_whose_copy_was_replaced_is_not_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process copying the user's index again after the prescan put
+    its copy in place: git compared a file that is not the private index any
+    more, so its paths are dropped and libgit2's diff names them."""
+    worktree, moved = _moved_gitlink_repo(tmp_path / "swap")
+    git_prescan.start(str(worktree), os.environ)
+    path = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    shutil.copyfile(path, tmp_path / "again")
+    os.replace(tmp_path / "again", path)  # a new file at the same place
+    diffs: list[int] = []
+    real = pygit2.Index.diff_to_workdir
+
+    def counted(self: pygit2.Index, *a: object, **k: object) -> object:
+        diffs.append(1)
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pygit2.Index, "diff_to_workdir", counted)
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        assert diffs == [1]
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert str(tree["inner"].id) == moved
+        assert str(tree.id) == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+def test_no_prescan_without_git_or_for_an_index_already_there(tmp_path: Path) -> None:
+    """Nothing is started when git is not on PATH, or when the private index
+    exists (not a first capture); the capture then does it all itself."""
+    worktree, _ = _moved_gitlink_repo(tmp_path / "none")
+    path = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    git_prescan.start(str(worktree), {**os.environ, "PATH": str(tmp_path / "empty")})
+    assert not path.exists() and git_prescan.take(str(path)) is None
+    try:
+        GitBackend().snapshot(worktree, [_stamp()])
+        assert path.exists()
+        git_prescan.start(str(worktree), os.environ)
+        assert git_prescan.take(str(path)) is None
+    finally:
+        forget(worktree)
