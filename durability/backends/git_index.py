@@ -25,13 +25,13 @@ from pathlib import Path, PurePosixPath
 import pygit2
 from pygit2.ffi import C, ffi
 
-from durability.backends.git_prescan import Prescan
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
 from durability.backends.git_store import Store
 from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
+from durability.ground.git_prescan import Prescan
 
 __all__ = ["WorktreeIndex", "index_lock_path"]
 

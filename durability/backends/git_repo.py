@@ -27,8 +27,8 @@ import pygit2
 from pygit2 import _pygit2
 from pygit2.ffi import C, ffi
 
-from durability.backends import git_prescan
 from durability.backends.index_lock import writing
+from durability.ground import git_prescan
 from durability.ground.errors import GitFailed, NotARepo
 
 __all__ = ["open_worktree", "private_index_path"]

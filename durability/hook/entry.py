@@ -694,7 +694,7 @@ def _prescan(hook: _Hook) -> Any:
         return None
     if found is None or found != (hook.fields["worktree"], "git"):
         return None
-    from durability.backends import git_prescan
+    from durability.ground import git_prescan
 
     git_prescan.start(found[0], hook.env)
     return git_prescan

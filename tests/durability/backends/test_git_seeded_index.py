@@ -20,9 +20,10 @@ import pygit2
 import pytest
 from pygit2.ffi import C, ffi
 
-from durability.backends import Stamp, git_prescan, git_repo
+from durability.backends import Stamp, git_repo
 from durability.backends.git import GitBackend, forget
 from durability.backends.git_repo import private_index_path
+from durability.ground import git_prescan
 from durability.store import AttemptKey
 from tests.helpers import checkpoints, git, git_add_all_tree, make_git_repo
 

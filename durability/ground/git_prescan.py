@@ -36,7 +36,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["Prescan", "discard_all", "place_copy", "start", "take", "unchecked_mark"]
+__all__ = ["Prescan", "discard_all", "place_copy", "start", "take", "unchecked_mark",
+           "writer_lock"]
 
 #: git's variables that say where a repository, its index or its objects
 #: are (``git rev-parse --local-env-vars``): the hook's environment may
@@ -62,11 +63,38 @@ def unchecked_mark(path: str) -> str:
     return os.path.join(folder, "unchecked-" + name.removeprefix("index-"))
 
 
+def writer_lock(path: str) -> str:
+    """The file whose ``flock`` every writer of the private index ``path``
+    holds while it writes (``backends.index_lock``)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, "writer-" + name.removeprefix("index-") + ".lock")
+
+
+def _writer_flock(path: str, wait_s: float = 0.05) -> int | None:
+    """The writer flock of ``path``, held by the descriptor returned; None
+    when another process holds it for longer than ``wait_s``."""
+    import fcntl
+    import time
+
+    fd = os.open(writer_lock(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.005)
+
+
 def place_copy(user_index: str, path: str) -> None:
     """Put a copy of ``user_index`` at ``path``, given the user's index's
     modification time down to its second (decision 0050), with its
     unchecked mark made first.  The caller holds the
-    index's writer lock (``index_lock.writing``) and checks the copy."""
+    index's writer lock (``writer_lock``) and checks the copy."""
     import shutil
 
     seed = path + ".seed"
@@ -204,7 +232,6 @@ def start(worktree: str, env: Mapping[str, str]) -> None:
 
 def _start(worktree: str, env: Mapping[str, str]) -> None:
     import hashlib
-    from pathlib import Path
 
     git_dir = os.path.join(worktree, ".git")
     user_index = os.path.join(git_dir, "index")
@@ -218,13 +245,15 @@ def _start(worktree: str, env: Mapping[str, str]) -> None:
     git = _find_git(env)
     if git is None:
         return
-    from durability.backends.index_lock import writing
-
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    # Briefly: another process writing this index is seeding it already.
-    with writing(Path(path), wait_s=0.05):
+    lock = _writer_flock(path)
+    if lock is None:
+        return  # another process is writing this index: seeding it already
+    try:
         place_copy(user_index, path)
         placed = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    finally:
+        os.close(lock)  # releases the flock
     child_env = {k: v for k, v in env.items() if k not in _LOCAL_GIT_VARS}
     child_env.update(GIT_DIR=git_dir, GIT_WORK_TREE=worktree, GIT_INDEX_FILE=path)
     argv = [git, "--no-optional-locks", "-c", "core.fsmonitor=false",
