@@ -11,14 +11,19 @@ one file and times, interleaved:
 * ``durability snapshot-hook`` end to end (no service: the in-process
   capture a first call makes), which must answer with a checkpoint and
   record no gap;
-* jj: ``jj util snapshot`` after its own edit, then the hook on a fresh state.
+* jj: ``jj util snapshot`` after its own edit, then the hook on a fresh state;
+* with ``--autostart``, also the hook as a new user's first call runs it
+  (``DURABILITY_AUTOSTART`` on, the default): no service answers, so the
+  hook starts one beside it and captures in process meanwhile; the service
+  it started is stopped before the next measurement.
 
 Target: hook <= 2x ``git status`` (git) and <= 2x ``jj util snapshot`` (jj)
 at 100,000 files.  Prints medians, the ratio and the load average.  Not a
 test: it asserts nothing about speed, but stops when a call records a gap
 or no checkpoint.
 
-Usage: ``.venv/bin/python bench/bench_first_capture.py [--files 100000 --reps 5 --jj]``.
+Usage: ``.venv/bin/python bench/bench_first_capture.py [--files 100000 --reps 5 --jj
+--autostart]``.
 """
 
 from __future__ import annotations
@@ -91,11 +96,34 @@ def verify(bench: Bench, repo: Path, env: dict[str, str], run_id: str) -> None:
         sys.exit(f"bench: the first hook call recorded {kinds} (one checkpoint expected)")
 
 
-def run(bench: Bench, n_files: int, reps: int, *, jj: bool) -> dict[str, list[float]]:
+def stop_started(bench: Bench, env: dict[str, str]) -> None:
+    """Stop the service a hook with autostart on started: once it serves
+    (its socket answers a ping), ``durability stop``."""
+    import time
+
+    from durability.ground import client
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if client.call(Path(env["DURABILITY_SOCKET"]), {"v": 1, "op": "ping"},
+                           timeout_s=5).get("ok"):
+                break
+        except Exception:  # not serving yet
+            time.sleep(0.05)
+    else:
+        sys.exit("bench: the autostarted service never answered")
+    timed([bench.durability, "stop", "--kill"], env=env)
+
+
+def run(bench: Bench, n_files: int, reps: int, *, jj: bool,
+        autostart: bool = False) -> dict[str, list[float]]:
     repo = bench.root / ("jj" if jj else "git") / "repo"
     build(bench, repo, n_files, jj=jj)
     floor_name = "jj util snapshot" if jj else "git status --porcelain"
     cols: dict[str, list[float]] = {floor_name: [], "first hook, fresh state": []}
+    if autostart:
+        cols["first hook, autostart on"] = []
     for rep in range(reps):
         bench.edit_one(repo, n_files)
         if jj:
@@ -108,6 +136,13 @@ def run(bench: Bench, n_files: int, reps: int, *, jj: bool) -> dict[str, list[fl
         env = fresh(bench, repo, rep + (1000 if jj else 0))
         cols["first hook, fresh state"].append(
             hook(bench, repo, env, f"first-{'jj' if jj else 'git'}-{rep}", path))
+        if autostart:
+            path = bench.edit_one(repo, n_files)
+            env = {**fresh(bench, repo, rep + (3000 if jj else 2000)),
+                   "DURABILITY_AUTOSTART": "1"}
+            cols["first hook, autostart on"].append(
+                hook(bench, repo, env, f"auto-{'jj' if jj else 'git'}-{rep}", path))
+            stop_started(bench, env)
     return cols
 
 
@@ -119,7 +154,9 @@ def report(n_files: int, backend: str, cols: dict[str, list[float]]) -> None:
     for name in names:
         print(f"  {name:32s} median {meds[name]:9.1f} ms   "
               f"[{', '.join(f'{x:.0f}' for x in cols[name])}]")
-    print(f"  ratio hook / {names[0]}: {meds[names[1]] / meds[names[0]]:.2f}x (target <= 2x)")
+    for name in names[1:]:
+        print(f"  ratio {name} / {names[0]}: {meds[name] / meds[names[0]]:.2f}x "
+              "(target <= 2x)")
 
 
 def main() -> None:
@@ -128,13 +165,17 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--jj", action="store_true", help="also measure a colocated jj repo")
     parser.add_argument("--no-git", action="store_true")
+    parser.add_argument("--autostart", action="store_true",
+                        help="also time a new user's first call (the hook starts a service)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-first-") as tmp:
         bench = Bench(Path(tmp))
         if not args.no_git:
-            report(args.files, "git", run(bench, args.files, args.reps, jj=False))
+            report(args.files, "git", run(bench, args.files, args.reps, jj=False,
+                                          autostart=args.autostart))
         if args.jj:
-            report(args.files, "jj (colocated)", run(bench, args.files, args.reps, jj=True))
+            report(args.files, "jj (colocated)",
+                   run(bench, args.files, args.reps, jj=True, autostart=args.autostart))
 
 
 if __name__ == "__main__":
