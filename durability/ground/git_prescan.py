@@ -70,14 +70,13 @@ def writer_lock(path: str) -> str:
     return os.path.join(folder, "writer-" + name.removeprefix("index-") + ".lock")
 
 
-def _writer_flock(path: str, wait_s: float = 0.05) -> int | None:
-    """The writer flock of ``path``, held by the descriptor returned; None
+def _flock(lock_file: str, wait_s: float) -> int | None:
+    """An ``flock`` on ``lock_file``, held by the descriptor returned; None
     when another process holds it for longer than ``wait_s``."""
     import fcntl
     import time
 
-    fd = os.open(writer_lock(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                 0o600)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -113,8 +112,9 @@ def place_copy(user_index: str, path: str) -> None:
 class Prescan:
     """A ``git status`` started on the copy placed at ``path``."""
 
-    def __init__(self, path: str, placed: int, pid: int, out: int) -> None:
+    def __init__(self, path: str, placed: int, pid: int, out: int, lock: int) -> None:
         self.path = path
+        self._lock = lock  # the prescan lock of this index, released with the copy
         #: The copy, held open: its inode cannot be reused by another file
         #: while this descriptor lives, so the same inode at ``path`` means
         #: the same file.
@@ -148,7 +148,8 @@ class Prescan:
     def _close_copy(self) -> None:
         if self._placed >= 0:
             os.close(self._placed)
-            self._placed = -1
+            os.close(self._lock)
+            self._placed = self._lock = -1
 
     def _collect(self) -> set[str] | None:
         import select
@@ -246,12 +247,22 @@ def _start(worktree: str, env: Mapping[str, str]) -> None:
     if git is None:
         return
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock = _writer_flock(path)
+    # One prescan of an index at a time: another hook's (16 first calls at
+    # once) would replace the copy this one's git compares.  Held, by this
+    # process only, until its answer is taken or dropped.
+    mine = _flock(os.path.join(folder, f"prescan-{digest}.lock"), 0)
+    if mine is None:
+        return
+    lock = _flock(writer_lock(path), 0.05)
     if lock is None:
+        os.close(mine)
         return  # another process is writing this index: seeding it already
     try:
         place_copy(user_index, path)
         placed = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        os.close(mine)
+        raise
     finally:
         os.close(lock)  # releases the flock
     child_env = {k: v for k, v in env.items() if k not in _LOCAL_GIT_VARS}
@@ -269,10 +280,11 @@ def _start(worktree: str, env: Mapping[str, str]) -> None:
     except OSError:
         os.close(read_end)
         os.close(placed)
+        os.close(mine)
         return
     finally:
         os.close(write_end)
-    _started[path] = Prescan(path, placed, pid, read_end)
+    _started[path] = Prescan(path, placed, pid, read_end, mine)
 
 
 def _find_git(env: Mapping[str, str]) -> str | None:

@@ -353,12 +353,22 @@ def test_a_prescan_whose_copy_was_replaced_is_not_taken(
 
 
 def test_no_prescan_without_git_or_for_an_index_already_there(tmp_path: Path) -> None:
-    """Nothing is started when git is not on PATH, or when the private index
-    exists (not a first capture); the capture then does it all itself."""
+    """Nothing is started when git is not on PATH, while another process's
+    prescan of the same index runs (its copy would be replaced under its
+    git), or when the private index exists (not a first capture); the
+    capture then does it all itself."""
+    import fcntl
+
     worktree, _ = _moved_gitlink_repo(tmp_path / "none")
     path = private_index_path(pygit2.Repository(str(worktree)), worktree)
     git_prescan.start(str(worktree), {**os.environ, "PATH": str(tmp_path / "empty")})
     assert not path.exists() and git_prescan.take(str(path)) is None
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    other = path.with_name(path.name.replace("index-", "prescan-") + ".lock")
+    with open(other, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        git_prescan.start(str(worktree), os.environ)
+        assert not path.exists() and git_prescan.take(str(path)) is None
     try:
         GitBackend().snapshot(worktree, [_stamp()])
         assert path.exists()
