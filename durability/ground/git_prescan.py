@@ -35,8 +35,9 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
-__all__ = ["Prescan", "discard_all", "place_copy", "start", "take", "unchecked_mark",
+__all__ = ["Prescan", "discard_all", "peek", "place_copy", "start", "take", "unchecked_mark",
            "writer_lock"]
 
 #: git's variables that say where a repository, its index or its objects
@@ -125,6 +126,11 @@ class Prescan:
         self._out = out
         self._answer: set[str] | None = None
         self._done = False
+        #: The copy read ahead by a thread (``git_repo.read_ahead``): an
+        #: object of pygit2's, which this module never imports, and the
+        #: thread (joined before it is used).
+        self.read: object = None
+        self.reader: Any = None
 
     def placed_here(self) -> bool:
         """Whether ``path`` is still the copy this prescan put there."""
@@ -221,17 +227,23 @@ def _parse(out: bytes) -> set[str]:
     return found
 
 
-def start(worktree: str, env: Mapping[str, str]) -> None:
+def start(worktree: str, env: Mapping[str, str]) -> str | None:
     """For a git worktree whose git folder is ``<worktree>/.git`` and whose
-    private index does not exist yet: place the copy and start git on it.
-    Does nothing otherwise, and never raises: the capture then does it all."""
+    private index does not exist yet: place the copy and start git on it;
+    the private index's path.  Does nothing otherwise (None), and never
+    raises: the capture then does it all."""
     try:
-        _start(worktree, env)
+        return _start(worktree, env)
     except Exception:  # an optimisation only: the capture does it all anyway
-        return
+        return None
 
 
-def _start(worktree: str, env: Mapping[str, str]) -> None:
+def peek(path: str) -> Prescan | None:
+    """The prescan started for ``path``, left for ``take``."""
+    return _started.get(path)
+
+
+def _start(worktree: str, env: Mapping[str, str]) -> str | None:
     import hashlib
 
     git_dir = os.path.join(worktree, ".git")
@@ -240,23 +252,23 @@ def _start(worktree: str, env: Mapping[str, str]) -> None:
     folder = os.path.join(git_dir, "durability")
     path = os.path.join(folder, f"index-{digest}")
     if path in _started or not os.path.isdir(git_dir) or not os.path.isfile(user_index):
-        return
+        return None
     if os.path.exists(path) and not os.path.exists(unchecked_mark(path)):
-        return  # not a first capture: nothing to overlap
+        return None  # not a first capture: nothing to overlap
     git = _find_git(env)
     if git is None:
-        return
+        return None
     os.makedirs(folder, mode=0o700, exist_ok=True)
     # One prescan of an index at a time: another hook's (16 first calls at
     # once) would replace the copy this one's git compares.  Held, by this
     # process only, until its answer is taken or dropped.
     mine = _flock(os.path.join(folder, f"prescan-{digest}.lock"), 0)
     if mine is None:
-        return
+        return None
     lock = _flock(writer_lock(path), 0.05)
     if lock is None:
         os.close(mine)
-        return  # another process is writing this index: seeding it already
+        return None  # another process is writing this index: seeding it already
     try:
         place_copy(user_index, path)
         placed = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -281,10 +293,11 @@ def _start(worktree: str, env: Mapping[str, str]) -> None:
         os.close(read_end)
         os.close(placed)
         os.close(mine)
-        return
+        return None
     finally:
         os.close(write_end)
     _started[path] = Prescan(path, placed, pid, read_end, mine)
+    return path
 
 
 def _find_git(env: Mapping[str, str]) -> str | None:

@@ -696,7 +696,13 @@ def _prescan(hook: _Hook) -> Any:
         return None
     from durability.ground import git_prescan
 
-    git_prescan.start(found[0], hook.env)
+    path = git_prescan.start(found[0], hook.env)
+    if path is not None:
+        # pygit2 now (the capture imports it anyway), and the copy read on
+        # a thread while the rest of the capture path is imported.
+        from durability.backends.git_repo import read_ahead
+
+        read_ahead(path)
     return git_prescan
 
 

@@ -52,7 +52,9 @@ def _fresh_capture(worktree: Path, *, seeded: bool, monkeypatch: pytest.MonkeyPa
         if not seeded:
             m.setattr(git_repo, "_seed_copy", lambda *_a: False)
         if prescan:
-            git_prescan.start(str(worktree), os.environ)
+            path = git_prescan.start(str(worktree), os.environ)
+            assert path is not None
+            git_repo.read_ahead(path)
             m.setattr(pygit2.Index, "diff_to_workdir", _no_diff)
         snap = GitBackend().snapshot(worktree, [_stamp()])
     forget(worktree)
@@ -304,9 +306,22 @@ def test_a_prescanned_first_capture_takes_gits_paths(
 
     monkeypatch.setattr(git_scan.Scan, "_read", counting)
     monkeypatch.setattr(pygit2.Index, "diff_to_workdir", _no_diff)
-    git_prescan.start(str(worktree), os.environ)
+    started = git_prescan.start(str(worktree), os.environ)
     path = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    assert started == str(path)
     assert path.exists() and git_repo._unchecked_mark(path).exists()
+    git_repo.read_ahead(started)
+    prescan = git_prescan.peek(started)
+    assert prescan is not None and prescan.reader is not None
+    opened: list[str] = []
+    real_init = pygit2.Index.__init__
+
+    def counted_init(self: pygit2.Index, *a: object, **k: object) -> None:
+        opened.append(str(a[0]) if a else "")
+        real_init(self, *a, **k)  # type: ignore[arg-type]
+
+    prescan.reader.join()
+    monkeypatch.setattr(pygit2.Index, "__init__", counted_init)
     try:
         snap = GitBackend().snapshot(worktree, [_stamp()])
         from durability.backends.git import worktree_index
@@ -318,6 +333,7 @@ def test_a_prescanned_first_capture_takes_gits_paths(
         assert "t5.txt" not in tree and "newdir/x.txt" in tree
         assert str(tree.id) == _reference(worktree, tmp_path)
         assert not git_repo._unchecked_mark(path).exists()
+        assert str(path) not in opened  # the copy read ahead was taken, not read again
         # Only what git named was read, not the 27 files it did not.
         assert not {f"t{i}.txt" for i in range(30)} - {"t3.txt", "t17.txt", "t5.txt"} & set(reads)
     finally:
