@@ -18,7 +18,8 @@ one file and times, interleaved:
   it started is stopped before the next measurement.
 
 Target: hook <= 2x ``git status`` (git) and <= 2x ``jj util snapshot`` (jj)
-at 100,000 files.  Prints medians, the ratio and the load average.  Not a
+at 100,000 files.  Prints medians (wall, and CPU: the process and every
+child it waited for, git's included), the ratio and the load average.  Not a
 test: it asserts nothing about speed, but stops when a call records a gap
 or no checkpoint.
 
@@ -31,12 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 from benchkit import Bench, timed
 
@@ -73,7 +76,22 @@ def fresh(bench: Bench, repo: Path, rep: int) -> dict[str, str]:
             "DURABILITY_AUTOSTART": "0"}
 
 
-def hook(bench: Bench, repo: Path, env: dict[str, str], run_id: str, path: Path) -> float:
+CPU: dict[str, list[float]] = {}
+
+
+def cpu_timed(name: str, argv: list[str], **kw: Any) -> tuple[float, Any]:
+    """``timed``, also keeping the CPU time (user + system) of the process
+    and of every child it waited for (the hook's git), in ``CPU[name]``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds, done = timed(argv, **kw)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(name, []).append(1000 * ((after.ru_utime - before.ru_utime)
+                                            + (after.ru_stime - before.ru_stime)))
+    return seconds, done
+
+
+def hook(bench: Bench, repo: Path, env: dict[str, str], run_id: str, path: Path,
+         name: str = "first hook, fresh state") -> float:
     payload = json.dumps({
         "session_id": run_id, "cwd": str(repo), "permission_mode": "default",
         "transcript_path": str(bench.root / "transcript.jsonl"),
@@ -81,7 +99,7 @@ def hook(bench: Bench, repo: Path, env: dict[str, str], run_id: str, path: Path)
         "tool_input": {"file_path": str(path), "old_string": "a", "new_string": "b"},
         "tool_response": {"filePath": str(path), "userModified": False},
         "tool_use_id": f"toolu_{uuid.uuid4().hex[:12]}"}).encode()
-    seconds, done = timed([bench.durability, "snapshot-hook"], env=env, stdin=payload)
+    seconds, done = cpu_timed(name, [bench.durability, "snapshot-hook"], env=env, stdin=payload)
     if done.stdout.strip() or done.stderr.strip():
         print(f"  hook said: {done.stdout.decode()[:300]} {done.stderr.decode()[:300]}")
     verify(bench, repo, env, run_id)
@@ -127,10 +145,11 @@ def run(bench: Bench, n_files: int, reps: int, *, jj: bool,
     for rep in range(reps):
         bench.edit_one(repo, n_files)
         if jj:
-            floor_s, _ = timed(bench.jj_argv(repo, "util", "snapshot"), env=bench.env)
+            floor_s, _ = cpu_timed(floor_name, bench.jj_argv(repo, "util", "snapshot"),
+                                   env=bench.env)
         else:
-            floor_s, _ = timed([bench.git, "-C", str(repo), "status", "--porcelain"],
-                               env=bench.env)
+            floor_s, _ = cpu_timed(floor_name, [bench.git, "-C", str(repo), "status",
+                                                "--porcelain"], env=bench.env)
         cols[floor_name].append(floor_s * 1000)
         path = bench.edit_one(repo, n_files)
         env = fresh(bench, repo, rep + (1000 if jj else 0))
@@ -141,7 +160,8 @@ def run(bench: Bench, n_files: int, reps: int, *, jj: bool,
             env = {**fresh(bench, repo, rep + (3000 if jj else 2000)),
                    "DURABILITY_AUTOSTART": "1"}
             cols["first hook, autostart on"].append(
-                hook(bench, repo, env, f"auto-{'jj' if jj else 'git'}-{rep}", path))
+                hook(bench, repo, env, f"auto-{'jj' if jj else 'git'}-{rep}", path,
+                     "first hook, autostart on"))
             stop_started(bench, env)
     return cols
 
@@ -152,8 +172,10 @@ def report(n_files: int, backend: str, cols: dict[str, list[float]]) -> None:
     print(f"\n{backend}, {n_files:,} files ({len(cols[names[0]])} interleaved reps), "
           f"load {os.getloadavg()[0]:.2f}")
     for name in names:
+        cpu = CPU.pop(name, [])
         print(f"  {name:32s} median {meds[name]:9.1f} ms   "
-              f"[{', '.join(f'{x:.0f}' for x in cols[name])}]")
+              f"[{', '.join(f'{x:.0f}' for x in cols[name])}]   "
+              f"CPU {statistics.median(cpu) if cpu else float('nan'):.1f} ms")
     for name in names[1:]:
         print(f"  ratio {name} / {names[0]}: {meds[name] / meds[names[0]]:.2f}x "
               "(target <= 2x)")
