@@ -73,6 +73,9 @@ class _Hook:
         #: A pre-call (or refused call's) hook: it files no gap of its own, the
         #: same call's post-call hook meets the same problem and files it once.
         self.quiet = False
+        #: No service answered: one is to be started for the calls after
+        #: this one, once this call's capture is done (or the budget ran out).
+        self.autostart = False
 
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
@@ -209,6 +212,7 @@ def _give_up(hook: _Hook, budget_s: float) -> None:
         kill_all = getattr(sys.modules.get("durability.ground.proc"), "kill_all", None)
         if kill_all is not None:
             kill_all()
+        _autostart_once(hook)
     except Exception as exc:  # the exit below must happen whatever failed
         sys.stderr.write(f"durability: hook watchdog: {type(exc).__name__}: {exc}\n")
     finally:
@@ -644,7 +648,9 @@ def _request(hook: _Hook, deadline: float) -> None:
     except (ServiceTimeout, ServiceBusy):  # there, but stopped or flooded: capture here
         return _fallback(hook, deadline)
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
-        _autostart(hook.env)  # and start one for the calls after this
+        # and start one for the calls after this, once this capture is done:
+        # its start-up would take the CPU this capture and its git need
+        hook.autostart = True
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()
@@ -674,7 +680,8 @@ def _answer_s(env: Mapping[str, str], deadline: float) -> float:
 
 
 def _fallback(hook: _Hook, deadline: float) -> None:
-    """No service: capture here, under the same per-worktree lock."""
+    """No service: capture here, under the same per-worktree lock; then,
+    when none answered, start one for the calls after this one."""
     _preload_database_driver(hook.env)
     prescan = _prescan(hook)
     try:
@@ -682,6 +689,15 @@ def _fallback(hook: _Hook, deadline: float) -> None:
     finally:
         if prescan is not None:
             prescan.discard_all()
+        _autostart_once(hook)
+
+
+def _autostart_once(hook: _Hook) -> None:
+    """``_autostart`` if this call is to start a service and has not yet
+    (after its capture, or from the watchdog when the budget ran out)."""
+    if hook.autostart:
+        hook.autostart = False
+        _autostart(hook.env)
 
 
 def _prescan(hook: _Hook) -> Any:
