@@ -37,6 +37,13 @@ __all__ = ["WorktreeIndex", "index_lock_path"]
 
 log = logging.getLogger("durability.backends")
 
+#: A first capture that took git's paths (the hook's, which exits next)
+#: leaves the copy of the user's index as it is when git named at most this
+#: many paths: writing 100,000 entries costs more than the next process's
+#: full scan rereading these few (it rereads nothing else: every other
+#: entry's stat data is the copy's), and the copy is a correct index.
+UNWRITTEN_AT_MOST = 1000
+
 # A change to any of these can change what every other path stages to.
 _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 
@@ -130,25 +137,34 @@ class WorktreeIndex:
             self.scanned = self._stage_paths(changed_paths)
             self.last_scan = "paths"
         else:
-            hinted = self._hinted() if self._hint else None
-            by_git = isinstance(self._hint, Prescan) and hinted is not None
-            if isinstance(self._hint, Prescan):
-                self._hint.discard()
+            by_git = self._named_by_git() if isinstance(self._hint, Prescan) else None
+            hinted = by_git if by_git is not None else self._hinted() if self._hint else None
             self._hint = False
             if hinted is not None:
                 # git named every gitlink whose HEAD moved (``git_prescan``);
                 # libgit2's diff names none, so all are read.
                 self._submodules = None
-                settled = self._stage_paths(hinted, gitlinks=not by_git)
+                settled = self._stage_paths(hinted, gitlinks=by_git is None)
                 self.last_scan = "seeded"
             else:
                 settled = self._stage_all()
                 self._submodules = self.repo.listall_submodules()
                 self.last_scan = "full"
-            self.write()
+            if by_git is None or len(hinted or ()) > UNWRITTEN_AT_MOST:
+                self.write()
             self.scanned = settled
         self._rules = rules
         return self.index.write_tree()
+
+    def _named_by_git(self) -> set[str] | None:
+        """The paths the hook's ``git status`` named (``git_prescan``), or
+        None when it has none to give (then ``_hinted`` asks libgit2)."""
+        assert isinstance(self._hint, Prescan)
+        named = self._hint.paths()
+        self._hint.discard()
+        if named is None:
+            log.info("git status named no paths for %s: libgit2's diff does", self.worktree)
+        return named
 
     def _hinted(self) -> set[str] | None:
         """The paths a first scan of a just-seeded index must read: those
@@ -169,11 +185,6 @@ class WorktreeIndex:
         kept.  An entry whose stat data matches and is older than the
         user's index write is trusted, as ``git status`` trusts it
         (decision 0050)."""
-        if isinstance(self._hint, Prescan):
-            named = self._hint.paths()
-            if named is not None:
-                return named
-            log.info("git status named no paths for %s: libgit2's diff does", self.worktree)
         from pygit2.enums import DiffOption
 
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.INCLUDE_TYPECHANGE

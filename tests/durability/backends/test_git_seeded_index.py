@@ -392,3 +392,50 @@ def test_no_prescan_without_git_or_for_an_index_already_there(tmp_path: Path) ->
         assert git_prescan.take(str(path)) is None
     finally:
         forget(worktree)
+
+
+def test_a_git_that_fails_leaves_the_paths_to_libgit2_and_every_gitlink_is_read(
+        tmp_path: Path) -> None:
+    """A prescan handed over whose git exits non-zero names nothing: the
+    first scan asks libgit2's diff, which names no gitlink, so every gitlink
+    is read (the moved one is captured)."""
+    worktree, moved = _moved_gitlink_repo(tmp_path / "fails")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    started = git_prescan.start(str(worktree), {**os.environ, "PATH": str(bin_dir)})
+    assert started is not None
+    try:
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert str(tree["inner"].id) == moved
+        assert str(tree.id) == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+@pytest.mark.parametrize("at_most", [1000, 0])
+def test_a_prescanned_capture_of_few_paths_leaves_the_copy_for_the_next_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_most: int) -> None:
+    """The hook exits after its first capture: when git named few paths, the
+    copy stays the private index (not rewritten), and the next process's
+    full scan gives the same tree; past ``UNWRITTEN_AT_MOST`` it is written."""
+    from durability.backends import git_index
+
+    monkeypatch.setattr(git_index, "UNWRITTEN_AT_MOST", at_most)
+    worktree, _ = _moved_gitlink_repo(tmp_path / "few")
+    user_mtime = (worktree / ".git" / "index").stat().st_mtime_ns
+    started = git_prescan.start(str(worktree), os.environ)
+    assert started is not None
+    try:
+        first = GitBackend().snapshot(worktree, [_stamp()])
+        forget(worktree)  # a new process
+        kept = Path(started).stat().st_mtime_ns == user_mtime - user_mtime % 1_000_000_000
+        assert kept == (at_most > 0)
+        second = GitBackend().snapshot(worktree, [_stamp()])
+        assert _tree(worktree, second.commit_id) == _tree(worktree, first.commit_id) \
+            == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
