@@ -76,6 +76,9 @@ class _Hook:
         #: No service answered: one is to be started for the calls after
         #: this one, once this call's capture is done (or the budget ran out).
         self.autostart = False
+        #: Held while one thread starts it: a second watchdog (the alarm and
+        #: the fallback's timer both fire) must not exit the process mid-spawn.
+        self.autostarting = _thread.allocate_lock()
 
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
@@ -695,9 +698,15 @@ def _fallback(hook: _Hook, deadline: float) -> None:
 def _autostart_once(hook: _Hook) -> None:
     """``_autostart`` if this call is to start a service and has not yet
     (after its capture, or from the watchdog when the budget ran out)."""
-    if hook.autostart:
-        hook.autostart = False
-        _autostart(hook.env)
+    # Bounded: the alarm's handler may run on a thread already holding it.
+    if not hook.autostarting.acquire(timeout=_MARGIN_S / 2):
+        return
+    try:
+        if hook.autostart:
+            hook.autostart = False
+            _autostart(hook.env)
+    finally:
+        hook.autostarting.release()
 
 
 def _prescan(hook: _Hook) -> Any:
