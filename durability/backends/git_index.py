@@ -31,10 +31,18 @@ from durability.backends.git_store import Store
 from durability.backends.index_lock import writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
+from durability.ground.git_prescan import Prescan
 
 __all__ = ["WorktreeIndex", "index_lock_path"]
 
 log = logging.getLogger("durability.backends")
+
+#: A first capture that took git's paths (the hook's, which exits next)
+#: leaves the copy of the user's index as it is when git named at most this
+#: many paths: writing 100,000 entries costs more than the next process's
+#: full scan rereading these few (it rereads nothing else: every other
+#: entry's stat data is the copy's), and the copy is a correct index.
+UNWRITTEN_AT_MOST = 1000
 
 # A change to any of these can change what every other path stages to.
 _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
@@ -54,8 +62,9 @@ class WorktreeIndex:
         # and no index: ``open_worktree`` clears it as ``write`` does.
         self.repo, self.index, copied = open_worktree(worktree)
         #: Whether the next full scan may take its paths from libgit2's diff
-        #: of a just-copied index (``_hinted``): once, for a new index only.
-        self._hint = copied
+        #: of a just-copied index (``_hinted``): once, for a new index only;
+        #: or the ``git status`` the hook started on that copy (``git_prescan``).
+        self._hint: bool | Prescan = copied
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -63,7 +72,8 @@ class WorktreeIndex:
         #: the benchmark check that informed captures really are informed).
         self.last_scan = ""
         self._rules = self._rule_stamp()
-        self._submodules: list[str] = []
+        #: The submodules (every gitlink), listed on first use (``_gitlinks``).
+        self._submodules: list[str] | None = None
         #: Paths the last ``stage`` left out because they cannot be read: an
         #: entry the index held for one keeps its previous content.
         self.skipped: list[str] = []
@@ -127,27 +137,47 @@ class WorktreeIndex:
             self.scanned = self._stage_paths(changed_paths)
             self.last_scan = "paths"
         else:
-            hinted = self._hinted() if self._hint else None
+            by_git = self._named_by_git() if isinstance(self._hint, Prescan) else None
+            hinted = by_git if by_git is not None else self._hinted() if self._hint else None
             self._hint = False
             if hinted is not None:
-                self._submodules = self.repo.listall_submodules()
-                settled = self._stage_paths(hinted)
+                # git named every gitlink whose HEAD moved (``git_prescan``);
+                # libgit2's diff names none, so all are read.
+                self._submodules = None
+                settled = self._stage_paths(hinted, gitlinks=by_git is None)
                 self.last_scan = "seeded"
             else:
                 settled = self._stage_all()
                 self._submodules = self.repo.listall_submodules()
                 self.last_scan = "full"
-            self.write()
+            if by_git is None or len(hinted or ()) > UNWRITTEN_AT_MOST:
+                self.write()
             self.scanned = settled
         self._rules = rules
         return self.index.write_tree()
 
+    def _named_by_git(self) -> set[str] | None:
+        """The paths the hook's ``git status`` named (``git_prescan``), or
+        None when it has none to give (then ``_hinted`` asks libgit2)."""
+        assert isinstance(self._hint, Prescan)
+        named = self._hint.paths()
+        self._hint.discard()
+        if named is None:
+            log.info("git status named no paths for %s: libgit2's diff does", self.worktree)
+        return named
+
     def _hinted(self) -> set[str] | None:
         """The paths a first scan of a just-seeded index must read: those
         libgit2's index-to-workdir diff (``git status``'s comparison, in C)
-        finds changed, untracked or gone, and every gitlink (a repository's
-        HEAD moves where no stat shows it).  None when libgit2 cannot tell
-        (a tree too deep for it, an I/O error): then the full scan runs.
+        finds changed, untracked or gone.  Every gitlink is read too (a
+        repository's HEAD moves where no stat shows it), by ``_stage_paths``:
+        ``_gitlinks`` (libgit2's list, which holds every gitlink of the
+        index, ``.gitmodules`` or not), so no Python loop over 100,000
+        entries looks for them (decision 0055).  When the hook started
+        ``git status`` on this copy (``git_prescan``), its paths are taken
+        instead of running the diff: git names the gitlinks whose HEAD moved
+        as well.  None when neither can tell (a tree too deep for libgit2,
+        an I/O error): then the full scan runs.
 
         libgit2 only names paths here; each is then read by the confined
         scan as a watcher-named path is (``_stage_paths``), so a folder
@@ -166,11 +196,6 @@ class WorktreeIndex:
         except (pygit2.GitError, OSError, UnicodeError) as exc:
             log.info("first scan of %s reads the whole tree: %s", self.worktree, exc)
             return None
-        raw = self.index._index
-        for i in range(C.git_index_entrycount(raw)):
-            e = C.git_index_get_byindex(raw, i)
-            if e != ffi.NULL and e.mode == 0o160000:
-                paths.add(os.fsdecode(ffi.string(e.path)))
         return {p.rstrip("/") for p in paths if p}
 
     def _stage_all(self) -> bool:
@@ -179,8 +204,16 @@ class WorktreeIndex:
         self.moving.clear()
         return self._scan([""], None)
 
-    def _stage_paths(self, paths: Collection[str]) -> bool:
-        """Restage only ``paths`` (a folder: everything under it).
+    def _gitlinks(self) -> list[str]:
+        """The submodules, every gitlink of the index among them (libgit2's
+        list; read once per open, ``stage`` lists them again after a full scan)."""
+        if self._submodules is None:
+            self._submodules = self.repo.listall_submodules()
+        return self._submodules
+
+    def _stage_paths(self, paths: Collection[str], *, gitlinks: bool = True) -> bool:
+        """Restage only ``paths`` (a folder: everything under it), and every
+        gitlink unless ``gitlinks`` is False (``paths`` name those that moved).
 
         The same scan as a full one, limited to those paths: it descends
         only into the folders named, so the cost follows the paths, not the
@@ -197,7 +230,7 @@ class WorktreeIndex:
         # A submodule's HEAD moves inside the superproject's .git (modules/),
         # where a watcher does not look: its gitlink is always rechecked (one
         # HEAD read each), and a path inside it stands for the submodule.
-        for sub in self._submodules:
+        for sub in self._gitlinks() if gitlinks else ():
             cleaned = {sub if c.startswith(sub + "/") else c for c in cleaned} | {sub}
         self.skipped = [p for p in self.skipped if is_unreadable(self.worktree, p)]
         return self._scan(sorted(cleaned), sorted(cleaned)) if cleaned else True

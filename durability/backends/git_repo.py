@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import hashlib
 import os
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,10 @@ from pygit2 import _pygit2
 from pygit2.ffi import C, ffi
 
 from durability.backends.index_lock import writing
+from durability.ground import git_prescan
 from durability.ground.errors import GitFailed, NotARepo
 
-__all__ = ["open_worktree", "private_index_path"]
+__all__ = ["open_worktree", "private_index_path", "read_ahead"]
 
 _bridge_lock = threading.Lock()
 _set_index: Any = None
@@ -76,12 +76,15 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     return Path(repo.path) / "durability" / f"index-{digest}"
 
 
-def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool]:
+def open_worktree(
+        worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool | git_prescan.Prescan]:
     """The repository of ``worktree`` with its private index attached.
 
     Returns the repository, its index (the repository's, so
     ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
-    whether the index was just made as a copy of the user's (``_seed_copy``).
+    whether the index was just made as a copy of the user's (``_seed_copy``):
+    False, True, or the ``git_prescan.Prescan`` that made the copy and
+    names the paths the first scan reads.
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -92,11 +95,14 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool
     if Path(repo.workdir).resolve() != worktree.resolve():
         raise NotARepo(f"{worktree} is not the top of its git working tree ({repo.workdir})")
     path = private_index_path(repo, worktree)
-    fresh = not path.exists()
+    # A copy whose check a crash cut short (``_seed_copy``) is made again.
+    fresh = not path.exists() or _unchecked_mark(path).exists()
+    prescan = git_prescan.take(str(path))
     try:
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        copied = fresh and _seed_copy(repo, path)
-        private = pygit2.Index(str(path))
+        seeded = _seed_copy(repo, path, prescan) if fresh else None
+        copied = isinstance(seeded, pygit2.Index)  # (a test's stand-in returns False)
+        private = seeded if isinstance(seeded, pygit2.Index) else pygit2.Index(str(path))
         _attach(repo, private)
         index = repo.index
         if fresh and not copied:
@@ -107,8 +113,13 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool
             with writing(path):  # clears a killed first write's lock
                 index.write()
     except (pygit2.GitError, OSError) as exc:
+        if prescan is not None:
+            prescan.discard()
         raise GitFailed(f"cannot open the private index {path}: {exc}") from exc
-    return repo, index, copied
+    if prescan is not None and not (copied and prescan.placed_here()):
+        prescan.discard()  # its copy is not the one read here
+        prescan = None
+    return repo, index, prescan if copied and prescan is not None else copied
 
 
 def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
@@ -124,9 +135,17 @@ _STAGE_MASK = 0x3000
 _ITA_OR_SKIP = (1 << 13) | (1 << 14)
 
 
-def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
+def _unchecked_mark(path: Path) -> Path:
+    """``git_prescan.unchecked_mark``: while it exists, the index at
+    ``path`` is an unchecked copy, not to be used."""
+    return Path(git_prescan.unchecked_mark(str(path)))
+
+
+def _seed_copy(repo: pygit2.Repository, path: Path,
+               prescan: git_prescan.Prescan | None = None) -> pygit2.Index | None:
     """Seed a new private index with a copy of the user's ``.git/index``,
-    stat data included, its modification time kept (decision 0050).
+    stat data included, its modification time kept (decision 0050); the
+    index, read once (decision 0055), or None when nothing was copied.
 
     The scan trusts an entry whose stat data matches the file and whose
     mtime is older than the index file's ("racily clean" otherwise, as git
@@ -137,34 +156,77 @@ def _seed_copy(repo: pygit2.Repository, path: Path) -> bool:
     trusted, as ``git status`` trusts it.  So the first
     capture of a large repository costs an ``lstat`` per file, not a hash.
 
-    False (nothing copied) when there is no user index, libgit2 cannot
-    read it (split or sparse index), or it holds entries a private index
-    must not trust (conflicts, intent-to-add, skip-worktree): the caller
-    then seeds entry by entry without stat data, as before.
+    The copy is put in place first (``git_prescan.place_copy``; by the
+    hook's ``prescan`` already, before its imports, when it is still the
+    file there) and read there, once (reading 100,000 entries costs about
+    50 ms), then checked; its mark (``_unchecked_mark``) is made before
+    it is put in place and removed once it passed, so a crash in between
+    leaves an index the next open makes again, never one nobody checked.
+
+    None when there is no user index, libgit2 cannot read it (split or
+    sparse index), or it holds entries a private index must not trust
+    (conflicts, intent-to-add, skip-worktree): the caller then seeds entry
+    by entry without stat data, as before.
     """
     user_index = Path(repo.path) / "index"
-    if not user_index.is_file():
-        return False
-    seed = path.with_name(path.name + ".seed")
+    mark = _unchecked_mark(path)
     with writing(path):
         try:
-            shutil.copyfile(user_index, seed)
-            os.chmod(seed, 0o600)
-            if not _plain_entries(pygit2.Index(str(seed)), seed):
-                os.unlink(seed)
-                return False
-            # The user's index's mtime, down to its whole second: git built
-            # without nanosecond stamps judges racy by the second, so an
-            # entry of that same second is rehashed whichever git wrote it.
-            st = os.stat(user_index)
-            second = st.st_mtime_ns - st.st_mtime_ns % 1_000_000_000
-            os.utime(seed, ns=(st.st_atime_ns, second))
-            os.replace(seed, path)
+            index = _read_ahead_index(prescan)
+            if index is None and (prescan is None or not prescan.placed_here()):
+                if not user_index.is_file():
+                    if mark.exists():  # an unchecked copy a crash left: not to be used
+                        path.unlink(missing_ok=True)
+                        mark.unlink()
+                    return None
+                git_prescan.place_copy(str(user_index), str(path))
+            if index is None:
+                index = pygit2.Index(str(path))
+            if not _plain_entries(index, path):
+                os.unlink(path)
+                mark.unlink()
+                return None
+            mark.unlink()
         except (pygit2.GitError, OSError):
-            with contextlib.suppress(OSError):
-                os.unlink(seed)
-            return False
-    return True
+            for leftover in (path.with_name(path.name + ".seed"), path, mark):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            return None
+    return index
+
+
+def read_ahead(path: str) -> None:
+    """Read the prescan's copy at ``path`` (``git_prescan``) on a thread of
+    its own, now: libgit2 reads an index without Python's lock (about 50 ms
+    at 100,000 entries), while this thread goes on importing the capture
+    path; ``_seed_copy`` takes it.  Nothing when no prescan was started."""
+    prescan = git_prescan.peek(path)
+    if prescan is None:
+        return
+
+    def read() -> None:
+        try:
+            # Same file before and after the read (the prescan holds it
+            # open, so its inode is not reused): the index read is its copy.
+            if prescan.placed_here():
+                index = pygit2.Index(path)
+                if prescan.placed_here():
+                    prescan.read = index
+        except (pygit2.GitError, OSError):
+            pass  # read again by _seed_copy
+
+    reader = threading.Thread(target=read, name="durability-index-read", daemon=True)
+    reader.start()
+    prescan.reader = reader
+
+
+def _read_ahead_index(prescan: git_prescan.Prescan | None) -> pygit2.Index | None:
+    """The copy ``read_ahead`` read, if it still is the file at its place."""
+    if prescan is None or prescan.reader is None:
+        return None
+    prescan.reader.join()
+    index, prescan.read = prescan.read, None
+    return index if isinstance(index, pygit2.Index) and prescan.placed_here() else None
 
 
 def _plain_entries(index: pygit2.Index, path: Path) -> bool:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from durability.ground import git_prescan
 from durability.ground.errors import GitFailed
 
 __all__ = ["WAIT_S", "held", "writer_lock_path", "writing"]
@@ -40,8 +41,9 @@ _POLL_S = 0.01
 
 
 def writer_lock_path(index: Path) -> Path:
-    """The file whose ``flock`` every writer of ``index`` holds while it writes."""
-    return index.with_name("writer-" + index.name.removeprefix("index-") + ".lock")
+    """The file whose ``flock`` every writer of ``index`` holds while it writes
+    (named in ``ground.git_prescan``, which takes it before pygit2 is loaded)."""
+    return Path(git_prescan.writer_lock(str(index)))
 
 
 def _libgit2_lock(index: Path) -> Path:

@@ -73,6 +73,12 @@ class _Hook:
         #: A pre-call (or refused call's) hook: it files no gap of its own, the
         #: same call's post-call hook meets the same problem and files it once.
         self.quiet = False
+        #: No service answered: one is to be started for the calls after
+        #: this one, once this call's capture is done (or the budget ran out).
+        self.autostart = False
+        #: Held while one thread starts it: a second watchdog (the alarm and
+        #: the fallback's timer both fire) must not exit the process mid-spawn.
+        self.autostarting = _thread.allocate_lock()
 
     def gap(self, reason: str, detail: str, *, last: bool = False) -> None:
         """File one gap for this request (at most once); ``last`` when the
@@ -209,6 +215,7 @@ def _give_up(hook: _Hook, budget_s: float) -> None:
         kill_all = getattr(sys.modules.get("durability.ground.proc"), "kill_all", None)
         if kill_all is not None:
             kill_all()
+        _autostart_once(hook)
     except Exception as exc:  # the exit below must happen whatever failed
         sys.stderr.write(f"durability: hook watchdog: {type(exc).__name__}: {exc}\n")
     finally:
@@ -644,7 +651,9 @@ def _request(hook: _Hook, deadline: float) -> None:
     except (ServiceTimeout, ServiceBusy):  # there, but stopped or flooded: capture here
         return _fallback(hook, deadline)
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
-        _autostart(hook.env)  # and start one for the calls after this
+        # and start one for the calls after this, once this capture is done:
+        # its start-up would take the CPU this capture and its git need
+        hook.autostart = True
         return _fallback(hook, deadline)
     if response.get("ok"):
         return hook.succeed()
@@ -674,8 +683,55 @@ def _answer_s(env: Mapping[str, str], deadline: float) -> float:
 
 
 def _fallback(hook: _Hook, deadline: float) -> None:
-    """No service: capture here, under the same per-worktree lock."""
+    """No service: capture here, under the same per-worktree lock; then,
+    when none answered, start one for the calls after this one."""
     _preload_database_driver(hook.env)
+    prescan = _prescan(hook)
+    try:
+        _capture_here(hook, deadline)
+    finally:
+        if prescan is not None:
+            prescan.discard_all()
+        _autostart_once(hook)
+
+
+def _autostart_once(hook: _Hook) -> None:
+    """``_autostart`` if this call is to start a service and has not yet
+    (after its capture, or from the watchdog when the budget ran out)."""
+    # Bounded: the alarm's handler may run on a thread already holding it.
+    if not hook.autostarting.acquire(timeout=_MARGIN_S / 2):
+        return
+    try:
+        if hook.autostart:
+            hook.autostart = False
+            _autostart(hook.env)
+    finally:
+        hook.autostarting.release()
+
+
+def _prescan(hook: _Hook) -> Any:
+    """A first git capture: start ``git status`` on the new private index
+    now, so that it runs while the capture's imports do (``git_prescan``,
+    decision 0055); the module, or None when there is nothing to start."""
+    try:
+        found = ids.find_root_str(hook.fields["worktree"], ids.backend_choice(hook.env))
+    except ValueError:
+        return None
+    if found is None or found != (hook.fields["worktree"], "git"):
+        return None
+    from durability.ground import git_prescan
+
+    path = git_prescan.start(found[0], hook.env)
+    if path is not None:
+        # pygit2 now (the capture imports it anyway), and the copy read on
+        # a thread while the rest of the capture path is imported.
+        from durability.backends.git_repo import read_ahead
+
+        read_ahead(path)
+    return git_prescan
+
+
+def _capture_here(hook: _Hook, deadline: float) -> None:
     from pathlib import Path
 
     from durability.capture.inprocess import capture_once

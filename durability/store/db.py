@@ -277,15 +277,19 @@ def migrate(conn: sqlite3.Connection, *, host: str | None = None,
     machine the rows already there belong to (``durability.store.host.host_id``)."""
     host = host or host_id()
     try:
-        for version, _name, sql in migrations():
-            if _user_version(conn) >= version or (upto is not None and version > upto):
-                continue
+        pending = [m for m in migrations() if upto is None or m[0] <= upto]
+        if pending and _user_version(conn) < pending[-1][0]:
+            # One transaction for every migration due (decision 0055): a new
+            # store is made with one commit (one WAL sync) instead of one per
+            # migration, and a crash still leaves a whole version, never part.
             with write_transaction(conn):
-                if _user_version(conn) >= version:  # another process won the race
-                    continue
-                for statement in statements(bind_host(sql, host)):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={version}")
+                current = _user_version(conn)  # another process may have won the race
+                for version, _name, sql in pending:
+                    if version <= current:
+                        continue
+                    for statement in statements(bind_host(sql, host)):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={version}")
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot migrate the state database: {exc}") from exc
     return _user_version(conn)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.helpers import (
     run_cli,
     store_git,
     wait_for,
+    write_script,
 )
 
 
@@ -113,3 +115,31 @@ def test_the_spawned_service_does_not_import_from_the_worktree(tmp_path: Path) -
         assert not marker.exists()
     finally:
         run_cli("stop", "--kill", "--timeout", "10")
+
+
+def test_a_call_that_runs_out_of_budget_still_starts_the_service(tmp_path: Path) -> None:
+    """The service is started once the in-process capture is done (its
+    start-up would take the CPU the capture needs), or by the watchdog when
+    the budget runs out first: here a git that never answers holds the
+    first capture (its prescan waits for it) past the budget."""
+    repo = make_git_repo(tmp_path / "repo")
+    stuck = tmp_path / "stuck-bin"
+    stuck.mkdir()
+    write_script(stuck / "git", "#!/bin/sh\nexec sleep 8\n")
+    # A state folder and socket of its own: no other test's service (or its
+    # start lock, released as it exits) is in the way.
+    env = {**os.environ, "DURABILITY_AUTOSTART": "1", "DURABILITY_HOOK_TIMEOUT_MS": "1500",
+           "PATH": f"{stuck}{os.pathsep}{os.environ['PATH']}",
+           "DURABILITY_HOME": str(tmp_path / "home"),
+           "DURABILITY_SOCKET": str(tmp_path / "run" / "service.sock")}
+    try:
+        _hook(repo, "t1", env)
+        gaps = json.loads(run_cli("gaps", "sess-auto", "--json", env=env).stdout)
+        assert [g["reason"] for g in gaps] == ["timeout"]
+        log = Path(env["DURABILITY_HOME"]) / "service.log"
+        deadline = time.monotonic() + 60
+        while ping(Path(env["DURABILITY_SOCKET"]), timeout=1) is None:
+            assert time.monotonic() < deadline, log.read_text() if log.exists() else "no log"
+            time.sleep(0.05)
+    finally:
+        run_cli("stop", "--kill", "--timeout", "10", env=env)
