@@ -137,6 +137,10 @@ class WatchReq(_Base):
     poll: bool = False
     #: False: no capture when watching starts (an engine attempt took its own).
     baseline: bool = True
+    #: True: a watch of the worktree for the same run, with the same timings
+    #: (one an earlier attempt parked), passes to this attempt in place
+    #: instead of being ended and armed again (decision 0056).
+    reuse: bool = False
 
 
 class UnwatchReq(_Base):
@@ -147,6 +151,10 @@ class UnwatchReq(_Base):
     #: False: no final capture; the caller captures the tree next (an engine
     #: attempt's end capture), which answers what the watch heard.
     final: bool = True
+    #: True: park the watch instead (armed, capturing for nobody) until the
+    #: run's next attempt takes it with ``reuse`` (decision 0056); implies
+    #: no final capture.
+    keep: bool = False
 
 
 class WatchesReq(_Base):

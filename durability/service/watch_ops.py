@@ -107,8 +107,10 @@ def _watch(manager: WatchManager, req: protocol.WatchReq) -> dict[str, Any]:
     root = resolve_worktree(req.worktree)
     spec = WatchSpec(root, AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
                      req.settle_ms, req.max_delay_ms, req.poll)
-    watch = manager.add(spec, baseline=req.baseline)
-    return {"v": 1, "ok": True, "watch": spec.to_dict(), "mode": watch.mode}
+    before = manager.get(root)
+    watch = manager.add(spec, baseline=req.baseline, reuse=req.reuse)
+    return {"v": 1, "ok": True, "watch": spec.to_dict(), "mode": watch.mode,
+            "reused": req.reuse and watch is before}
 
 
 def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
@@ -117,6 +119,12 @@ def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
         path = resolve_worktree(req.worktree)
     except CaptureError:
         pass  # a deleted worktree can still be unwatched by the path it had
+    if req.keep:
+        try:
+            spec = manager.park(path)
+        except KeyError:
+            return protocol.error_response("not-found", f"{path} is not watched")
+        return {"v": 1, "ok": True, "watch": spec.to_dict(), "final": None, "parked": True}
     try:
         spec, final = manager.remove(path, final=req.final)
     except KeyError:

@@ -9,6 +9,13 @@ attempt ended.  A worktree has one watch: when parallel attempts share it,
 the watch is for the newest of them, and passes to the one still running
 when its attempt ends.  A capture that fails is a gap, never a failure of
 the task.
+
+The watch is armed once per worktree and run (decision 0056): when the last
+attempt on the worktree ends it is *parked* (armed, capturing for nobody)
+before that attempt's end capture, the next attempt of the run takes it
+over after its start capture, and it ends with the run
+(``AttemptWatches.close_run``).  A change between two attempts is in the
+next attempt's start checkpoint, never in a capture of either attempt's watch.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class _Watcher(Protocol):
 
     def watch(self, key: AttemptKey) -> None: ...
 
+    def park(self) -> bool: ...
+
     def stop(self) -> None: ...
 
 
@@ -73,13 +82,19 @@ class _ServiceWatcher:
         self.key: AttemptKey | None = None
 
     def watch(self, key: AttemptKey) -> None:
-        # Replaces the earlier one; no baseline capture: the attempt's start
-        # capture was taken just before.
-        request_watch(self.settings, WatchSpec(self.root, key), baseline=False)
+        # The run's parked watch passes to ``key`` in place (or a new one is
+        # armed, replacing any other); no baseline capture: the attempt's
+        # start capture was taken just before.
+        request_watch(self.settings, WatchSpec(self.root, key), baseline=False, reuse=True)
         self.key = key
 
-    def stop(self) -> None:
+    def park(self) -> bool:
         # No final capture: the attempt's end capture, taken next, is it.
+        answer = request_unwatch(self.settings, self.root, self.env, final=False, keep=True)
+        return bool(answer.get("parked"))  # an older service ended it
+
+    def stop(self) -> None:
+        # The last attempt's end capture was taken: nothing more to capture.
         request_unwatch(self.settings, self.root, self.env, final=False)
 
 
@@ -97,13 +112,21 @@ class _LocalWatcher:
         self.key: AttemptKey | None = None
 
     def watch(self, key: AttemptKey) -> None:
-        # Ends the earlier one; no baseline capture (as the service's, above).
-        self.manager.add(WatchSpec(self.root, key), record=False, baseline=False)
+        # Takes over the parked watch, or arms one; no baseline capture (as
+        # the service's, above).
+        self.manager.add(WatchSpec(self.root, key), record=False, baseline=False, reuse=True)
         self.key = key
+
+    def park(self) -> bool:
+        try:
+            self.manager.park(self.root)  # the end capture follows
+        except KeyError:
+            return False  # the worktree went away: the watch ended with its gap
+        return True
 
     def stop(self) -> None:
         try:
-            self.manager.remove(self.root, final=False)  # the end capture follows
+            self.manager.remove(self.root, final=False)  # the end capture was taken
         except KeyError:
             pass  # the worktree went away: the watch ended with its gap
         finally:
@@ -158,11 +181,16 @@ class AttemptWatches:
         with self._lock:
             self._active.setdefault(root, []).append(key)
             watcher = self._watchers.get(root)
+            if watcher is not None:
+                try:
+                    watcher.watch(key)  # the run's watch, parked or another attempt's
+                    return
+                except _FAILURES as exc:  # its service went away: arm one afresh
+                    log.info("watch of %s not passed to %s: %s", root, key, exc)
+                    del self._watchers[root]
+                    self._stop_quietly(watcher)
             try:
-                if watcher is None:
-                    self._watchers[root] = self._start(root, key)
-                else:
-                    watcher.watch(key)
+                self._watchers[root] = self._start(root, key)
             except _FAILURES as exc:
                 log.warning("no watch of %s for %s: %s", root, key, exc)
 
@@ -191,12 +219,35 @@ class AttemptWatches:
                 return
             try:
                 if not keys:
-                    del self._watchers[root], self._active[root]
-                    watcher.stop()
+                    # Parked, not ended: the run's next attempt here takes
+                    # it over (``_begin``); ``close_run`` ends it.
+                    if not watcher.park():
+                        del self._watchers[root]
+                        watcher.stop()
                 elif watcher.key == key:
                     watcher.watch(keys[-1])  # the watch passes to one still running
             except _FAILURES as exc:
                 log.warning("watch of %s for %s did not end cleanly: %s", root, key, exc)
+                self._watchers.pop(root, None)
+                self._stop_quietly(watcher)
+
+    def close_run(self, run_id: str) -> None:
+        """End the watches ``run_id``'s attempts parked (the run's drive is
+        over); a watch an attempt of another run holds is left to it."""
+        with self._lock:
+            for root in [r for r, w in self._watchers.items()
+                         if not self._active.get(r) and w.key is not None
+                         and w.key.run_id == run_id]:
+                self._active.pop(root, None)
+                self._stop_quietly(self._watchers.pop(root))
+
+    def _stop_quietly(self, watcher: _Watcher) -> None:
+        try:
+            watcher.stop()
+        except _FAILURES as exc:
+            if getattr(exc, "code", None) != "not-found":  # already ended by the service
+                log.warning("watch of %s did not end cleanly: %s",
+                            getattr(watcher, "root", "?"), exc)
 
     def release_stale(self, run_id: str, worktree: str) -> None:
         """End a recorded watch of ``worktree`` left by an attempt of

@@ -51,6 +51,7 @@ def _attempt(settings: Settings, repo: Path, key: AttemptKey) -> None:
         wait_for(lambda: ("watch", "watch settle") in _labels(settings, key), timeout=60)
         # ... and what comes after its last capture is the end capture's.
         (repo / "last.txt").write_text("written just before the attempt ends\n")
+    watches.close_run(key.run_id)  # the run's drive is over: its parked watch ends
 
 
 @pytest.mark.parametrize("kind", ["git", "jj"])
@@ -95,3 +96,137 @@ def test_a_plain_unwatch_still_takes_its_final_capture(
     assert answer["final"] is not None
     assert _labels(settings, key)[-1] == ("watch", "watch final")
     assert "unsettled.txt" in _files(settings, key, repo)
+
+
+def _two_attempts(settings: Settings, repo: Path, watches: AttemptWatches,
+                  between: list[object]) -> tuple[AttemptKey, AttemptKey]:
+    """Two attempts of one run in ``repo``, one after the other; a file
+    written between them (no attempt runs), and what ``watches_now`` sees
+    then appended to ``between``."""
+    first, second = AttemptKey("kept", "one", 0, 1), AttemptKey("kept", "two", 0, 1)
+    for key in (first, second):
+        with watches.around(key, str(repo)):
+            (repo / f"{key.node_id}.txt").write_text("written while the attempt runs\n")
+            wait_for(lambda k=key: _settles(settings, k) == 1, timeout=60)
+        if key == first:
+            (repo / "between.txt").write_text("written between the two attempts\n")
+            between.append(_watches_now(settings))
+            # Longer than the settle time: a parked watch captures for nobody.
+            import time
+
+            time.sleep(0.6)
+    return first, second
+
+
+def _settles(settings: Settings, key: AttemptKey) -> int:
+    with Store(settings.database) as store:
+        return sum(1 for c in store.checkpoints(key.run_id)
+                   if (c.node_id, c.label) == (key.node_id, "watch settle"))
+
+
+def _watches_now(settings: Settings) -> list[dict[str, object]]:
+    try:
+        return client.call(settings.socket_path, {"v": 1, "op": "watches"},  # type: ignore[no-any-return]
+                           timeout_s=30)["watches"]
+    except Exception:
+        return []
+
+
+def _by_node(settings: Settings, run_id: str) -> list[tuple[str, str | None]]:
+    with Store(settings.database) as store:
+        return [(c.node_id, c.label) for c in store.checkpoints(run_id)]
+
+
+def _tree(settings: Settings, worktree: Path, node_id: str, label: str) -> set[str]:
+    import pygit2
+
+    from durability.inspect.repository import open_checkpoints
+
+    with Store(settings.database) as store:
+        found = [c for c in store.checkpoints("kept") if (c.node_id, c.label) == (node_id, label)]
+    tree = open_checkpoints(worktree)[found[-1].commit_id].peel(pygit2.Commit).tree
+    return {e.name for e in tree}
+
+
+def test_through_the_service_one_watch_serves_the_attempts_of_a_run(
+        tmp_path: Path, settings: Settings, service_inprocess: object) -> None:
+    from durability.service.server import Service
+
+    service = service_inprocess
+    assert isinstance(service, Service) and service.watcher is not None
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    watches = AttemptWatches(settings)
+    armed: list[object] = []
+    real_add = service.watcher.add
+
+    def counting_add(spec: object, **kw: object) -> object:
+        watch = real_add(spec, **kw)  # type: ignore[arg-type]
+        armed.append(watch)
+        return watch
+
+    service.watcher.add = counting_add  # type: ignore[method-assign]
+    between: list[object] = []
+    first, second = _two_attempts(settings, repo, watches, between)
+    # Between the attempts the service kept the watch, parked, for the first.
+    assert [(w["node_id"], w["parked"]) for w in between[0]] == [("one", True)]  # type: ignore[index, union-attr]
+    during = _watches_now(settings)
+    watches.close_run("kept")
+    # One watch, armed once, taken over by the second attempt.
+    assert len({id(w) for w in armed}) == 1 and len(armed) == 2
+    assert [(w["node_id"], w["parked"]) for w in during] == [("two", True)]
+    # Each attempt: start and its own settle capture (the end captures find
+    # the tree the settle capture took); nothing of the watch's between them.
+    assert _by_node(settings, "kept") == [
+        ("one", "attempt start"), ("one", "watch settle"),
+        ("two", "attempt start"), ("two", "watch settle")]  # the end captures dedup
+    # The file written between them is the second attempt's starting tree,
+    # and not in the first's last checkpoint.
+    assert "between.txt" not in _tree(settings, repo, "one", "watch settle")
+    assert "between.txt" in _tree(settings, repo, "two", "attempt start")
+    assert _watches_now(settings) == []
+    _nothing_left(settings, first)
+    _nothing_left(settings, second)
+
+
+def test_without_a_service_one_watch_in_process_serves_the_attempts_of_a_run(
+        tmp_path: Path, settings: Settings) -> None:
+    from durability.worktree_ops import attempt_watch
+
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    watches = AttemptWatches(settings)
+    made: list[object] = []
+    real = attempt_watch._LocalWatcher
+
+    def counting(*args: object) -> object:
+        made.append(real(*args))  # type: ignore[arg-type]
+        return made[-1]
+
+    attempt_watch._LocalWatcher = counting  # type: ignore[assignment, misc]
+    try:
+        first, second = _two_attempts(settings, repo, watches, [])
+    finally:
+        attempt_watch._LocalWatcher = real  # type: ignore[misc]
+    local = made[0]
+    assert len(made) == 1 and isinstance(local, real)
+    assert [w["node_id"] for w in local.manager.list()] == ["two"]
+    watches.close_run("kept")
+    assert local.manager.list() == []
+    assert _by_node(settings, "kept") == [
+        ("one", "attempt start"), ("one", "watch settle"),
+        ("two", "attempt start"), ("two", "watch settle")]  # the end captures dedup
+    assert "between.txt" not in _tree(settings, repo, "one", "watch settle")
+    assert "between.txt" in _tree(settings, repo, "two", "attempt start")
+    _nothing_left(settings, first)
+    _nothing_left(settings, second)
+
+
+def test_a_run_s_end_leaves_another_run_s_watch_alone(
+        tmp_path: Path, settings: Settings, service_inprocess: object) -> None:
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    watches = AttemptWatches(settings)
+    with watches.around(AttemptKey("ours", "task", 0, 1), str(repo)):
+        pass
+    watches.close_run("theirs")
+    assert [w["run_id"] for w in _watches_now(settings)] == ["ours"]
+    watches.close_run("ours")
+    assert _watches_now(settings) == []
