@@ -44,13 +44,16 @@ final capture under ``"final"``; ``watches`` lists them under ``"watches"``.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from durability.capture.capturer import Outcome
 from durability.ground import ids
 from durability.ground.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from durability.store.models import AttemptKey
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -155,6 +158,22 @@ class UnwatchReq(_Base):
     #: run's next attempt takes it with ``reuse`` (decision 0056); implies
     #: no final capture.
     keep: bool = False
+    #: With all four: only if the watch is still this attempt's (an engine
+    #: run ends or parks only its own watch, never one another owner of the
+    #: run has taken over since); otherwise the answer says it was left.
+    run_id: RunId | None = None
+    node_id: RunId | None = None
+    iteration: Iteration | None = None
+    attempt: AttemptNo | None = None
+
+    def key(self) -> AttemptKey | None:
+        """The attempt the unwatch is limited to, or None."""
+        from durability.store.models import AttemptKey
+
+        if self.run_id is None or self.node_id is None or self.iteration is None \
+                or self.attempt is None:
+            return None
+        return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
 
 
 class WatchesReq(_Base):

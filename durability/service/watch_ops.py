@@ -119,6 +119,21 @@ def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
         path = resolve_worktree(req.worktree)
     except CaptureError:
         pass  # a deleted worktree can still be unwatched by the path it had
+    key = req.key()
+    if key is not None:
+        # Limited to one attempt's watch: another's (another owner of the
+        # run took it over) is left as it is, and so is its row.
+        try:
+            if req.keep:
+                spec = manager.park(path, key)
+                return {"v": 1, "ok": True, "watch": spec.to_dict(), "final": None,
+                        "parked": True}
+            spec, final = manager.remove(path, final=req.final, key=key)
+        except KeyError:
+            return {"v": 1, "ok": True, "watch": {"worktree": str(path)}, "final": None,
+                    "parked": False, "left": True}
+        return {"v": 1, "ok": True, "watch": spec.to_dict(),
+                "final": final.to_dict() if final else None}
     if req.keep:
         try:
             spec = manager.park(path)

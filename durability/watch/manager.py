@@ -140,25 +140,30 @@ class WatchManager:
         self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
                                    spec.max_delay_ms, poll=spec.poll))
 
-    def park(self, worktree: Path) -> WatchSpec:
+    def park(self, worktree: Path, key: AttemptKey | None = None) -> WatchSpec:
         """Stop the watch of ``worktree`` capturing for its attempt and keep
         it armed for the run's next one (``add(reuse=True)``); KeyError if
         none.  Returns once no capture for that attempt can still be taken;
         the caller's capture, next, answers its open window.  Its row stays
         (naming the attempt just ended: a service restarted meanwhile takes
         it up, and the owner sweep ends it, as any watch of an ended
-        attempt)."""
+        attempt).  With ``key``: KeyError unless the watch is ``key``'s."""
         with self._lock:
             watch = self._watches[worktree]
-        watch.park()
+        if not watch.park(expect=key):
+            raise KeyError(worktree)
         return watch.spec
 
-    def remove(self, worktree: Path, *, final: bool = True) -> tuple[WatchSpec, Outcome | None]:
-        """End the watch of ``worktree`` with a final capture; KeyError if none.
-        ``final`` False: none, because the caller captures the tree next (an
-        engine attempt's end capture): that capture answers every event the
-        watch heard, so its open window is not left on disk to be filed."""
+    def remove(self, worktree: Path, *, final: bool = True,
+               key: AttemptKey | None = None) -> tuple[WatchSpec, Outcome | None]:
+        """End the watch of ``worktree`` with a final capture; KeyError if none
+        (or, with ``key``, if it is not ``key``'s).  ``final`` False: none,
+        because the caller captures the tree next (an engine attempt's end
+        capture): that capture answers every event the watch heard, so its
+        open window is not left on disk to be filed."""
         with self._lock:
+            if key is not None and self._watches[worktree].spec.key != key:
+                raise KeyError(worktree)
             watch = self._watches.pop(worktree)
         if self.registry is not None:
             self.registry.remove(str(worktree))

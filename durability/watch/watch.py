@@ -108,8 +108,9 @@ class Watch:
         with self._state:
             return self.spec.key, self.parked, self.generation
 
-    def park(self) -> None:
-        """Stop capturing for the current attempt, and stay armed.
+    def park(self, expect: AttemptKey | None = None) -> bool:
+        """Stop capturing for the current attempt, and stay armed; False (and
+        nothing done) when ``expect`` is given and is not that attempt.
 
         Returns once no capture for it can still be taken: one under way
         finishes first.  The pending settle capture is dropped and the open
@@ -119,11 +120,14 @@ class Watch:
         so the next capture's changed paths stay a superset of what changed.
         """
         with self._state:
+            if expect is not None and self.spec.key != expect:
+                return False
             self.parked = True
             self.generation += 1
         with self._firing:
             pass  # a settle capture under way is the attempt's; it finishes
         self.debouncer.cancel()
+        return True
 
     def rekey(self, key: AttemptKey) -> None:
         """Capture for ``key`` from now on (parked or not: the watch passes

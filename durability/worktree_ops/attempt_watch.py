@@ -90,12 +90,15 @@ class _ServiceWatcher:
 
     def park(self) -> bool:
         # No final capture: the attempt's end capture, taken next, is it.
-        answer = request_unwatch(self.settings, self.root, self.env, final=False, keep=True)
+        # Only this attempt's watch (not one another owner took over).
+        answer = request_unwatch(self.settings, self.root, self.env, final=False, keep=True,
+                                 key=self.key)
         return bool(answer.get("parked"))  # an older service ended it
 
     def stop(self) -> None:
-        # The last attempt's end capture was taken: nothing more to capture.
-        request_unwatch(self.settings, self.root, self.env, final=False)
+        # The last attempt's end capture was taken: nothing more to capture;
+        # a watch another owner of the run took over since is left to it.
+        request_unwatch(self.settings, self.root, self.env, final=False, key=self.key)
 
 
 class _LocalWatcher:

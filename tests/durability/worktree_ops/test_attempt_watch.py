@@ -230,3 +230,25 @@ def test_a_run_s_end_leaves_another_run_s_watch_alone(
     assert [w["run_id"] for w in _watches_now(settings)] == ["ours"]
     watches.close_run("ours")
     assert _watches_now(settings) == []
+
+
+def test_an_attempt_ends_or_parks_only_its_own_watch(
+        tmp_path: Path, settings: Settings, service_inprocess: object) -> None:
+    """Another owner of the run (a forced resume) took the watch over: the
+    old owner's park and end leave it as it is."""
+    from durability.watch.foreground import request_unwatch, request_watch
+    from durability.watch.watch import WatchSpec
+
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    old, new = AttemptKey("taken", "task", 0, 1), AttemptKey("taken", "task", 0, 2)
+    request_watch(settings, WatchSpec(repo, old), baseline=False)
+    assert request_watch(settings, WatchSpec(repo, new), baseline=False,
+                         reuse=True)["reused"] is True
+    parked = request_unwatch(settings, repo, final=False, keep=True, key=old)
+    ended = request_unwatch(settings, repo, final=False, key=old)
+    assert (parked["parked"], parked["left"], ended["left"]) == (False, True, True)
+    assert [(w["attempt"], w["parked"]) for w in _watches_now(settings)] == [(2, False)]
+    assert request_unwatch(settings, repo, final=False, keep=True, key=new)["parked"] is True
+    assert request_unwatch(settings, repo, final=False, key=new)["final"] is None
+    assert _watches_now(settings) == []
+    _nothing_left(settings, new)
