@@ -224,9 +224,9 @@ class AttemptWatches:
                 if not keys:
                     # Parked, not ended: the run's next attempt here takes
                     # it over (``_begin``); ``close_run`` ends it.
-                    if not watcher.park():
+                    if not watcher.park():  # gone, or not this attempt's any more
                         del self._watchers[root]
-                        watcher.stop()
+                        self._stop_quietly(watcher)
                 elif watcher.key == key:
                     watcher.watch(keys[-1])  # the watch passes to one still running
             except _FAILURES as exc:
