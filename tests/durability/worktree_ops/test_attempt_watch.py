@@ -252,3 +252,52 @@ def test_an_attempt_ends_or_parks_only_its_own_watch(
     assert request_unwatch(settings, repo, final=False, key=new)["final"] is None
     assert _watches_now(settings) == []
     _nothing_left(settings, new)
+
+
+def test_a_service_restarted_while_the_watch_is_parked_records_nothing_for_the_ended_attempt(
+        tmp_path: Path, settings: Settings) -> None:
+    """The parked watch's row still names the attempt that ended: a
+    restarted service takes it up, the owner sweep ends it (that attempt is
+    finished), and the run's next attempt arms a watch of its own."""
+    from durability.runs.fence import Owner
+    from durability.runs.run_rows import Runs
+    from durability.service.server import Service
+
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    with Runs(settings.database) as runs:
+        claim = runs.create_run("rs", owner=Owner.this_process(), workflow_path="wf.py",
+                                repo_root="/x", worktree=str(repo), metadata_json="{}",
+                                plan_json="[]", limits_json="{}")
+        first = runs.begin_attempt(claim, "one", 0, str(repo))
+    watches = AttemptWatches(settings)
+    with Service(settings):
+        with watches.around(first, str(repo)):
+            (repo / "one.txt").write_text("the first attempt's\n")
+        with Runs(settings.database) as runs:
+            runs.complete_attempt(claim, first, "{}")
+        assert [w["parked"] for w in _watches_now(settings)] == [True]
+    (repo / "meanwhile.txt").write_text("while no service runs\n")
+    with Service(settings):
+        with Runs(settings.database) as runs:
+            wait_for(lambda: [e for e in runs.events("rs") if e.kind == "watch-ended"])
+            ended = [e for e in runs.events("rs") if e.kind == "watch-ended"]
+            second = runs.begin_attempt(claim, "two", 0, str(repo))
+        with watches.around(second, str(repo)):
+            assert [(w["node_id"], w["parked"]) for w in _watches_now(settings)] == [
+                ("two", False)]
+        watches.close_run("rs")
+        assert _watches_now(settings) == []
+    assert [(e.node_id, e.detail["reason"]) for e in ended] == [
+        ("one", "the attempt is succeeded")]
+    # Nothing in the ended attempt's name after its end; the file written
+    # meanwhile is the next attempt's starting tree.
+    assert [label for node, label in _by_node(settings, "rs") if node == "one"] == [
+        "attempt start", "attempt end"]
+    with Store(settings.database) as store:
+        start = next(c for c in store.checkpoints("rs") if c.node_id == "two")
+    import pygit2
+
+    from durability.inspect.repository import open_checkpoints
+
+    tree = open_checkpoints(repo)[start.commit_id].peel(pygit2.Commit).tree
+    assert "meanwhile.txt" in {e.name for e in tree}
