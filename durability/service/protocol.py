@@ -124,6 +124,13 @@ class CaptureReq(_Base):
     transcript_path: Annotated[str, Field(max_length=4096)] | None = None
     transcript_bytes: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     session_id: Annotated[str, Field(max_length=200)] | None = None
+    #: An engine attempt's start or end capture carrying its watch step
+    #: (decision 0056): ``take``, after the capture, hands the run's watch of
+    #: the worktree to this attempt (armed if there is none, no baseline);
+    #: ``park``, before it, parks the watch if it is this attempt's.  The
+    #: answer's ``watch`` is that step's own answer (an older service sends
+    #: none: then the caller asks for it itself).
+    watch: Literal["take", "park"] | None = None
 
 
 class WatchReq(_Base):

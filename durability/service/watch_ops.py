@@ -21,7 +21,7 @@ from durability.watch.manager import WatchManager
 from durability.watch.watch import Capture, WatchSpec
 from durability.watch.window import Missed, file_missed
 
-__all__ = ["answer", "start_manager"]
+__all__ = ["answer", "around_capture", "start_manager"]
 
 log = logging.getLogger("durability.watch")
 WatchOp = protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq
@@ -85,6 +85,36 @@ def _catch_up_unwatched(manager: WatchManager, coalescer: Coalescer,
             coalescer.submit(request)  # answered on its worker; a failure files its gap
         except RuntimeError as exc:
             log.warning("no catch-up capture of %s: %s", m.worktree, exc)
+
+
+def around_capture(manager: WatchManager, req: protocol.CaptureReq,
+                   capture: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """An engine attempt's capture with its watch step (``CaptureReq.watch``):
+    the park before the capture, so no capture of the attempt's watch comes
+    after its end capture; the take-over after it, so none comes before its
+    start capture.  Each step answers as its own request would."""
+    if req.watch == "park":
+        step = _step(manager, protocol.UnwatchReq(
+            v=1, op="unwatch", worktree=req.worktree, final=False, keep=True,
+            run_id=req.run_id, node_id=req.node_id, iteration=req.iteration,
+            attempt=req.attempt))
+        return {**capture(), "watch": step}
+    done = capture()
+    step = _step(manager, protocol.WatchReq(
+        v=1, op="watch", worktree=req.worktree, baseline=False, reuse=True,
+        run_id=req.run_id, node_id=req.node_id, iteration=req.iteration, attempt=req.attempt))
+    return {**done, "watch": step}
+
+
+def _step(manager: WatchManager, req: protocol.WatchReq | protocol.UnwatchReq
+          ) -> dict[str, Any]:
+    """A carried watch step: a bug in it is answered as one (the caller then
+    takes the step itself), never by dropping the capture's answer."""
+    try:
+        return answer(manager, req)
+    except Exception as exc:
+        log.exception("watch step %s of %s failed unexpectedly", req.op, req.worktree)
+        return protocol.error_response("internal-error", f"{type(exc).__name__}: {exc}")
 
 
 def answer(manager: WatchManager, req: WatchOp) -> dict[str, Any]:

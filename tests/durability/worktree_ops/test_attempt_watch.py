@@ -148,12 +148,22 @@ def _tree(settings: Settings, worktree: Path, node_id: str, label: str) -> set[s
     return {e.name for e in tree}
 
 
+@pytest.mark.parametrize("carried", [True, False], ids=["carried", "older-service"])
 def test_through_the_service_one_watch_serves_the_attempts_of_a_run(
-        tmp_path: Path, settings: Settings, service_inprocess: object) -> None:
+        tmp_path: Path, settings: Settings, service_inprocess: object, carried: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``carried``: the watch steps ride on the start and end captures (no
+    request of their own); ``older-service``: a service that ignores the
+    capture's ``watch`` field, where the engine asks for each step itself."""
+    import json
+
+    from durability.service import watch_ops
     from durability.service.server import Service
 
     service = service_inprocess
     assert isinstance(service, Service) and service.watcher is not None
+    if not carried:
+        monkeypatch.setattr(watch_ops, "around_capture", lambda _m, _r, capture: capture())
     repo = make_git_repo(tmp_path / "repo").resolve()
     watches = AttemptWatches(settings)
     armed: list[object] = []
@@ -165,8 +175,20 @@ def test_through_the_service_one_watch_serves_the_attempts_of_a_run(
         return watch
 
     service.watcher.add = counting_add  # type: ignore[method-assign]
+    ops: list[str] = []
+    real_handle = service.handle
+
+    def recording_handle(line: bytes) -> dict[str, object]:
+        ops.append(json.loads(line)["op"])
+        return real_handle(line)
+
+    service.handle = recording_handle  # type: ignore[method-assign]
     between: list[object] = []
     first, second = _two_attempts(settings, repo, watches, between)
+    asked = [op for op in ops if op in ("watch", "unwatch")]
+    # Carried: no watch request of their own (the extra captures of a
+    # service that carries none are the end captures taken again).
+    assert asked == ([] if carried else ["watch", "unwatch", "watch", "unwatch"])
     # Between the attempts the service kept the watch, parked, for the first.
     assert [(w["node_id"], w["parked"]) for w in between[0]] == [("one", True)]  # type: ignore[index, union-attr]
     during = _watches_now(settings)
