@@ -27,8 +27,8 @@ from durability.store import AttemptKey, Store
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.inotify import (
     OverflowListener,
-    default_observer,
     event_filter,
+    internal_observer,
     too_big_for_inotify,
 )
 from durability.watch.watch import Capture, Watch, WatchSpec
@@ -61,7 +61,10 @@ class WatchManager:
         self.settings = settings
         self._store = store
         self.registry = registry  # durability.store.watch_rows.Watches, or None (foreground)
-        self._observer_factory = observer_factory or default_observer
+        # Narrowed out of .git and .jj (decision 0048): an engine run's watch
+        # stays armed across its attempts' captures (decision 0056), whose
+        # own writes there would otherwise each wake the observer.
+        self._observer_factory = observer_factory or internal_observer
         self._observer: Any = None
         self.poll_interval_s = poll_interval_s
         self._watches: dict[Path, Watch] = {}
