@@ -20,8 +20,11 @@ each); per size, over ``--seconds`` of calls:
 * where the time goes: the machine's CPU (both cores, from /proc/stat), the
   share of it that PostgreSQL's processes and the services took, the load
   average; PostgreSQL's backends sampled every 50 ms by what they wait on
-  (``pg_stat_activity``: a lock, a WAL write or flush, the client), and its
-  WAL syncs and their time (``pg_stat_wal``, ``track_wal_io_timing`` on).
+  (``pg_stat_activity``: a lock, a WAL write or flush, the client, or idle
+  in a transaction: waiting for its client's next statement), which
+  advisory lock those waiting on one want (``pg_locks``: the schema's, or a
+  run's or request's, docs/decisions/0059), and its WAL syncs and their time
+  (``pg_stat_wal``, ``track_wal_io_timing`` on).
 
 ``--mode rows`` replaces the hooks by threads that call
 ``Store.record_checkpoint`` directly in each service process (8 a machine):
@@ -242,7 +245,14 @@ class Sampler(threading.Thread):
         self.url = url
         self.stop = threading.Event()
         self.waits: Counter[str] = Counter()
+        self.locks: Counter[str] = Counter()
         self.samples = 0
+        from durability.store.postgres import connect
+
+        probe = connect(url, busy_timeout_ms=1000)
+        key = probe.lock_key & 0xFFFFFFFFFFFFFFFF  # pg_locks: its high and low 32 bits
+        probe.close()
+        self.schema_key = (key >> 32, key & 0xFFFFFFFF)
         # PostgreSQL's CPU: every postgres process's jiffies, first and last
         # seen (a backend born in the window starts from 0; one that exits
         # keeps its last sample, up to 50 ms short).
@@ -263,13 +273,25 @@ class Sampler(threading.Thread):
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.is_set():
+                # A backend idle in a transaction waits for its client's next
+                # statement: the client has not had the CPU back yet.
                 rows = conn.execute(
-                    "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, "
-                    "'running') FROM pg_stat_activity WHERE state = 'active' AND "
-                    "backend_type = 'client backend' AND pid <> pg_backend_pid()").fetchall()
+                    "SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type, 'CPU') "
+                    "|| ':' || coalesce(wait_event, 'running') ELSE 'Client:idle in "
+                    "transaction' END FROM pg_stat_activity WHERE state IN ('active', "
+                    "'idle in transaction') AND backend_type = 'client backend' AND "
+                    "pid <> pg_backend_pid()").fetchall()
                 self.samples += 1
                 for (what,) in rows:
                     self.waits[what] += 1
+                # Which advisory lock the waiting backends want: the schema's
+                # (exclusive: a wide write; shared: a checkpoint's, waiting
+                # for a wide one) or a run's or request's (decision 0059).
+                for classid, objid, mode in conn.execute(
+                        "SELECT classid, objid, mode FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND NOT granted").fetchall():
+                    schema = (int(classid), int(objid)) == self.schema_key
+                    self.locks[f"{'schema' if schema else 'run/request'} {mode}"] += 1
                 self._look()
                 self.stop.wait(0.05)
             self._look()
@@ -395,6 +417,7 @@ def measure(root: Path, url: str, services: int, agents: int, seconds: float, mo
         "clients_cpu": hooks_s / machine_s if machine_s else 0.0,
         "load": (load_before[0], load_after[0]),
         "waits": dict(sampler.waits.most_common(6)), "samples": sampler.samples,
+        "lock_waits": dict(sampler.locks),
         "wal_syncs": after_wal[0] - before_wal[0],
         "wal_sync_ms": after_wal[1] - before_wal[1],
         "wal_writes": after_wal[2] - before_wal[2],
@@ -427,7 +450,10 @@ def _print(r: dict[str, Any], mode: str) -> None:
           f"{r['wal_syncs'] / r['seconds']:5.0f}/s "
           f"{per_sync:4.1f} ms each | load {r['load'][0]:.1f}->{r['load'][1]:.1f} "
           f"| failures {r['failures']}", flush=True)
-    print(f"      backends active per sample: {waits or 'none'}", flush=True)
+    print(f"      backends active or in a transaction per sample: {waits or 'none'}", flush=True)
+    locks = ", ".join(f"{k} {v / max(r['samples'], 1):.2f}"
+                      for k, v in sorted(r["lock_waits"].items()))
+    print(f"      advisory locks waited for per sample: {locks or 'none'}", flush=True)
     if r["failure"]:
         print(f"      a failure: {r['failure']!r}", flush=True)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,8 @@ class Session:
                  debug: Path | None) -> None:
         self.bench, self.repo, self.calls, self.settings, self.debug = \
             bench, repo, calls, settings, debug
+        #: The last session's post-call hooks, ms (from its debug log).
+        self.post_hooks: list[float] = []
 
     def env(self, base_url: str) -> dict[str, str]:
         b = self.bench.env
@@ -123,8 +127,10 @@ class Session:
         extra: list[str] = []
         if self.settings is not None:
             extra += ["--settings", str(self.settings)]
-        if self.debug is not None:
-            extra += ["--debug-file", str(self.debug / f"{tag}.log"), "--debug", "hooks"]
+        # Every session keeps a debug log (both of a pair, so both pay for it):
+        # its timestamps give the post-call hook's time as Claude Code sees it.
+        log = (self.debug or self.bench.root) / f"{tag}.log"
+        extra += ["--debug-file", str(log), "--debug", "hooks"]
         fake = TimedFake(Script(plan=plan))
         with fake:
             done = subprocess.run(
@@ -138,7 +144,32 @@ class Session:
         session = json.loads(done.stdout)["session_id"]
         if len(gaps) != calls:
             sys.exit(f"bench: {len(gaps)} tool calls seen, {calls} planned")
+        self.post_hooks = post_hook_ms(log) if self.settings is not None else []
         return gaps, session
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z ")
+
+
+def post_hook_ms(log: Path) -> list[float]:
+    """Per tool call, the post-call hook as Claude Code's debug log shows it:
+    from the tool's ``tool_dispatch_end`` to the hook's output being read
+    ("Hook output ..."), so spawning it and waiting for it."""
+    from datetime import datetime
+
+    out: list[float] = []
+    ended: datetime | None = None
+    for line in log.read_text(errors="replace").splitlines():
+        m = _STAMP.match(line)
+        if not m:
+            continue
+        at = datetime.fromisoformat(m.group(1))
+        if "tool_dispatch_end" in line:
+            ended = at
+        elif ended is not None and "Hook output" in line:
+            out.append((at - ended).total_seconds() * 1000)
+            ended = None
+    return out
 
 
 def service_cpu_s(pid: int | None) -> float:
@@ -208,19 +239,18 @@ def med(xs: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--backends", default="jj,git")
-    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
-    parser.add_argument("--pairs", type=int, default=3, help="hook/no-hook session pairs")
+    common_args(parser)
     parser.add_argument("--no-service", action="store_true",
                         help="also time the hook with no service (in-process captures)")
     parser.add_argument("--debug-dir", type=Path, help="keep Claude Code's debug logs here")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="run the hooks as a harness started with PYTHONDONTWRITEBYTECODE=1 "
                         "over an install without bytecode caches (an empty PYTHONPYCACHEPREFIX)")
     parser.add_argument("--claude", type=Path, help="another Claude Code binary than the pinned "
                         "one (npm install --prefix DIR @anthropic-ai/claude-code@VERSION)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable for the service and the hooks (a tuning knob: "
+                        "DURABILITY_INFORMED_SETTLE_MS=5); repeatable")
     args = parser.parse_args()
     global CLAUDE
     if args.claude:
@@ -234,15 +264,53 @@ def main() -> None:
         args.debug_dir.mkdir(parents=True, exist_ok=True)
     print(f"Claude Code {version}; {args.calls} Bash calls a session, {args.pairs} pairs; "
           f"load average {os.getloadavg()[0]:.2f} at start")
+    each_size(root, args, run_one)
+
+
+def common_args(parser: argparse.ArgumentParser) -> None:
+    """The options every real-harness bench takes."""
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--backends", default="jj,git")
+    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
+    parser.add_argument("--pairs", type=int, default=3, help="hook/no-hook session pairs")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+
+
+def each_size(root: Path, args: argparse.Namespace,
+              run: Callable[[Path, str, int, argparse.Namespace], None]) -> None:
+    """``run`` for each backend and size, in folders of ``root`` (removed after)."""
     try:
         for kind in args.backends.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
-                run_one(root / f"{kind}-{n}", kind, n, args)
+                run(root / f"{kind}-{n}", kind, n, args)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
         else:
             print(f"kept {root}")
+
+
+def report(title: str, loads: list[float], base: dict[str, list[float]],
+           informed: dict[str, int], per_mode: dict[str, list[float]],
+           per_pair: dict[str, list[float]], args: argparse.Namespace) -> float:
+    """Print one size's figures (the first mode is the one without a hook);
+    returns the raw capture's median, the baseline of what follows."""
+    print(f"\n{title} (load average {min(loads):.2f}-{max(loads):.2f})")
+    for k, samples in base.items():
+        print(f"  {k:34s} median {med(samples):7.1f} ms")
+    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
+          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
+    for mode in per_mode:
+        print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
+              f"(pairs: {', '.join(f'{x:.0f}' for x in per_pair[mode])})")
+    floor_ms = med(base["python -c pass"])
+    raw = med(base.get("raw jj util snapshot") or base["git add -A + write-tree"])
+    nohook, *hooked = per_pair
+    for mode in hooked:
+        over = med([h - o for h, o in zip(per_pair[mode], per_pair[nohook], strict=True)])
+        print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
+              f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
+    return raw
 
 
 def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
@@ -252,6 +320,11 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     (home / ".claude").mkdir(parents=True)
     bench.env["HOME"] = str(home)
     bench.env["DURABILITY_AUTOSTART"] = "0"
+    for pair in args.env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            sys.exit(f"bench: --env takes NAME=VALUE, not {pair!r}")
+        bench.env[name] = value
     if args.no_bytecode:
         bench.env["PYTHONDONTWRITEBYTECODE"] = "1"
         bench.env["PYTHONPYCACHEPREFIX"] = str(root / "no-caches")
@@ -267,6 +340,8 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     cpu_pair: dict[str, list[float]] = {m: [] for m, _, _ in modes}
     #: The service's ping counters, summed over its sessions.
     informed: dict[str, int] = {}
+    #: Per mode: the post-call hooks' ms as Claude Code's debug log shows them.
+    post_hooks: dict[str, list[float]] = {}
     base: dict[str, list[float]] = {}
     loads = []
     for pair in range(args.pairs):
@@ -279,6 +354,7 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
                 tag = f"{kind}{n}-{pair}-{mode.replace(' ', '').replace(',', '-')}"
                 session_run = Session(bench, repo, args.calls, hook, args.debug_dir)
                 gaps, session, cpu_ms = session_run.run(tag)
+                post_hooks.setdefault(mode, []).extend(session_run.post_hooks)
                 if service:
                     seen = bench.ping().get("informed") or {}
                     for k in ("full", "informed", "quiet", "ahead", "from_snapshot"):
@@ -292,21 +368,13 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
             per_mode[mode] += gaps
             per_pair[mode].append(med(gaps))
             loads.append(os.getloadavg()[0])
-    print(f"\n{kind}, {n} files (load average {min(loads):.2f}-{max(loads):.2f})")
-    for k, samples in base.items():
-        print(f"  {k:34s} median {med(samples):7.1f} ms")
-    print("  service: " + ", ".join(f"{k} {v}" for k, v in informed.items())
-          + f" (batches, over {args.pairs} sessions of {args.calls} calls)")
-    nohook = per_pair["no hook"]
-    for mode, _, _ in modes:
-        print(f"  tool call, {mode:23s} median {med(per_mode[mode]):7.1f} ms "
-              f"(pairs: {', '.join(f'{x:.0f}' for x in per_pair[mode])})")
-    floor_ms = med(base["python -c pass"])
-    raw = med(base.get("raw jj util snapshot") or base["git add -A + write-tree"])
+    raw = report(f"{kind}, {n} files", loads, base, informed, per_mode, per_pair, args)
     for mode, _, _ in modes[1:]:
-        over = med([h - o for h, o in zip(per_pair[mode], nohook, strict=True)])
-        print(f"  overhead per call, {mode:18s} {over:7.1f} ms  = raw capture + "
-              f"{over - raw:6.1f} ms; = 2 x python -c pass + {over - 2 * floor_ms:6.1f} ms")
+        if post_hooks.get(mode):
+            hooks = post_hooks[mode]
+            print(f"  post-call hook, as Claude Code logs it  {med(hooks):7.1f} ms  = raw capture "
+                  f"+ {med(hooks) - raw:6.1f} ms (p90 {sorted(hooks)[int(len(hooks) * 0.9)]:.1f}, "
+                  f"{len(hooks)} calls)")
         cpu = med([h - o for h, o in zip(cpu_pair[mode], cpu_pair["no hook"], strict=True)])
         print(f"  CPU per call, {mode:23s} {cpu:7.1f} ms  (Claude Code, hooks, service and "
               f"its jj, minus the no-hook session's)")

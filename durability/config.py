@@ -102,7 +102,7 @@ class Settings:
     informed_rescan_ms: int = 60_000
     #: How long a watched jj worktree stays still before the service
     #: snapshots it ahead of the hook (0: never; ``service.informed``).
-    informed_settle_ms: int = 20
+    informed_settle_ms: int = 5
     #: ``DURABILITY_HOST_ID`` where it is set (``durability.store.host.machine``); None:
     #: the id kept in the state folder.
     host_id: str | None = None

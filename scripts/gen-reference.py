@@ -110,7 +110,10 @@ STATUS_MEANINGS: dict[int, str] = {
     1: "an error; also any code outside the table and the capture and service families",
     2: "a bad value: an option, an argument, a setting, or a remote URL holding a password "
        "or token (use git's credential helpers)",
-    3: "not found: an unknown run id, or a checkpoint it does not have",
+    3: "not found: an unknown run id, or a checkpoint it does not have; "
+       "`checkpoint-collected`: `rewind` to a tool call whose checkpoint gc dropped (its "
+       "files are gone; `--conversation-only` still works, "
+       "[rewind](../how-to/rewind.md#after-gc-and-forget))",
     4: "the service and its protocol",
     5: "a capture that could not be taken (each is also a gap reason)",
     6: "the store: unavailable, or the copy `migrate` made does not hold the source's rows",

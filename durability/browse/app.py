@@ -284,35 +284,21 @@ class TimelineScreen(Screen[None]):
         return self.app
 
 
-class ConfirmRewind(ModalScreen[bool]):
-    """Rewind or not: y on Rewind, n / escape / Cancel."""
+class _Confirm(ModalScreen[bool]):
+    """Do it or not: y on the action's button, n / escape / Cancel; Cancel
+    has the focus (the safe answer is the default)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Rewind"), Binding("n", "answer(False)", "Cancel"),
-        Binding("escape", "answer(False)", "Cancel")]
-    DEFAULT_CSS = """
-    ConfirmRewind { align: center middle; }
-    #dialog { width: 80; height: auto; border: thick $error; padding: 1 2; background: $surface; }
-    #buttons { height: auto; margin-top: 1; }
-    """
+    #: The action, on its button.
+    VERB = ""
 
-    def __init__(self, target: Boundary) -> None:
-        super().__init__()
-        self.target = target
+    def question(self) -> str:
+        raise NotImplementedError
 
     def compose(self) -> ComposeResult:
-        t = self.target
         with Vertical(id="dialog"):
-            yield Static(Text(
-                f"Rewind session {ids.printable(t.run_id)} to boundary {t.seq}, right after "
-                f"tool call {ids.printable(t.tool_use_id or '-')} "
-                f"({ids.printable(t.tool_name or '?')})?\n\n"
-                f"The files become checkpoint seq {t.checkpoint_seq}'s (a pre-restore "
-                "checkpoint is taken first: the undo), and a new session of the agent holds "
-                "the conversation up to that call's result; the original is unchanged."),
-                id="question")
+            yield Static(Text(self.question()), id="question")
             with Horizontal(id="buttons"):
-                yield Button("Rewind (y)", id="yes", variant="error")
+                yield Button(f"{self.VERB} (y)", id="yes", variant="error")
                 yield Button("Cancel (n)", id="no")
 
     def on_mount(self) -> None:
@@ -325,46 +311,61 @@ class ConfirmRewind(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class ConfirmRestore(ModalScreen[bool]):
-    """Restore or not: y / enter on Restore, n / escape / Cancel."""
+def _bindings(verb: str) -> list[BindingType]:
+    return [Binding("y", "answer(True)", verb), Binding("n", "answer(False)", "Cancel"),
+            Binding("escape", "answer(False)", "Cancel")]
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Restore"), Binding("n", "answer(False)", "Cancel"),
-        Binding("escape", "answer(False)", "Cancel")]
-    DEFAULT_CSS = """
-    ConfirmRestore { align: center middle; }
-    #dialog { width: 80; height: auto; border: thick $error; padding: 1 2; background: $surface; }
-    #buttons { height: auto; margin-top: 1; }
+
+def _css(screen: str) -> str:
+    return f"""
+    {screen} {{ align: center middle; }}
+    #dialog {{ width: 80; height: auto; border: thick $error; padding: 1 2;
+              background: $surface; }}
+    #buttons {{ height: auto; margin-top: 1; }}
     """
+
+
+class ConfirmRewind(_Confirm):
+    """Rewind or not."""
+
+    VERB = "Rewind"
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(VERB)
+    DEFAULT_CSS = _css("ConfirmRewind")
+
+    def __init__(self, target: Boundary) -> None:
+        super().__init__()
+        self.target = target
+
+    def question(self) -> str:
+        t = self.target
+        return (f"Rewind session {ids.printable(t.run_id)} to boundary {t.seq}, right after "
+                f"tool call {ids.printable(t.tool_use_id or '-')} "
+                f"({ids.printable(t.tool_name or '?')})?\n\n"
+                f"The files become checkpoint seq {t.checkpoint_seq}'s (a pre-restore "
+                "checkpoint is taken first: the undo), and a new session of the agent holds "
+                "the conversation up to that call's result; the original is unchanged.")
+
+
+class ConfirmRestore(_Confirm):
+    """Restore or not."""
+
+    VERB = "Restore"
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(VERB)
+    DEFAULT_CSS = _css("ConfirmRestore")
 
     def __init__(self, target: Checkpoint) -> None:
         super().__init__()
         self.target = target
 
-    def compose(self) -> ComposeResult:
+    def question(self) -> str:
         t = self.target
-        with Vertical(id="dialog"):
-            # Escaped as in the timeline: a label is the agent's words, and
-            # an ESC in it would drive the terminal.
-            yield Static(Text(
-                f"Restore {ids.printable(t.worktree)} to seq {t.seq} ({t.commit_id[:12]}"
+        # Escaped as in the timeline: a label is the agent's words, and an
+        # ESC in it would drive the terminal.
+        return (f"Restore {ids.printable(t.worktree)} to seq {t.seq} ({t.commit_id[:12]}"
                 f"{', ' + ids.printable(t.label or '') if t.label else ''})?\n\n"
                 "Every file the checkpoints record becomes as it was then; ignored files "
                 "are left alone.  A pre-restore checkpoint of the tree as it is now is "
-                "taken first: to undo, restore that one (its seq is shown after)."),
-                id="question")
-            with Horizontal(id="buttons"):
-                yield Button("Restore (y)", id="yes", variant="error")
-                yield Button("Cancel (n)", id="no")
-
-    def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()  # the safe answer is the default
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+                "taken first: to undo, restore that one (its seq is shown after).")
 
 
 class BrowseApp(App[None]):

@@ -41,7 +41,7 @@ MS_SETTINGS: dict[str, tuple[int, bool]] = {
     # service snapshots it ahead of the hook, which is then answered from
     # that snapshot when nothing changed since it began (0: never;
     # docs/decisions/0047).
-    "DURABILITY_INFORMED_SETTLE_MS": (20, True),
+    "DURABILITY_INFORMED_SETTLE_MS": (5, True),
     # A service a hook started leaves after this long with no request and no
     # watch; the next hook starts one again (0: never).
     "DURABILITY_SERVICE_IDLE_MS": (1_800_000, True),

@@ -256,6 +256,9 @@ _EXIT_CODES = {
     "internal-error": 1,
     "invalid-value": 2,
     "not-found": 3,
+    # `durability rewind`: the boundary's checkpoint was dropped by gc (its
+    # conversation half still runs, docs/decisions/0057-boundaries-under-gc-and-forget.md).
+    "checkpoint-collected": 3,
     # An optional extra the command needs is not installed (`browse`: tui;
     # `mcp`: mcp).
     "missing-extra": 8,

@@ -11,8 +11,10 @@ lock (the service's replicator neither pushes nor moves a manifest meanwhile):
    each commit, with its parents that are checkpoints rewritten too, pinned
    under its new id before the rows change;
 2. in one store transaction the rows and the attempts' pointers are renamed
-   to the new commits (seqs, labels and every other column stay); then the
-   old pins go (jj: only those no row names any more);
+   to the new commits (seqs, labels and every other column stay), and so is
+   every other record that quotes an old id: the tool-call boundaries, the
+   fork records, the event log's and the gaps' texts (decision 0057); then
+   the old pins go (jj: only those no row names any more);
 3. the kept file modes follow their commits; the private indexes of a git
    repository drop the paths; refs under ``refs/durability/`` that named a
    rewritten commit (a remote's fetched copy) name the new one;
@@ -324,7 +326,7 @@ def _repair(store: Store, repo: pygit2.Repository, git_dir: Path, wt: str,
         moved = backend_prune.resume_forget(repo, key, backend_prune.Stripper(repo, []))
         if moved is None:
             continue
-        store_prune.apply(store, [], moved)
+        store_prune.apply(store, [], moved, forgotten=True)
         if store_prune.commits_in_use(store, set(moved)):
             continue  # an isolated task's merge base: the old chain stays
         backend_prune.finish_forget(repo, key)
@@ -386,7 +388,7 @@ def _rename_rows(store: Store, renamed: dict[str, str]) -> int:
     if not renamed:
         return 0
     before = len(_all_named(store, renamed))
-    store_prune.apply(store, [], renamed)
+    store_prune.apply(store, [], renamed, forgotten=True)
     return before
 
 

@@ -17,7 +17,10 @@ A checkpoint is kept when any keeper claims it, in this order:
    run's newest checkpoint of each worktree that is not a pre-restore one
    (continue).
 4. an extra keeper handed in (``Keeper``): replication's "not yet pushed".
-5. ``recent``: younger than ``keep_all_days``.
+5. ``recent``: younger than ``keep_all_days``; ``recent-call``: named by a
+   tool-call boundary recorded less than ``keep_all_days`` ago (a call that
+   changed nothing dedups onto an older row: the tree it left is that row,
+   so every call of the window can be rewound, decision 0057).
 6. ``pre-restore``: a checkpoint a restore named as its undo, for
    ``pre_restore_days`` after the last restore that named it (the undo
    record, ``durability.store.gc_rows.record_undo_point``: the pre-restore capture may
@@ -66,7 +69,8 @@ class Policy:
     Days are floats so a test or a tight disk can say 0.5; 0 turns a
     window off."""
 
-    #: Every checkpoint younger than this is kept.
+    #: Every checkpoint younger than this is kept, and every one a tool call
+    #: younger than this left the tree in (its boundary names it).
     keep_all_days: float = 7
     #: Then the newest per attempt and hour, up to this age...
     hourly_days: float = 30
@@ -151,6 +155,9 @@ def _kept_by(row: RetentionRow, policy: Policy, now_ms: int, keepers: Sequence[K
     age = now_ms - c.created_at_ms
     if age < policy.keep_all_days * DAY_MS:
         return "recent"
+    called = row.called_at_ms
+    if called is not None and now_ms - called < policy.keep_all_days * DAY_MS:
+        return "recent-call"
     named = row.undo_named_at_ms
     if named is not None and now_ms - named < policy.pre_restore_days * DAY_MS:
         return "pre-restore"

@@ -7,6 +7,12 @@ tested refuses here, before anything changed), the new session is written
 (all or nothing: a write that fails refuses before the tree changed), then
 the code is restored (should that fail, the new session is removed); the
 original transcript is only read.
+
+A boundary whose checkpoint gc dropped (decision 0057) refuses its code half
+with ``checkpoint-collected`` when it is found, before anything is planned
+or written: no other checkpoint stands in for it (that would be a tree the
+call never left).  Its conversation half (``--conversation-only``) needs no
+checkpoint and still runs.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from durability.config import Settings
-from durability.ground.errors import InvalidInput
+from durability.ground.errors import DurabilityError, InvalidInput
 from durability.restore.apply import Preview, Restored, preview, restore
 from durability.rewind.conversation import (
     ConversationPlan,
@@ -27,10 +33,13 @@ from durability.rewind.conversation import (
     transcript_of,
     write,
 )
-from durability.store import Store
+from durability.store import NotFound, Store
 from durability.store.boundaries import Boundary, boundaries, find_boundary, set_call_ids
 
-__all__ = ["Rewound", "rewind"]
+__all__ = ["COLLECTED_CODE", "Rewound", "rewind"]
+
+#: A rewind of the files to a boundary whose checkpoint gc dropped.
+COLLECTED_CODE = "checkpoint-collected"
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,8 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
               if (x.seq == seq if seq is not None else x.tool_use_id == call)), None)
     if b is None:
         b = find_boundary(store, session, seq=seq, call=call)  # not-found, naming the span
+    if code:
+        _check_kept(store, b, every)
     planned = plan(b, transcript_of(every, b), every) if conversation else None
     if dry_run:
         seen = preview(settings, env=env, run_id=b.run_id, node_id=b.node_id,
@@ -87,3 +98,26 @@ def rewind(settings: Settings, store: Store, session: str, *, seq: int | None = 
             Path(written.path).unlink(missing_ok=True)
         raise
     return Rewound(session, b, False, restored=done, conversation=planned, written=written)
+
+
+def _check_kept(store: Store, b: Boundary, every: list[Boundary]) -> None:
+    """Refuse (``checkpoint-collected``) a boundary whose checkpoint row is
+    gone: marked collected, or dropped since it was read."""
+    try:
+        if not b.collected:
+            store.checkpoint(b.key, b.checkpoint_seq)
+            return
+    except NotFound:
+        pass
+    kept = [x.seq for x in every if not x.collected and x.seq != b.seq]
+    before = [n for n in kept if n < b.seq]
+    after = [n for n in kept if n > b.seq]
+    near = [f"seq {n}" for n in ([before[-1]] if before else []) + ([after[0]] if after else [])]
+    hint = (f"; the nearest boundaries with files: {' and '.join(near)}" if near else
+            "; no boundary of this session has its files any more")
+    call = f"tool call {b.tool_use_id}" if b.tool_use_id else "a call without an id"
+    raise DurabilityError(
+        f"boundary seq {b.seq} of session {b.run_id} ({call}) names checkpoint seq "
+        f"{b.checkpoint_seq} of {b.key.node_id}/{b.key.iteration}/{b.key.attempt}, which gc "
+        f"dropped under the retention policy: its files cannot be restored; "
+        f"--conversation-only still rewinds the conversation{hint}", code=COLLECTED_CODE)

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTINUE_PROMPT", "AgentConfig", "AgentEnv", "AgentFailed", "AgentSpec", "OutputInvalid",
-    "PriceFn", "agent_workflow", "register_harness", "resolve_harness", "spec_json",
+    "PriceFn", "agent_workflow", "default_hook_command", "register_harness", "resolve_harness",
+    "spec_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -173,12 +174,37 @@ def default_price(usage: Usage) -> float | None:
     return None
 
 
+def default_hook_command(executable: str = sys.executable) -> tuple[str, ...]:
+    """The hook every tool call of an agent runs: this interpreter's own
+    ``durability`` command when it sits beside it and starts it (its shebang
+    names this interpreter), else this interpreter told to run the entry
+    point.  Never ``-m durability``: runpy costs ~5 ms of each of a call's two
+    hook processes (issue 25), and ``-m`` puts the hook's working folder, the
+    agent's worktree, first on ``sys.path``, so a ``durability`` folder the
+    agent wrote there would be imported; ``-P`` keeps it off."""
+    script = Path(executable).with_name("durability")
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        first = b""
+    if os.access(script, os.X_OK) and first.startswith(b"#!"):
+        interpreter = first[2:].strip().split(b" ")[0].decode("utf-8", "replace")
+        # The same folder (this environment, not another on the same base
+        # interpreter) and the same interpreter (python, python3...).
+        if (os.path.dirname(os.path.abspath(interpreter)) == str(script.parent.absolute())
+                and os.path.realpath(interpreter) == os.path.realpath(executable)):
+            return (str(script), "snapshot-hook")
+    return (executable, "-P", "-c", "from durability.__main__ import main; main()",
+            "snapshot-hook")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """How this engine process runs agents; resolved at the entry point."""
 
     #: The hook every tool call runs (argv; the attempt's identity in its env).
-    hook_command: tuple[str, ...] = (sys.executable, "-m", "durability", "snapshot-hook")
+    hook_command: tuple[str, ...] = field(default_factory=lambda: default_hook_command())
     #: harness name -> the executable to run (default: the adapter's, on PATH).
     executables: Mapping[str, str] = field(default_factory=dict)
     #: The cost of a usage; None: ``default_price``.

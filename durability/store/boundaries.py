@@ -9,22 +9,35 @@ the call.  ``seq`` is numbered per session (run id) and machine in the order
 the boundaries were recorded; one request is one boundary, however often it
 is recorded (a hook installed twice, a late service answer and the hook's
 own capture).
+
+A boundary names its checkpoint by attempt and seq; its ``commit_id`` is a
+copy of that row's commit, kept equal to it (decision 0057): taken from the
+row when the boundary is recorded, renamed in the transaction that renames
+the row (gc rewriting a git chain, ``forget``), and cleared (``""``) in the
+one that drops it.  A boundary whose ``commit_id`` is empty is *collected*:
+its call happened and keeps its seq (so a seq never names two calls), its
+conversation can still be rewound, its files cannot.  No boundary names a
+commit that no checkpoint row names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from durability.ground.store_errors import NotFound, StoreUnavailable
-from durability.store.db import DB_ERRORS, write_transaction
+from durability.store.db import DB_ERRORS, Connection, write_transaction
 from durability.store.models import AttemptKey
 from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
 
-__all__ = ["Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
-           "find_boundary", "record_boundaries", "set_call_ids"]
+__all__ = ["COLLECTED", "Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
+           "clear_dropped", "find_boundary", "record_boundaries", "rename_commits",
+           "set_call_ids"]
+
+#: The ``commit_id`` of a boundary whose checkpoint row is gone (gc dropped it).
+COLLECTED = ""
 
 _COLS = ("run_id, seq, node_id, iteration, attempt, request_id, harness, tool_use_id, "
          "tool_name, event, transcript_path, transcript_bytes, checkpoint_seq, commit_id, "
@@ -87,13 +100,22 @@ class Boundary:
     def key(self) -> AttemptKey:
         return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
 
+    @property
+    def collected(self) -> bool:
+        """Its checkpoint was dropped (``durability gc``): no tree to restore."""
+        return self.commit_id == COLLECTED
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def record_boundaries(store: Store, new: Iterable[NewBoundary]) -> int:
     """Record each boundary not yet on record (by request id), in one
-    transaction, each with its session's next seq; how many were new."""
+    transaction, each with its session's next seq; how many were new.
+
+    The commit recorded is the one the checkpoint row names when the
+    transaction reads it (the row is the authority: a gc between the answer
+    and this write may have renamed or dropped it), or ``COLLECTED``."""
     rows = list(new)
     if not rows:
         return 0
@@ -108,13 +130,19 @@ def record_boundaries(store: Store, new: Iterable[NewBoundary]) -> int:
                 top = conn.execute("SELECT MAX(seq) FROM boundaries WHERE run_id=$1 AND host=$2",
                                    (b.key.run_id, store.host)).fetchone()
                 seq = int(top[0] or 0) + 1 if top else 1
+                row = conn.execute(
+                    "SELECT commit_id FROM workspace_checkpoints WHERE run_id=$1 AND "
+                    "node_id=$2 AND iteration=$3 AND attempt=$4 AND host=$5 AND seq=$6",
+                    (b.key.run_id, b.key.node_id, b.key.iteration, b.key.attempt, store.host,
+                     b.checkpoint_seq)).fetchone()
+                commit = str(row[0]) if row else COLLECTED
                 conn.execute(
                     f"INSERT INTO boundaries ({_COLS}, host) VALUES "
                     "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)",
                     (b.key.run_id, seq, b.key.node_id, b.key.iteration, b.key.attempt,
                      to_db(b.request_id), b.harness, to_db(b.tool_use_id), to_db(b.tool_name),
                      b.event, to_db(b.transcript_path), b.transcript_bytes, b.checkpoint_seq,
-                     b.commit_id, to_db(b.worktree), now, store.host))
+                     commit, to_db(b.worktree), now, store.host))
                 added += 1
             return added
     except DB_ERRORS as exc:
@@ -187,3 +215,23 @@ def set_call_ids(store: Store, run_id: str, calls: dict[int, str]) -> int:
             return done
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot record the tool call ids: {exc}") from exc
+
+
+def rename_commits(conn: Connection, renamed: Mapping[str, str], host: str) -> None:
+    """In the caller's transaction (the one renaming the checkpoint rows):
+    boundaries naming an old commit name the new one (found by the
+    ``boundaries_commit`` index, migration 0017)."""
+    for old, new in renamed.items():
+        conn.execute("UPDATE boundaries SET commit_id=$1 WHERE commit_id=$2 AND host=$3",
+                     (new, old, host))
+
+
+def clear_dropped(conn: Connection, key: AttemptKey, seq: int, host: str) -> None:
+    """In the caller's transaction (the one dropping checkpoint ``seq`` of
+    ``key``): its boundaries are collected, naming no commit.  Found by the
+    attempt and seq, not the commit, so a boundary that a toolkit before
+    migration 0017 recorded with another commit is cleared too."""
+    conn.execute("UPDATE boundaries SET commit_id=$1 WHERE run_id=$2 AND node_id=$3 AND "
+                 "iteration=$4 AND attempt=$5 AND host=$6 AND checkpoint_seq=$7",
+                 (COLLECTED, key.run_id, key.node_id, key.iteration, key.attempt,
+                  host, seq))

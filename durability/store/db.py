@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -196,12 +196,19 @@ def _check_existing(path: Path) -> None:
 
 
 @contextmanager
-def write_transaction(conn: Connection) -> Iterator[Connection]:
+def write_transaction(conn: Connection, *, keys: Sequence[str] = ()) -> Iterator[Connection]:
     """One unit of work holding the writers' lock from its start (SQLite:
     ``BEGIN IMMEDIATE``; ``durability.store.dialect``), so the reads inside
-    (the next seq) cannot be invalidated by another writer."""
+    (the next seq) cannot be invalidated by another writer.
+
+    ``keys``: a *narrow* write names every key its reads decide on (a
+    checkpoint: its run and its request id), and under PostgreSQL waits only
+    for the writes of the same keys and for the writes that name none; a
+    write that names none excludes every other (decision 0059).  A write may
+    name keys only when no row it reads can be changed by a narrow write of
+    another key: a write that decides across runs names none."""
     try:
-        dialect_of(conn).begin_write(conn)
+        dialect_of(conn).begin_write(conn, keys)
     except DB_ERRORS as exc:
         _rollback(conn)
         raise StoreUnavailable(f"cannot begin a write: {exc}") from exc

@@ -8,7 +8,12 @@ written here, per database, and chosen by the connection's ``dialect``:
 - how a write transaction starts: SQLite's ``BEGIN IMMEDIATE`` takes the
   write lock up front; PostgreSQL's takes the writers' advisory lock (one
   per schema) before its first read, so a write reads, decides and writes
-  exactly as under SQLite's lock;
+  exactly as under SQLite's lock.  A *narrow* write (one that names the
+  keys its decisions depend on: ``record_checkpoint``'s run and request,
+  docs/decisions/0059-narrow-writers-lock-on-postgresql.md) takes that
+  lock shared and an exclusive lock per key instead, so narrow writes of
+  different keys run in parallel while every other write still excludes
+  them all;
 - how a consistent read of several tables starts (SQLite's deferred
   ``BEGIN`` reads one snapshot; PostgreSQL: REPEATABLE READ);
 - the integrity check (``PRAGMA integrity_check``; PostgreSQL checks its
@@ -28,6 +33,7 @@ time; a statement composed of fragments numbers its placeholders itself
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -43,8 +49,11 @@ class Dialect:
     #: ``sqlite`` or ``postgresql``: also the folder of its migrations.
     name: ClassVar[str]
 
-    def begin_write(self, conn: Connection) -> None:
-        """Start a write transaction holding the writers' lock."""
+    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
+        """Start a write transaction holding the writers' lock: all of it,
+        or, given the ``keys`` every decision of the write depends on, only
+        as much as excludes the writers of those keys and every write that
+        names none (a database with one writer ignores ``keys``)."""
         raise NotImplementedError
 
     def begin_read(self, conn: Connection) -> None:
@@ -59,8 +68,8 @@ class Dialect:
 class SQLiteDialect(Dialect):
     name = "sqlite"
 
-    def begin_write(self, conn: Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
+        conn.execute("BEGIN IMMEDIATE")  # one writer at a time: keys change nothing
 
     def begin_read(self, conn: Connection) -> None:
         conn.execute("BEGIN")
@@ -72,11 +81,23 @@ class SQLiteDialect(Dialect):
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
 
-    def begin_write(self, conn: Connection) -> None:
+    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
         conn.execute("BEGIN")
         # The key is the schema's (``PgConnection.lock_key``): stores that
         # share a server do not wait for each other.
-        conn.execute("SELECT pg_advisory_xact_lock($1)", (_lock_key(conn),))
+        schema = _lock_key(conn)
+        if not keys:
+            # A wide write: alone in the schema, as under SQLite's lock.
+            conn.execute("SELECT pg_advisory_xact_lock($1)", (schema,))
+            return
+        # A narrow write (decision 0059): the schema's lock shared (it waits
+        # for, and holds off, every wide write), then one exclusive lock per
+        # key, taken in the order of their numbers so that two narrow writes
+        # can never each hold a key the other waits for.  One round trip:
+        # PostgreSQL evaluates a select list from left to right.
+        numbers = sorted({_key_number(conn, key) for key in keys})
+        calls = ", ".join(f"pg_advisory_xact_lock(${i})" for i in range(2, len(numbers) + 2))
+        conn.execute(f"SELECT pg_advisory_xact_lock_shared($1), {calls}", (schema, *numbers))
 
     def begin_read(self, conn: Connection) -> None:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
@@ -91,6 +112,16 @@ def _lock_key(conn: Connection) -> int:
     if not isinstance(key, int):
         raise TypeError("a PostgreSQL connection names its writers' lock (lock_key)")
     return key
+
+
+def _key_number(conn: Connection, key: str) -> int:
+    number = getattr(conn, "key_lock", None)
+    if number is None:
+        raise TypeError("a PostgreSQL connection names its narrow writers' locks (key_lock)")
+    found = number(key)
+    if not isinstance(found, int):
+        raise TypeError("a narrow writers' lock is a number")
+    return found
 
 
 SQLITE = SQLiteDialect()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durability.store.db import Connection
+from durability.store.dialect import POSTGRESQL, SQLITE, dialect_of
 from durability.store.models import AttemptKey
 from durability.store.text import row_from_db
 
@@ -36,6 +37,14 @@ KINDS = (
 )
 
 _COLS = "id, ts_ms, run_id, kind, node_id, iteration, attempt, seq, detail_json"
+#: Appending one event, per database (``append``): PostgreSQL's id is its
+#: column's default, the next of ``events_id_seq``.
+_APPEND = {
+    SQLITE.name: f"INSERT INTO events ({_COLS}) SELECT COALESCE(MAX(id), 0) + 1, "
+                 "$1,$2,$3,$4,$5,$6,$7,$8 FROM events",
+    POSTGRESQL.name: "INSERT INTO events (ts_ms, run_id, kind, node_id, iteration, attempt, "
+                     "seq, detail_json) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+}
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,21 @@ def append(conn: Connection, run_id: str | bytes | None, kind: str, ts_ms: int, 
            node_id: str | bytes | None = None, iteration: int | None = None,
            attempt: int | None = None, seq: int | None = None,
            detail: dict[str, Any] | None = None) -> None:
-    """Append one event in the caller's write transaction (which holds the
-    write lock, so the next id cannot be taken twice).  Ids as ``durability.store.text.to_db``
-    gives them (a gap from the spool may carry any text)."""
+    """Append one event in the caller's write transaction.  Ids as
+    ``durability.store.text.to_db`` gives them (a gap from the spool may carry
+    any text).
+
+    The id: under SQLite the largest plus one, read under the write lock, so
+    it cannot be taken twice.  Under PostgreSQL the schema's sequence
+    (``events_id_seq``, migration 0018), since writes of different runs run
+    in parallel there (decision 0059); a run's events are still numbered in
+    the order they commit, for every write that appends one holds its run's
+    lock or the whole schema's until it commits, so a reader following a run
+    by id (``durability logs --follow``) never sees a smaller id appear later."""
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
     conn.execute(
-        f"INSERT INTO events ({_COLS}) SELECT COALESCE(MAX(id), 0) + 1, $1,$2,$3,$4,$5,$6,$7,$8 "
-        "FROM events",
+        _APPEND[dialect_of(conn).name],
         (ts_ms, run_id, kind, node_id, iteration, attempt, seq,
          json.dumps(detail, sort_keys=True) if detail else None))
 

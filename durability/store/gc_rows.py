@@ -8,7 +8,9 @@ own contracts whatever the caller decided:
 - the newest checkpoint of an attempt (its highest seq, and the commit its
   ``jj_pointer`` names) is never deleted, so the next seq is still the old
   maximum plus one: a seq is never handed out twice (contract 3);
-- rows, renamed commits and the attempt's pointer change in one transaction.
+- rows, renamed commits and the attempt's pointer change in one transaction,
+  and with them the tool-call boundaries that name the rows (decision 0057:
+  a boundary names its row's commit, or none once the row is dropped).
 
 It also keeps the undo points restores named (``record_undo_point``): the
 checkpoint a restore's pre-restore capture landed on, which may be an older
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durability.ground.store_errors import StoreUnavailable
+from durability.store import boundaries
 from durability.store.db import DB_ERRORS, Connection, marks, write_transaction
 from durability.store.models import AttemptKey, Checkpoint
 from durability.store.store import Store
@@ -47,6 +50,9 @@ class RetentionRow:
     max_seq: int
     #: When a restore last named this checkpoint as its undo (None: never).
     undo_named_at_ms: int | None = None
+    #: When the newest tool-call boundary naming this checkpoint was recorded
+    #: (None: none does): the last time a call left the tree in this state.
+    called_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,12 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
     from durability.store.store import _CHECKPOINT_COLS
 
     cols = ", ".join(f"c.{c.strip()}" for c in _CHECKPOINT_COLS.split(","))
-    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top, u.named_at_ms "
+    # The newest boundary naming the row, found by the boundaries_commit
+    # index (a boundary names its row's commit, decision 0057).
+    called = ("(SELECT MAX(b.created_at_ms) FROM boundaries b WHERE b.commit_id=c.commit_id "
+              "AND b.run_id=c.run_id AND b.node_id=c.node_id AND b.iteration=c.iteration "
+              "AND b.attempt=c.attempt AND b.host=c.host AND b.checkpoint_seq=c.seq)")
+    sql = (f"SELECT {cols}, r.state, a.jj_pointer, m.top, u.named_at_ms, {called} "
            "FROM workspace_checkpoints c "
            "JOIN attempts a ON a.run_id=c.run_id AND a.node_id=c.node_id "
            "AND a.iteration=c.iteration AND a.attempt=c.attempt "
@@ -85,7 +96,8 @@ def retention_rows(store: Store, worktrees: Iterable[str] | None = None) -> list
     sql += " ORDER BY c.run_id, c.node_id, c.iteration, c.attempt, c.seq"
     n = len(_CHECKPOINT_COLS.split(","))
     return [RetentionRow(Checkpoint(*row[:n]), row[n], row[n + 1], int(row[n + 2]),
-                         None if row[n + 3] is None else int(row[n + 3]))
+                         None if row[n + 3] is None else int(row[n + 3]),
+                         None if row[n + 4] is None else int(row[n + 4]))
             for row in _read(store, sql, params)]
 
 
@@ -125,11 +137,17 @@ def commits_in_use(store: Store, commit_ids: Iterable[str]) -> set[str]:
 
 
 def apply(store: Store, drop: Iterable[Checkpoint],
-          renamed: Mapping[str, str] | None = None) -> Pruned:
-    """Delete the ``drop`` rows and rename commits (old id -> new id, in rows
-    and pointers: a git chain rewritten without the dropped commits), in one
-    transaction.  A row that is its attempt's newest, or its pointer, stays
-    whatever the caller asked."""
+          renamed: Mapping[str, str] | None = None, *, forgotten: bool = False) -> Pruned:
+    """Delete the ``drop`` rows and rename commits (old id -> new id, in rows,
+    pointers and boundaries: a git chain rewritten without the dropped
+    commits), in one transaction.  A row that is its attempt's newest, or its
+    pointer, stays whatever the caller asked.
+
+    ``forgotten``: the old commits held a path ``durability forget`` takes
+    out, so no record of ours may name them any more: the fork records and
+    the text of the event log and of gaps that quote an old id name the new
+    one too (for gc's renames they stay as history: those commits held
+    nothing to hide)."""
     renamed = dict(renamed or {})
     try:
         with store._conn() as db, write_transaction(db) as conn:  # the store's own connection
@@ -138,6 +156,9 @@ def apply(store: Store, drop: Iterable[Checkpoint],
                 conn.execute("UPDATE workspace_checkpoints SET commit_id=$1 "
                              "WHERE commit_id=$2 AND host=$3", (new, old, store.host))
                 conn.execute("UPDATE attempts SET jj_pointer=$1 WHERE jj_pointer=$2", (new, old))
+            boundaries.rename_commits(conn, renamed, store.host)
+            if forgotten:
+                _rename_history(conn, renamed)
             return Pruned(dropped=dropped, renamed=len(renamed))
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot drop checkpoints: {exc}") from exc
@@ -156,10 +177,25 @@ def _drop(conn: Connection, c: Checkpoint, host: str) -> int:
                        (*args, host, c.seq))
     conn.execute(f"DELETE FROM undo_points WHERE {_KEY} AND host=$5 AND seq=$6",
                  (*args, host, c.seq))
+    boundaries.clear_dropped(conn, k, c.seq, host)
     # gc keeps what is not pushed; a remote named since its plan must not
     # leave rows of a checkpoint that is gone.
     conn.execute("DELETE FROM replication_outbox WHERE request_id=$1", (to_db(c.request_id),))
     return int(cur.rowcount)
+
+
+def _rename_history(conn: Connection, renamed: Mapping[str, str]) -> None:
+    """Every other record that quotes an old commit id: a fork's source
+    (``run_forks``), the JSON of events (a checkpoint's, a fork's) and the
+    text of gaps.  A commit id is 40 (or 64) hex digits: one found inside a
+    text is that commit."""
+    for old, new in renamed.items():
+        like = f"%{old}%"
+        conn.execute("UPDATE run_forks SET commit_id=$1 WHERE commit_id=$2", (new, old))
+        conn.execute("UPDATE events SET detail_json=REPLACE(detail_json, $1, $2) "
+                     "WHERE detail_json LIKE $3", (old, new, like))
+        conn.execute("UPDATE gaps SET detail=REPLACE(detail, $1, $2) WHERE detail LIKE $3",
+                     (old, new, like))
 
 
 def _read(store: Store, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:

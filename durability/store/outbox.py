@@ -6,9 +6,10 @@ can be recorded, and no remote named, without its rows: the store's
 ``record_checkpoint``, ``Remotes.add`` and ``Remotes.import_checkpoints``
 call ``queue_*`` here; a push deletes what it carried (``Remotes.mark``).
 The replicator then reads only this table, whose size is the work still to
-do, not the worktree's history.  Under PostgreSQL every write transaction
-holds the writers' lock (``durability.store.postgres``), so a checkpoint and a remote
-recorded at the same time cannot each miss the other.
+do, not the worktree's history.  Under PostgreSQL a checkpoint's write holds
+the writers' lock shared and a remote's exclusively (``durability.store.dialect``,
+decision 0059), so a checkpoint and a remote recorded at the same time cannot
+each miss the other.
 
 Its own module because both the store and ``durability.store.remote_rows`` (which
 imports the store) write it.

@@ -177,11 +177,15 @@ class PgConnection:
         self.total_changes = 0
         self._guard = threading.Lock()
         schema = self._query("SELECT current_schema()", ())[0][0] or "public"
+        self._schema = schema
         #: The writers' lock: one per schema, so that databases that share a
         #: server (and tests that share one) do not wait for each other.
-        self.lock_key = int.from_bytes(
-            hashlib.sha256(f"durability-writer:{schema}".encode()).digest()[:8], "big",
-            signed=True)
+        self.lock_key = _advisory(f"durability-writer:{schema}")
+
+    def key_lock(self, key: str) -> int:
+        """The lock of one key a narrow write decides on (``run:<id>``,
+        ``request:<id>``; decision 0059), in this connection's schema."""
+        return _advisory(f"durability-writer:{self._schema}:{key}")
 
     @property
     def in_transaction(self) -> bool:
@@ -258,6 +262,13 @@ class PgConnection:
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
             raise PgError(_message(exc)) from exc
+
+
+def _advisory(name: str) -> int:
+    """An advisory lock's number for ``name``: 64 bits of its SHA-256.  Any
+    text names one (a run id may hold a lone surrogate: it is encoded as is)."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()[:8],
+                          "big", signed=True)
 
 
 def _message(exc: Exception) -> str:

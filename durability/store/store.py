@@ -4,7 +4,11 @@ or PostgreSQL (``durability.store.database``).
 One ``Store`` per process and database.  Every write is one ``BEGIN
 IMMEDIATE`` transaction (under PostgreSQL: a transaction holding the
 writers' lock), so seq numbers are assigned by the database and stay
-monotonic across processes, hosts and restarts.
+monotonic across processes, hosts and restarts.  Under PostgreSQL a
+checkpoint's write holds that lock shared and its run's and request's
+locks exclusively (``write_transaction``'s ``keys``, decision 0059): the
+checkpoints of different runs are written in parallel, and every other
+write still waits for them and holds them off.
 """
 
 from __future__ import annotations
@@ -111,6 +115,15 @@ SELECT run_id,
 _SESSIONS_SQL = {SQLITE.name: _SESSIONS_SQLITE, POSTGRESQL.name: _SESSIONS_POSTGRESQL}
 
 
+def _checkpoint_keys(new: NewCheckpoint) -> tuple[str, str]:
+    """What a checkpoint's write decides on (decision 0059), as the keys of
+    its narrow lock: its run (the attempt's next seq and pointer, the run
+    and attempt rows it may create, and the order of the run's events) and
+    its request id (recorded once).  Everything else it reads (gaps,
+    remotes, pushed rows) only wide writes change."""
+    return (f"run:{new.key.run_id}", f"request:{new.request_id}")
+
+
 #: The store's default clock (kept under this name for its callers).
 now_ms = system_clock
 
@@ -195,9 +208,10 @@ class Store:
         moves to the commit.
         """
         try:
-            with self._conn() as db, write_transaction(db) as conn:
+            with self._conn() as db, write_transaction(db, keys=_checkpoint_keys(new)) as conn:
                 # Checked inside the write lock: a gap filed for this request
-                # cannot land between the check and the insert.
+                # cannot land between the check and the insert (a gap is a
+                # wide write, which this write's lock holds off).
                 return self._record(conn, new, self._clock())
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc

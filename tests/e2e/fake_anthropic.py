@@ -54,13 +54,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.e2e.standin import JsonHandler, StandIn
 
 MODEL = "claude-sonnet-4-5"
 FINAL_TEXT = "Done: I wrote made-by-claude.txt."
@@ -247,12 +248,14 @@ def sse_events(message_id: str, model: str, blocks: list[dict[str, Any]],
 _ID_BASES = itertools.count()
 
 
-class FakeAnthropic:
+class FakeAnthropic(StandIn):
     """The stand-in server, in a daemon thread; use as a context manager.
 
     Message and tool_use ids are ``msg_e2e_NNNN`` and ``toolu_e2e_NNNN`` with
     NNNN the request's number plus ``id_base`` (default: 0 for a process's
     first stand-in, 10000 for its second, ...)."""
+
+    thread_name = "fake-anthropic"
 
     def __init__(self, script: Script | None = None, *, id_base: int | None = None) -> None:
         self.script = script or Script()
@@ -261,28 +264,7 @@ class FakeAnthropic:
         #: Failures answered so far (``Script.failures`` and ``fail_always``).
         self.failed = 0
         self._main = 0
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        # Not daemon threads: closing the server joins every handler, so no
-        # thread outlives the test (each is bounded by the handler's timeout).
-        self._server.daemon_threads = False
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="fake-anthropic", daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakeAnthropic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
+        super().__init__(_handler_for(self))
 
     def record(self, method: str, path: str, body: Any) -> int:
         with self._lock:
@@ -323,30 +305,7 @@ class FakeAnthropic:
 
 
 def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # A wedged client must not hold a server thread for ever.
-        timeout = 30
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep pytest's output clean; the requests are recorded
-
-        def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                return json.loads(raw) if raw else {}
-            except ValueError:
-                return {"_raw": raw.decode("utf-8", "replace")}
-
-        def _json(self, status: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             fake.record("GET", self.path, None)
             if self.path.split("?")[0] == "/v1/models":

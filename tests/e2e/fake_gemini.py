@@ -23,11 +23,12 @@ Every request is recorded (path, headers, body).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.e2e.standin import Failure, JsonHandler, Recorded, Recording
 
 MODEL = "gemini-2.5-flash"
 FINAL_TEXT = "Done: I wrote made-by-gemini.txt."
@@ -35,23 +36,8 @@ COMMAND = "echo hello > made-by-gemini.txt"
 API_KEY = "gemini-e2e-dummy-key"
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
 #: The next call (tool name, args) given the function responses so far; None: done.
 Plan = Callable[[list[dict[str, Any]]], "tuple[str, dict[str, Any]] | None"]
-
-
-@dataclass
-class Failure:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def resource_exhausted(message: str = "Resource has been exhausted (e.g. check quota).",
@@ -143,41 +129,14 @@ def response_chunk(parts: list[dict[str, Any]], script: Script, model: str) -> d
     }
 
 
-class FakeGemini:
+class FakeGemini(Recording):
     """The stand-in server, in a daemon thread; use as a context manager."""
+
+    thread_name = "fake-gemini"
 
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = False
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="fake-gemini", daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakeGemini:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
-
-    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
-        with self._lock:
-            self.requests.append(Recorded(method, path, headers, body))
-            return len(self.requests)
-
-    def next_failure(self) -> Failure | None:
-        with self._lock:
-            return self.script.failures.pop(0) if self.script.failures else None
+        super().__init__(_handler_for(self))
 
     def streams(self) -> list[Recorded]:
         """The streamGenerateContent requests that offered tools (the agent's turns)."""
@@ -195,32 +154,7 @@ class FakeGemini:
 
 
 def _handler_for(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 30
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                return json.loads(raw) if raw else {}
-            except ValueError:
-                return {"_raw": raw.decode("utf-8", "replace")}
-
-        def _json(self, status: int, payload: Any,
-                  headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             fake.record("GET", self.path, dict(self.headers), None)
             self._json(200, {"models": [{"name": f"models/{MODEL}"}]})

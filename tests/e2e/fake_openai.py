@@ -25,12 +25,13 @@ can say what conversation Codex sent.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.e2e.standin import Failure, JsonHandler, Recorded, Recording
 
 #: A model slug the pinned Codex knows (an unknown one makes it warn with an
 #: ``error`` item and fall back to default metadata).
@@ -40,27 +41,10 @@ COMMAND = "echo hello > made-by-codex.txt"
 API_KEY_ENV = "FAKE_OPENAI_API_KEY"
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
 #: The next call given the tool outputs so far; None: done.  A call is (tool
 #: name, arguments): a dict for a function tool (``exec_command``), the raw
 #: text for a freeform tool (``apply_patch``'s patch).
 Plan = Callable[[list[dict[str, Any]]], "tuple[str, dict[str, Any] | str] | None"]
-
-
-@dataclass
-class Failure:
-    """One HTTP error answer."""
-
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def usage_limit(resets_at: int, plan_type: str = "plus") -> Failure:
@@ -192,41 +176,14 @@ def codex_config(codex_home: Path, base_url: str, *, model: str = MODEL,
     return path
 
 
-class FakeOpenAI:
+class FakeOpenAI(Recording):
     """The stand-in server, in a daemon thread; use as a context manager."""
+
+    thread_name = "fake-openai"
 
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = False
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="fake-openai", daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
-
-    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
-        with self._lock:
-            self.requests.append(Recorded(method, path, headers, body))
-            return len(self.requests)
-
-    def next_failure(self) -> Failure | None:
-        with self._lock:
-            return self.script.failures.pop(0) if self.script.failures else None
+        super().__init__(_handler_for(self))
 
     def responses(self) -> list[Recorded]:
         """The Responses requests Codex made."""
@@ -244,50 +201,7 @@ class FakeOpenAI:
 
 
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 30
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _raw(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                raw = b""
-                while True:
-                    size = int(self.rfile.readline().strip() or b"0", 16)
-                    if size == 0:
-                        self.rfile.readline()
-                        return raw
-                    raw += self.rfile.read(size)
-                    self.rfile.readline()
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
-
-        def _body(self) -> Any:
-            raw = self._raw()
-            encoding = self.headers.get("Content-Encoding", "").lower()
-            if encoding == "gzip":
-                import gzip
-                raw = gzip.decompress(raw)
-            elif encoding == "zstd":
-                return {"_raw": "zstd body not decoded"}
-            try:
-                return json.loads(raw) if raw else {}
-            except ValueError:
-                return {"_raw": raw.decode("utf-8", "replace")}
-
-        def _json(self, status: int, payload: Any,
-                  headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             fake.record("GET", self.path, dict(self.headers), None)
             if self.path.split("?")[0].endswith("/models"):

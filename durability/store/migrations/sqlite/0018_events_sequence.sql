@@ -1,0 +1,4 @@
+-- Nothing changes under SQLite: one writer at a time, so an event's id is
+-- still the largest plus one, read under the write lock.  PostgreSQL's
+-- migration of this version numbers events from a sequence
+-- (docs/decisions/0059-narrow-writers-lock-on-postgresql.md).
