@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from durability.backends import resolve_worktree
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
@@ -29,9 +30,14 @@ def snapshot_now(
     tool_use_id: str | None = None,
     env: Mapping[str, str] = os.environ,
     agent: dict[str, str] | None = None,
+    wire_fields: Mapping[str, Any] | None = None,
+    answered: dict[str, Any] | None = None,
 ) -> Outcome:
     """Capture now: the ``Outcome`` (``seq``, ``commit_id``, ``deduped``), or
-    raise the error of the gap's code (``errors.from_code``)."""
+    raise the error of the gap's code (``errors.from_code``).  ``wire_fields``:
+    more fields of the service request (an engine attempt's ``watch``
+    step); ``answered`` gets the service's whole answer (left empty when
+    the capture was taken in this process)."""
     # Cut as the hook does, to what the service accepts, so a long label is
     # stored the same way whether or not a service answers.
     label = label[:1000] if label is not None else None
@@ -48,6 +54,8 @@ def snapshot_now(
         iteration=key.iteration, attempt=key.attempt, worktree=str(root), source=source,
         tool_use_id=tool_use_id, label=label,
         timeout_ms=int(settings.jj_timeout_s * 1000) + 30_000, agent=agent)
+    if wire_fields:
+        wire.update(wire_fields)
     try:
         answer = client.call(settings.socket_path, wire, timeout_s=settings.jj_timeout_s + 60)
     except ServiceUnreachable:  # none, or it went away (ConnectionLost): capture here
@@ -56,6 +64,8 @@ def snapshot_now(
                                agent=agent, lock_timeout_s=settings.jj_timeout_s + 30, env=env)
     else:
         outcome = Outcome.from_answer(request_id, answer)
+        if answered is not None:
+            answered.update(answer)
     if not outcome.ok:
         raise from_code(outcome.error_code or "internal-error", outcome.error_message or "")
     return outcome

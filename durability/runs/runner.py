@@ -112,6 +112,14 @@ class Runner:
     def drive(self) -> RunOutcome:
         """Run until every task is done or the run parks; raises ``ClaimLost``
         (having recorded nothing more) when another process took the run."""
+        # What the attempts kept between them (their worktree's watch) ends
+        # before the run's row is parked: a watch left to outlive its run
+        # would meet the service's owner sweep.
+        with self.ops.run_checkpoints(self.run_id):
+            halt = self._drive()
+        return self._park(halt)
+
+    def _drive(self) -> _Halt:
         with Heartbeat(self.runs, self.claim, interval_s=self.heartbeat_s) as beat, \
                 ThreadPoolExecutor(self.workflow.max_parallel,
                                    thread_name_prefix=f"task-{self.run_id}") as pool:
@@ -124,7 +132,7 @@ class Runner:
                 if self._halt is None and len(self._flights) < self.workflow.max_parallel:
                     self._schedule(pool)
                 if not self._flights and self._halt is not None:
-                    return self._park(self._halt)
+                    return self._halt
                 done, _ = wait(list(self._flights), timeout=self.poll_s,
                                return_when=FIRST_COMPLETED)
                 for future in done:

@@ -32,6 +32,12 @@ class WorktreeOps(Protocol):
         on exit (however the attempt ended) take the final capture."""
         ...
 
+    def run_checkpoints(self, run_id: str) -> AbstractContextManager[object]:
+        """Entered around one drive of a run: what ``attempt_checkpoints``
+        keeps between the run's attempts (their worktree's watch) ends on
+        exit, before the run's row says how it stopped."""
+        ...
+
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
         """The environment a process started by the attempt should get, so
         its hooks record checkpoints on the attempt's row."""
@@ -67,6 +73,9 @@ class NullWorktreeOps:
 
     def attempt_checkpoints(self, key: AttemptKey,
                             worktree: str) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def run_checkpoints(self, run_id: str) -> AbstractContextManager[object]:
         return nullcontext()
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:

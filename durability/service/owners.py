@@ -15,6 +15,10 @@ An attempt that is no longer running (finished, failed, abandoned by a
 resume) or a run nobody holds has no owner either.
 A watch of a run the engine does not know (``durability watch --run``) is
 the user's and is never ended here.
+
+A watch *parked* between two attempts of a run (decision 0056) captures for
+nobody; its owner is the run: it ends when the run's owner is gone, or
+nobody holds the run, never because the attempt it last served is over.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ class Owners:
         self._lock = threading.Lock()
         self._failing = ""
 
-    def gone(self, key: AttemptKey) -> str | None:
+    def gone(self, key: AttemptKey, *, parked: bool = False) -> str | None:
         """Why nobody works on ``key`` any more, or None while someone does
-        (or when it cannot be told: a store that does not answer ends nothing)."""
+        (or when it cannot be told: a store that does not answer ends nothing).
+        ``parked``: the watch waits between two attempts of ``key``'s run;
+        only the run's owner counts, not the state of ``key``'s attempt."""
         try:
             with self._lock:
                 if self._runs is None:
@@ -71,7 +77,7 @@ class Owners:
                 log.warning("cannot tell whether watched attempts are alive: %s", exc)
             return None
         self._failing = ""
-        if attempt is not None and attempt.state != "running":
+        if attempt is not None and attempt.state != "running" and not parked:
             return f"the attempt is {attempt.state}"
         if run.owner is None:
             return f"nobody works on the run (it is {run.state})"
@@ -146,11 +152,15 @@ class WatchOwners:
         if self.manager is None:
             return 0
         ended = 0
-        for spec in self.manager.specs():
-            why = self.owners.gone(spec.key)
-            if why is None or not self.manager.end_for(spec.worktree, spec.key):
+        for worktree, key, parked, generation in self.manager.attempts():
+            why = self.owners.gone(key, parked=parked)
+            # Not if it was parked or passed to another attempt since it was
+            # read: the answer was about an attempt it no longer serves.
+            if why is None or not self.manager.end_for(worktree, key, generation):
                 continue
+            if parked:
+                why = f"{why} (parked between attempts)"
             ended += 1
-            log.warning("watch of %s for %s ended: %s", spec.worktree, spec.key, why)
-            self.owners.note_ended(spec.key, str(spec.worktree), why)
+            log.warning("watch of %s for %s ended: %s", worktree, key, why)
+            self.owners.note_ended(key, str(worktree), why)
         return ended

@@ -44,13 +44,16 @@ final capture under ``"final"``; ``watches`` lists them under ``"watches"``.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from durability.capture.capturer import Outcome
 from durability.ground import ids
 from durability.ground.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from durability.store.models import AttemptKey
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -121,6 +124,13 @@ class CaptureReq(_Base):
     transcript_path: Annotated[str, Field(max_length=4096)] | None = None
     transcript_bytes: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     session_id: Annotated[str, Field(max_length=200)] | None = None
+    #: An engine attempt's start or end capture carrying its watch step
+    #: (decision 0056): ``take``, after the capture, hands the run's watch of
+    #: the worktree to this attempt (armed if there is none, no baseline);
+    #: ``park``, before it, parks the watch if it is this attempt's.  The
+    #: answer's ``watch`` is that step's own answer (an older service sends
+    #: none: then the caller asks for it itself).
+    watch: Literal["take", "park"] | None = None
 
 
 class WatchReq(_Base):
@@ -137,6 +147,10 @@ class WatchReq(_Base):
     poll: bool = False
     #: False: no capture when watching starts (an engine attempt took its own).
     baseline: bool = True
+    #: True: a watch of the worktree for the same run, with the same timings
+    #: (one an earlier attempt parked), passes to this attempt in place
+    #: instead of being ended and armed again (decision 0056).
+    reuse: bool = False
 
 
 class UnwatchReq(_Base):
@@ -147,6 +161,26 @@ class UnwatchReq(_Base):
     #: False: no final capture; the caller captures the tree next (an engine
     #: attempt's end capture), which answers what the watch heard.
     final: bool = True
+    #: True: park the watch instead (armed, capturing for nobody) until the
+    #: run's next attempt takes it with ``reuse`` (decision 0056); implies
+    #: no final capture.
+    keep: bool = False
+    #: With all four: only if the watch is still this attempt's (an engine
+    #: run ends or parks only its own watch, never one another owner of the
+    #: run has taken over since); otherwise the answer says it was left.
+    run_id: RunId | None = None
+    node_id: RunId | None = None
+    iteration: Iteration | None = None
+    attempt: AttemptNo | None = None
+
+    def key(self) -> AttemptKey | None:
+        """The attempt the unwatch is limited to, or None."""
+        from durability.store.models import AttemptKey
+
+        if self.run_id is None or self.node_id is None or self.iteration is None \
+                or self.attempt is None:
+            return None
+        return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
 
 
 class WatchesReq(_Base):

@@ -466,6 +466,11 @@ class Service:
             if self.watcher is None:
                 return protocol.error_response("service-unreachable", "the service is starting")
             return watch_ops.answer(self.watcher, req)
+        if req.watch is not None and self.watcher is not None:
+            return watch_ops.around_capture(self.watcher, req, lambda: self._answer(req))
+        return self._answer(req)
+
+    def _answer(self, req: protocol.CaptureReq) -> dict[str, Any]:
         try:
             return protocol.outcome_response(self._capture(req))
         except Exception as exc:  # a bug must still be answered, and be on record

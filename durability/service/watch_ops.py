@@ -21,7 +21,7 @@ from durability.watch.manager import WatchManager
 from durability.watch.watch import Capture, WatchSpec
 from durability.watch.window import Missed, file_missed
 
-__all__ = ["answer", "start_manager"]
+__all__ = ["answer", "around_capture", "start_manager"]
 
 log = logging.getLogger("durability.watch")
 WatchOp = protocol.WatchReq | protocol.UnwatchReq | protocol.WatchesReq
@@ -87,6 +87,36 @@ def _catch_up_unwatched(manager: WatchManager, coalescer: Coalescer,
             log.warning("no catch-up capture of %s: %s", m.worktree, exc)
 
 
+def around_capture(manager: WatchManager, req: protocol.CaptureReq,
+                   capture: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """An engine attempt's capture with its watch step (``CaptureReq.watch``):
+    the park before the capture, so no capture of the attempt's watch comes
+    after its end capture; the take-over after it, so none comes before its
+    start capture.  Each step answers as its own request would."""
+    if req.watch == "park":
+        step = _step(manager, protocol.UnwatchReq(
+            v=1, op="unwatch", worktree=req.worktree, final=False, keep=True,
+            run_id=req.run_id, node_id=req.node_id, iteration=req.iteration,
+            attempt=req.attempt))
+        return {**capture(), "watch": step}
+    done = capture()
+    step = _step(manager, protocol.WatchReq(
+        v=1, op="watch", worktree=req.worktree, baseline=False, reuse=True,
+        run_id=req.run_id, node_id=req.node_id, iteration=req.iteration, attempt=req.attempt))
+    return {**done, "watch": step}
+
+
+def _step(manager: WatchManager, req: protocol.WatchReq | protocol.UnwatchReq
+          ) -> dict[str, Any]:
+    """A carried watch step: a bug in it is answered as one (the caller then
+    takes the step itself), never by dropping the capture's answer."""
+    try:
+        return answer(manager, req)
+    except Exception as exc:
+        log.exception("watch step %s of %s failed unexpectedly", req.op, req.worktree)
+        return protocol.error_response("internal-error", f"{type(exc).__name__}: {exc}")
+
+
 def answer(manager: WatchManager, req: WatchOp) -> dict[str, Any]:
     """The response to one watch operation."""
     try:
@@ -107,8 +137,10 @@ def _watch(manager: WatchManager, req: protocol.WatchReq) -> dict[str, Any]:
     root = resolve_worktree(req.worktree)
     spec = WatchSpec(root, AttemptKey(req.run_id, req.node_id, req.iteration, req.attempt),
                      req.settle_ms, req.max_delay_ms, req.poll)
-    watch = manager.add(spec, baseline=req.baseline)
-    return {"v": 1, "ok": True, "watch": spec.to_dict(), "mode": watch.mode}
+    before = manager.get(root)
+    watch = manager.add(spec, baseline=req.baseline, reuse=req.reuse)
+    return {"v": 1, "ok": True, "watch": spec.to_dict(), "mode": watch.mode,
+            "reused": req.reuse and watch is before}
 
 
 def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
@@ -117,6 +149,27 @@ def _unwatch(manager: WatchManager, req: protocol.UnwatchReq) -> dict[str, Any]:
         path = resolve_worktree(req.worktree)
     except CaptureError:
         pass  # a deleted worktree can still be unwatched by the path it had
+    key = req.key()
+    if key is not None:
+        # Limited to one attempt's watch: another's (another owner of the
+        # run took it over) is left as it is, and so is its row.
+        try:
+            if req.keep:
+                spec = manager.park(path, key)
+                return {"v": 1, "ok": True, "watch": spec.to_dict(), "final": None,
+                        "parked": True}
+            spec, final = manager.remove(path, final=req.final, key=key)
+        except KeyError:
+            return {"v": 1, "ok": True, "watch": {"worktree": str(path)}, "final": None,
+                    "parked": False, "left": True}
+        return {"v": 1, "ok": True, "watch": spec.to_dict(),
+                "final": final.to_dict() if final else None}
+    if req.keep:
+        try:
+            spec = manager.park(path)
+        except KeyError:
+            return protocol.error_response("not-found", f"{path} is not watched")
+        return {"v": 1, "ok": True, "watch": spec.to_dict(), "final": None, "parked": True}
     try:
         spec, final = manager.remove(path, final=req.final)
     except KeyError:

@@ -75,6 +75,16 @@ class Debouncer:
             if self._unanswered_ms is None and not self._stopping:
                 self._open_window(self._first_ms)
 
+    def cancel(self) -> None:
+        """Drop the events no capture has taken yet, and their window: the
+        caller captures the tree itself, which answers them (a watch parked
+        between two attempts, ``Watch.park``)."""
+        with self._cond:
+            self._first = None
+            self._unanswered_ms = None
+            if self._window is not None:
+                self._window.clear()
+
     def stop(self, *, final: bool, timeout_s: float = 60.0) -> None:
         """End the thread; with ``final`` take one last capture first."""
         with self._cond:

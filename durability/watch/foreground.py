@@ -23,7 +23,7 @@ from durability.ground.errors import (
     ServiceUnreachable,
     WorktreeMissing,
 )
-from durability.store import NotFound, Store
+from durability.store import AttemptKey, NotFound, Store
 from durability.watch.manager import WatchManager
 from durability.watch.watch import WatchSpec
 from durability.watch.window import file_missed
@@ -34,10 +34,13 @@ __all__ = ["request_unwatch", "request_watch", "run_foreground"]
 _WATCH_TIMEOUT_S = 30.0
 
 
-def request_watch(settings: Settings, spec: WatchSpec, *, baseline: bool = True
-                  ) -> dict[str, Any]:
+def request_watch(settings: Settings, spec: WatchSpec, *, baseline: bool = True,
+                  reuse: bool = False) -> dict[str, Any]:
     """Register ``spec`` with the running service; its answer.  ``baseline``
-    False: no capture when watching starts (the caller has just taken one)."""
+    False: no capture when watching starts (the caller has just taken one).
+    ``reuse``: a watch of the worktree for the same run (parked by an
+    earlier attempt) passes to ``spec``'s attempt in place; the answer's
+    ``reused`` says whether it did (an older service arms a new one)."""
     k = spec.key
     wire: dict[str, Any] = {
         "v": 1, "op": "watch", "run_id": k.run_id, "node_id": k.node_id,
@@ -45,24 +48,39 @@ def request_watch(settings: Settings, spec: WatchSpec, *, baseline: bool = True
         "settle_ms": spec.settle_ms, "max_delay_ms": spec.max_delay_ms, "poll": spec.poll}
     if not baseline:
         wire["baseline"] = False
+    if reuse:
+        wire["reuse"] = True
     return _call(settings, wire, _WATCH_TIMEOUT_S)
 
 
 def request_unwatch(settings: Settings, path: Path,
                     env: Mapping[str, str] = os.environ, *,
-                    final: bool = True) -> dict[str, Any]:
+                    final: bool = True, keep: bool = False,
+                    key: AttemptKey | None = None) -> dict[str, Any]:
     """End the watch of ``path`` with a final capture (in this process when
     no service runs: the recorded watch is removed so none resumes it).
-    ``final`` False: none; the caller captures the tree next, which answers
-    what the watch heard (its open window is not left to be filed)."""
+    ``final`` False: none, here or offline; the caller captures the tree
+    next (or already did), which answers what the watch heard (its open
+    window is not left to be filed).  ``keep``: park the watch for the run's
+    next attempt instead (no final capture); the answer's ``parked`` says
+    whether it was (an older service ends it); ``ServiceUnreachable`` when
+    no service answers.  ``key``: only if the watch is still that attempt's
+    (the answer's ``left`` says it was not, and nothing was done)."""
     worktree = _root_or_path(path)
     wire: dict[str, Any] = {"v": 1, "op": "unwatch", "worktree": str(worktree)}
-    if not final:
+    if not final or keep:
         wire["final"] = False
+    if keep:
+        wire["keep"] = True
+    if key is not None:
+        wire.update(run_id=key.run_id, node_id=key.node_id, iteration=key.iteration,
+                    attempt=key.attempt)
     try:
         return _call(settings, wire, settings.jj_timeout_s + 60)
     except ServiceUnreachable:
-        return _unwatch_offline(settings, worktree, env)
+        if keep:
+            raise
+        return _unwatch_offline(settings, worktree, env, final=final, key=key)
 
 
 def run_foreground(settings: Settings, spec: WatchSpec, stop: threading.Event, *,
@@ -108,16 +126,22 @@ def _file_missed(settings: Settings, worktree: Path, store: Callable[[], Store] 
         return False  # the state folder is unusable: the capture itself will say so
 
 
-def _unwatch_offline(settings: Settings, worktree: Path,
-                     env: Mapping[str, str]) -> dict[str, Any]:
+def _unwatch_offline(settings: Settings, worktree: Path, env: Mapping[str, str], *,
+                     final: bool = True, key: AttemptKey | None = None) -> dict[str, Any]:
     from durability.store.watch_rows import Watches
 
-    row = Watches(settings.database).remove(str(worktree))
+    watches = Watches(settings.database)
+    if key is not None and not any(Path(w.worktree) == worktree and w.key == key
+                                   for w in watches.all()):
+        return {"ok": True, "watch": {"worktree": str(worktree)}, "final": None, "left": True}
+    row = watches.remove(str(worktree))
     if row is None:
         raise NotFound(f"{worktree} is not watched")
     # The dead service's open window, if any, is on record before the final
     # capture that catches the tree up (spooled: the next ingest stores it).
     _file_missed(settings, worktree, None, found_by="unwatch")
+    if not final:  # the caller's own capture answers the tree
+        return {"ok": True, "watch": row.to_dict(), "final": None}
     outcome = capture_once(settings, key=row.key, worktree=worktree, source="watch",
                            request_id=f"watch-{uuid.uuid4()}", label="watch final",
                            lock_timeout_s=settings.jj_timeout_s + 30, env=env)

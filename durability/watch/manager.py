@@ -27,8 +27,8 @@ from durability.store import AttemptKey, Store
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.inotify import (
     OverflowListener,
-    default_observer,
     event_filter,
+    internal_observer,
     too_big_for_inotify,
 )
 from durability.watch.watch import Capture, Watch, WatchSpec
@@ -61,7 +61,10 @@ class WatchManager:
         self.settings = settings
         self._store = store
         self.registry = registry  # durability.store.watch_rows.Watches, or None (foreground)
-        self._observer_factory = observer_factory or default_observer
+        # Narrowed out of .git and .jj (decision 0048): an engine run's watch
+        # stays armed across its attempts' captures (decision 0056), whose
+        # own writes there would otherwise each wake the observer.
+        self._observer_factory = observer_factory or internal_observer
         self._observer: Any = None
         self.poll_interval_s = poll_interval_s
         self._watches: dict[Path, Watch] = {}
@@ -77,16 +80,31 @@ class WatchManager:
     # -- public ------------------------------------------------------------
 
     def add(self, spec: WatchSpec, *, record: bool = True, catch_up: bool = False,
-            baseline: bool = True) -> Watch:
+            baseline: bool = True, reuse: bool = False) -> Watch:
         """Start watching; a worktree already watched is re-watched for ``spec``.
         ``catch_up``: a window of this worktree was missed (its gap is filed),
         and the first capture is labelled ``watch catch-up``.  ``baseline``
         False: no capture when watching starts (the caller has just taken
-        one: an engine attempt's start capture)."""
+        one: an engine attempt's start capture).  ``reuse``: a watch of the
+        worktree for the same run, with the same timings, is handed to
+        ``spec``'s attempt in place (``Watch.rekey``) instead of being
+        ended and armed again (decision 0056)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the watcher is shutting down")
-            old = self._watches.pop(spec.worktree, None)
+            if reuse:
+                kept = self._reusable(spec)
+                if kept is not None:
+                    # Under the manager's lock: the owner sweep's ``end_for``
+                    # sees the watch before or after, never half re-keyed.
+                    kept.rekey(spec.key)
+            else:
+                kept = None
+            old = None if kept is not None else self._watches.pop(spec.worktree, None)
+        if kept is not None:
+            if record and self.registry is not None:
+                self._record(spec)
+            return kept
         if old is not None:
             self._teardown(old, final=True)
         window = WindowMarker(self.settings.window_dir, spec.worktree, spec.key)
@@ -106,18 +124,49 @@ class WatchManager:
         with self._lock:
             self._watches[spec.worktree] = watch
         if record and self.registry is not None:
-            from durability.store.watch_rows import WatchRow
-
-            self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
-                                       spec.max_delay_ms, poll=spec.poll))
+            self._record(spec)
         return watch
 
-    def remove(self, worktree: Path, *, final: bool = True) -> tuple[WatchSpec, Outcome | None]:
-        """End the watch of ``worktree`` with a final capture; KeyError if none.
-        ``final`` False: none, because the caller captures the tree next (an
-        engine attempt's end capture): that capture answers every event the
-        watch heard, so its open window is not left on disk to be filed."""
+    def _reusable(self, spec: WatchSpec) -> Watch | None:
+        """Under the lock: the watch ``add(reuse=True)`` can hand to ``spec``."""
+        watch = self._watches.get(spec.worktree)
+        if watch is None or not watch.alive():
+            return None
+        held = watch.spec
+        same = (held.key.run_id, held.settle_ms, held.max_delay_ms, held.poll) == (
+            spec.key.run_id, spec.settle_ms, spec.max_delay_ms, spec.poll)
+        return watch if same else None
+
+    def _record(self, spec: WatchSpec) -> None:
+        from durability.store.watch_rows import WatchRow
+
+        self.registry.put(WatchRow(str(spec.worktree), spec.key, spec.settle_ms,
+                                   spec.max_delay_ms, poll=spec.poll))
+
+    def park(self, worktree: Path, key: AttemptKey | None = None) -> WatchSpec:
+        """Stop the watch of ``worktree`` capturing for its attempt and keep
+        it armed for the run's next one (``add(reuse=True)``); KeyError if
+        none.  Returns once no capture for that attempt can still be taken;
+        the caller's capture, next, answers its open window.  Its row stays
+        (naming the attempt just ended: a service restarted meanwhile takes
+        it up, and the owner sweep ends it, as any watch of an ended
+        attempt).  With ``key``: KeyError unless the watch is ``key``'s."""
         with self._lock:
+            watch = self._watches[worktree]
+        if not watch.park(expect=key):
+            raise KeyError(worktree)
+        return watch.spec
+
+    def remove(self, worktree: Path, *, final: bool = True,
+               key: AttemptKey | None = None) -> tuple[WatchSpec, Outcome | None]:
+        """End the watch of ``worktree`` with a final capture; KeyError if none
+        (or, with ``key``, if it is not ``key``'s).  ``final`` False: none,
+        because the caller captures the tree next (an engine attempt's end
+        capture): that capture answers every event the watch heard, so its
+        open window is not left on disk to be filed."""
+        with self._lock:
+            if key is not None and self._watches[worktree].spec.key != key:
+                raise KeyError(worktree)
             watch = self._watches.pop(worktree)
         if self.registry is not None:
             self.registry.remove(str(worktree))
@@ -127,13 +176,23 @@ class WatchManager:
         with self._lock:
             return [w.spec for w in self._watches.values()]
 
-    def end_for(self, worktree: Path, key: AttemptKey) -> bool:
-        """End the watch of ``worktree`` if it is still ``key``'s, with no
-        final capture and no open window left to file (its attempt's owner is
-        gone: nothing more is recorded in its name); whether it did."""
+    def attempts(self) -> list[tuple[Path, AttemptKey, bool, int]]:
+        """Each watch's worktree, attempt, whether it is parked, and its
+        generation (for ``end_for``), each read at once."""
+        with self._lock:
+            watches = list(self._watches.values())
+        return [(w.spec.worktree, *w.attempt()) for w in watches]
+
+    def end_for(self, worktree: Path, key: AttemptKey, generation: int | None = None) -> bool:
+        """End the watch of ``worktree`` if it is still ``key``'s (and, with
+        ``generation``, neither parked nor re-keyed since it was read), with
+        no final capture and no open window left to file (its attempt's
+        owner is gone: nothing more is recorded in its name); whether it did."""
         with self._lock:
             watch = self._watches.get(worktree)
             if watch is None or watch.spec.key != key:
+                return False
+            if generation is not None and watch.generation != generation:
                 return False
             del self._watches[worktree]
         if self.registry is not None:
@@ -151,7 +210,7 @@ class WatchManager:
         with self._lock:
             watches = list(self._watches.values())
         return [{**w.spec.to_dict(), "mode": w.mode, "captures": w.captures,
-                 "events": w.debouncer.events} for w in watches]
+                 "events": w.debouncer.events, "parked": w.parked} for w in watches]
 
     def get(self, worktree: Path) -> Watch | None:
         with self._lock:
@@ -201,10 +260,13 @@ class WatchManager:
         """The kernel dropped events: capture every inotify watch's whole tree."""
         self._events_lost()
         with self._lock:
-            watches = [w for w in self._watches.values() if w.mode == "inotify"]
+            # A parked watch captures for nobody: its lost paths (above) make
+            # its next capture scan fully, and the next attempt's start
+            # capture takes the tree.
+            watches = [w for w in self._watches.values() if w.mode == "inotify" and not w.parked]
         for watch in watches:
             self._degraded(watch, "inotify event queue overflowed; capturing the whole tree")
-            watch.debouncer.touch()
+            watch.touch()  # a parked watch: the next attempt's start capture takes it
 
     # -- arming ------------------------------------------------------------
 
@@ -306,8 +368,17 @@ class WatchManager:
             if self._watches.get(watch.spec.worktree) is not watch:
                 return
             del self._watches[watch.spec.worktree]
-        log.warning("watched worktree %s is gone; the watch ends", watch.spec.worktree)
         self._unschedule(watch)
+        if watch.parked:
+            # Between two attempts (an isolated task's worktree removed after
+            # its merge): nothing was due to be captured, so no gap.
+            log.info("watched worktree %s is gone between attempts; the watch ends",
+                     watch.spec.worktree)
+            watch.end(final=False, answered_by_gap=True)
+            if self.registry is not None:
+                self.registry.remove(str(watch.spec.worktree))
+            return
+        log.warning("watched worktree %s is gone; the watch ends", watch.spec.worktree)
         # Its worktree-missing gap, filed next, is the record of any open window.
         watch.end(final=False, answered_by_gap=True)
         self._end_missing_row(watch.spec)

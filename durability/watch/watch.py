@@ -5,10 +5,15 @@ fallback) into settle captures of its worktree for one attempt, through the
 same capture path as the hook (``capture``: in the service, the per-worktree
 ``Coalescer``), so a burst costs one capture and an unchanged tree adds no row.
 ``durability.watch.manager`` owns the watches of a process.
+
+An engine run keeps one watch of a worktree across its attempts (decision
+0056): between two attempts the watch is *parked* (armed, hearing events,
+capturing for nobody) and ``rekey`` hands it to the next attempt at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -83,16 +88,64 @@ class Watch:
                                    timer=timer)
         self.poller: Poller | None = None
         self.observed: Any = None  # the watchdog ObservedWatch, in inotify mode
+        #: Between two attempts of a run: armed, but capturing for nobody.
+        self.parked = False
+        #: Bumped by each park and re-key: who read the watch's attempt
+        #: (the owner sweep) can tell it still has the one it read.
+        self.generation = 0
+        # Guards spec, parked and generation, and orders an event's touch
+        # against a park (held by on_event across the touch).
+        self._state = threading.Lock()
+        # Held while a capture is taken: a park waits for the one under way.
+        self._firing = threading.Lock()
 
     def start(self) -> None:
         self.debouncer.start()
+
+    def attempt(self) -> tuple[AttemptKey, bool, int]:
+        """The attempt the watch captures for, whether it is parked, and
+        its generation, read together."""
+        with self._state:
+            return self.spec.key, self.parked, self.generation
+
+    def park(self, expect: AttemptKey | None = None) -> bool:
+        """Stop capturing for the current attempt, and stay armed; False (and
+        nothing done) when ``expect`` is given and is not that attempt.
+
+        Returns once no capture for it can still be taken: one under way
+        finishes first.  The pending settle capture is dropped and the open
+        window cleared, as ``end(final=False)`` does: the caller captures
+        the tree next (the attempt's end capture), which answers them.
+        Events heard while parked start no capture; their paths are kept,
+        so the next capture's changed paths stay a superset of what changed.
+        """
+        with self._state:
+            if expect is not None and self.spec.key != expect:
+                return False
+            self.parked = True
+            self.generation += 1
+        with self._firing:
+            pass  # a settle capture under way is the attempt's; it finishes
+        self.debouncer.cancel()
+        return True
+
+    def rekey(self, key: AttemptKey) -> None:
+        """Capture for ``key`` from now on (parked or not: the watch passes
+        to another attempt).  A capture under way finishes for the attempt
+        it began for; the next one is ``key``'s."""
+        with self._state:
+            self.spec = dataclasses.replace(self.spec, key=key)
+            self.parked = False
+            self.generation += 1
+            if self.window is not None:
+                self.window.rekey(key)
 
     def start_polling(self, interval_s: float) -> None:
         """Fall back to polling (watch limits reached, or asked for)."""
         self.mode = "poll"
         self.changed.enabled = False  # a poll cannot say what changed
         self.poller = Poller(self.spec.worktree, self.rules, interval_s=interval_s,
-                             on_change=self.debouncer.touch, on_missing=self.report_missing,
+                             on_change=self.touch, on_missing=self.report_missing,
                              name=f"watch-poll:{self.spec.worktree}")
         self.poller.start()
 
@@ -105,7 +158,13 @@ class Watch:
             self.report_missing()
             return
         self.changed.add(ends)  # both ends of a move, even an ignored one
-        self.debouncer.touch()
+        self.touch()
+
+    def touch(self) -> None:
+        """A change that should end in a capture, unless the watch is parked."""
+        with self._state:
+            if not self.parked:
+                self.debouncer.touch()
 
     def alive(self) -> bool:
         """Whether the worktree folder is still the one being watched."""
@@ -134,9 +193,19 @@ class Watch:
         return self.last_outcome if final else None
 
     def _fire(self, reason: str) -> bool:
+        with self._firing:
+            with self._state:
+                key, parked = self.spec.key, self.parked
+            if parked:
+                # Due before the park and started after it: the capture the
+                # park's caller takes next answers it.
+                return True
+            return self._take(key, reason)
+
+    def _take(self, key: AttemptKey, reason: str) -> bool:
         if self.catch_up and reason != "final":
             self.catch_up, reason = False, "catch-up"
-        request = CaptureRequest(key=self.spec.key, worktree=self.spec.worktree, source="watch",
+        request = CaptureRequest(key=key, worktree=self.spec.worktree, source="watch",
                                  request_id=f"watch-{uuid.uuid4()}", label=f"watch {reason}",
                                  changed_paths=self.changed.take())
         outcome = self._capture(request)

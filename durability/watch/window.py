@@ -100,6 +100,12 @@ class WindowMarker:
             if old is not None:
                 _remove(*old)
 
+    def rekey(self, key: AttemptKey) -> None:
+        """Windows opened from now on are ``key``'s (the watch passed to
+        another attempt; the one open, if any, was answered by its park)."""
+        with self._lock:
+            self.key = key
+
     def clear(self) -> None:
         """The window was answered (a checkpoint, or a gap, is on record)."""
         with self._lock:

@@ -13,8 +13,8 @@ wrappers record on its own attempt row.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from durability.config import Settings
 from durability.restore.apply import restore
@@ -50,6 +50,15 @@ class DurabilityOps:
                             worktree: str) -> AbstractContextManager[object]:
         """Start checkpoint, watch, final capture (``attempt_watch``)."""
         return self.watches.around(key, worktree)
+
+    @contextmanager
+    def run_checkpoints(self, run_id: str) -> Iterator[None]:
+        """Around a drive: the watches the run's attempts kept armed between
+        them end with it (``AttemptWatches.close_run``)."""
+        try:
+            yield
+        finally:
+            self.watches.close_run(run_id)
 
     def attempt_env(self, key: AttemptKey, worktree: str | None) -> dict[str, str]:
         """The caller's environment plus the attempt's DURABILITY_* variables."""

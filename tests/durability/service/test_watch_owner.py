@@ -136,3 +136,74 @@ def test_an_owner_on_this_machine_whose_process_lives_is_not_gone_on_a_stale_hea
         assert "stopped beating 3600s ago" in (owners.gone(alive) or "")
     finally:
         owners.close()
+
+
+def test_a_watch_parked_between_attempts_lives_with_its_run_and_ends_with_its_owner(
+        tmp_path: Path, settings: Settings) -> None:
+    """Decision 0056: a run's watch waits between two attempts, parked; the
+    sweep leaves it while the run's owner lives (the attempt it last served
+    is over), it records nothing in anyone's name while parked, the next
+    attempt takes it over, and it ends once the run's owner is gone."""
+    import threading
+    import time
+
+    from durability.capture.capturer import CaptureRequest, Outcome
+    from durability.service.owners import WatchOwners
+    from durability.watch.manager import WatchManager
+    from durability.watch.watch import WatchSpec
+    from tests.helpers import make_git_repo, state_write
+
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    with Runs(settings.database) as runs:
+        claim = runs.create_run("pk", owner=Owner.this_process(), workflow_path="wf.py",
+                                repo_root="/x", worktree=str(repo), metadata_json="{}",
+                                plan_json="[]", limits_json="{}")
+        first = runs.begin_attempt(claim, "one", 0, str(repo))
+    seen: list[CaptureRequest] = []
+
+    def capture(request: CaptureRequest) -> Outcome:
+        seen.append(request)
+        return Outcome(request.request_id, len(seen), "0" * 40)
+
+    owners = WatchOwners(Owners(settings.database), threading.Event())
+    manager = WatchManager(capture=owners.capture(capture), settings=settings)
+    owners.manager = manager
+    try:
+        watch = manager.add(WatchSpec(repo, first, settle_ms=50, max_delay_ms=1000),
+                            record=False, baseline=False)
+        (repo / "a.txt").write_text("the first attempt's\n")
+        wait_for(lambda: len(seen) == 1)
+        with Runs(settings.database) as runs:
+            runs.complete_attempt(claim, first, "{}")
+        read = manager.attempts()  # the sweep reads the watch as the first's ...
+        manager.park(repo)
+        # ... and must not end it once it is parked since.
+        assert not manager.end_for(repo, first, read[0][3])
+        assert owners.sweep() == 0 and manager.get(repo) is watch
+        (repo / "parked.txt").write_text("between the attempts\n")
+        time.sleep(0.5)  # ten settle times: nothing is captured for anyone
+        assert len(seen) == 1
+        with Runs(settings.database) as runs:
+            second = runs.begin_attempt(claim, "two", 0, str(repo))
+        assert manager.add(WatchSpec(repo, second, settle_ms=50, max_delay_ms=1000),
+                           record=False, baseline=False, reuse=True) is watch
+        (repo / "b.txt").write_text("the second attempt's\n")
+        wait_for(lambda: len(seen) == 2)
+        assert seen[1].key == second
+        # What changed while parked is still staged (a superset is safe).
+        assert seen[1].changed_paths is not None
+        assert {"parked.txt", "b.txt"} <= set(seen[1].changed_paths)
+        with Runs(settings.database) as runs:
+            runs.complete_attempt(claim, second, "{}")
+        manager.park(repo)
+        with state_write() as conn:
+            conn.execute("UPDATE runs SET owner_pid=$1 WHERE run_id='pk'", (_a_dead_pid(),))
+        assert owners.sweep() == 1 and manager.get(repo) is None
+    finally:
+        manager.close(final=False)
+        owners.owners.close()
+    with Runs(settings.database) as runs:
+        ended = [e for e in runs.events("pk") if e.kind == "watch-ended"]
+    assert [(e.node_id, e.detail["attempt"]) for e in ended] == [("two", 1)]
+    assert "is gone (parked between attempts)" in ended[0].detail["reason"]
+    assert len(seen) == 2

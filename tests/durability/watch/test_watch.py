@@ -491,3 +491,52 @@ def test_a_foreground_watch_whose_worktree_is_deleted_fails_with_its_code(
     assert out == ""
     assert err.splitlines()[-1].startswith("durability: worktree-missing:"), err
     assert "worktree-missing" in _gap_reasons(settings)
+
+
+def test_a_park_waits_for_the_capture_under_way_and_then_nothing_is_captured(
+        tmp_path: Path, settings: Settings) -> None:
+    """Decision 0056: a parked watch's attempt gets no capture once the park
+    returned (the one running then finishes first); a re-key hands the same
+    watch to the next attempt."""
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    first, second = AttemptKey(RUN, "one", 0, 1), AttemptKey(RUN, "two", 0, 1)
+    taken: list[AttemptKey] = []
+    running, release = threading.Event(), threading.Event()
+
+    def capture(request: CaptureRequest) -> Outcome:
+        running.set()
+        assert release.wait(60)
+        taken.append(request.key)
+        return Outcome(request.request_id, len(taken), "0" * 40)
+
+    manager = WatchManager(capture=capture, settings=settings)
+    try:
+        watch = manager.add(WatchSpec(repo, first, settle_ms=50, max_delay_ms=1000),
+                            record=False, baseline=False)
+        (repo / "a.txt").write_text("one\n")
+        assert running.wait(30)  # a settle capture for the first attempt, held
+        parked = threading.Event()
+        parker = threading.Thread(target=lambda: (manager.park(repo), parked.set()))
+        parker.start()
+        assert not parked.wait(0.3)  # the park waits for it
+        release.set()
+        parker.join(30)
+        assert parked.is_set() and taken == [first]
+        (repo / "b.txt").write_text("while parked\n")
+        time.sleep(0.5)  # ten settle times
+        assert taken == [first] and watch.parked
+        assert manager.add(WatchSpec(repo, second, settle_ms=50, max_delay_ms=1000),
+                           record=False, baseline=False, reuse=True) is watch
+        (repo / "c.txt").write_text("two\n")
+        wait_for(lambda: len(taken) == 2)
+        assert taken == [first, second]
+        # Another run's watch, or other timings, is never taken over.
+        other = manager.add(WatchSpec(repo, AttemptKey("other-run", "n", 0, 1), settle_ms=50,
+                                      max_delay_ms=1000), record=False, baseline=False,
+                            reuse=True)
+        assert other is not watch
+    finally:
+        release.set()
+        manager.close(final=False)
+    windows = settings.window_dir
+    assert not windows.exists() or os.listdir(windows) == []
