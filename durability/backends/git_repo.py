@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -72,8 +71,7 @@ def common_dir(git_dir: Path) -> Path:
 
 def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     """Where the toolkit keeps the index of ``worktree``."""
-    digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:16]
-    return Path(repo.path) / "durability" / f"index-{digest}"
+    return Path(repo.path) / "durability" / git_prescan.index_name(worktree)
 
 
 def open_worktree(

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["Prescan", "discard_all", "peek", "place_copy", "start", "take", "unchecked_mark",
-           "writer_lock"]
+__all__ = ["Prescan", "discard_all", "index_name", "peek", "place_copy", "start", "take",
+           "unchecked_mark", "writer_lock"]
 
 #: git's variables that say where a repository, its index or its objects
 #: are (``git rev-parse --local-env-vars``): the hook's environment may
@@ -243,14 +243,21 @@ def peek(path: str) -> Prescan | None:
     return _started.get(path)
 
 
-def _start(worktree: str, env: Mapping[str, str]) -> str | None:
+def index_name(worktree: str | os.PathLike[str]) -> str:
+    """The private index's file name for ``worktree``, in ``<git dir>/durability``
+    (``git_repo.private_index_path`` names it from here too)."""
     import hashlib
 
+    return f"index-{hashlib.sha256(os.fsencode(worktree)).hexdigest()[:16]}"
+
+
+def _start(worktree: str, env: Mapping[str, str]) -> str | None:
     git_dir = os.path.join(worktree, ".git")
     user_index = os.path.join(git_dir, "index")
-    digest = hashlib.sha256(os.fsencode(worktree)).hexdigest()[:16]
+    name = index_name(worktree)
+    digest = name.removeprefix("index-")
     folder = os.path.join(git_dir, "durability")
-    path = os.path.join(folder, f"index-{digest}")
+    path = os.path.join(folder, name)
     if path in _started or not os.path.isdir(git_dir) or not os.path.isfile(user_index):
         return None
     if os.path.exists(path) and not os.path.exists(unchecked_mark(path)):
