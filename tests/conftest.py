@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
+import durability.backends.git_index
 from durability.config import Settings
 from tests import pg
 from tests.helpers import jj_path, make_jj_repo
+
+# Every git tree an informed stage writes from its restaged paths alone is
+# checked, in every test, against libgit2's write_tree of the same index.
+durability.backends.git_index.CHECK_TREES = True
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

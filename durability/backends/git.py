@@ -128,6 +128,7 @@ class GitBackend:
         only the paths that differ; HEAD and the user's index stay put."""
         state = worktree_index(worktree)
         with state.lock, _git_errors(worktree):
+            state.tree = None  # the restore rewrites entries: the next tree is written whole
             return changes(restore_tree(state, _commit(state.repo, worktree, commit_id),
                                         pre_restore, paths=paths, dry_run=dry_run,
                                         progress=progress))

@@ -121,10 +121,16 @@ class ChangedPaths:
             self._paths, self._unknown, self._stirred = set(), False, False
         return taken
 
-    def take_informed(self, timeout_s: float = BARRIER_TIMEOUT_S) -> Informed:
+    def take_informed(self, timeout_s: float = BARRIER_TIMEOUT_S, *,
+                      barrier: bool = True) -> Informed:
         """As ``take``, and whether nothing happened at all since the last
-        take; on either backend (jj names no paths, but can be quiet)."""
-        if not self._wait_barrier(timeout_s):
+        take; on either backend (jj names no paths, but can be quiet).
+
+        ``barrier=False``: what arrived so far, without waiting for the
+        events still on their way; those then count for the next take (a
+        snapshot taken ahead of the hook starts from such a take: an event
+        late for it can only make the next take less quiet)."""
+        if barrier and not self._wait_barrier(timeout_s):
             self.barrier_misses += 1
             self.lost()
         with self._lock:

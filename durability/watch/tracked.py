@@ -185,10 +185,11 @@ class Tracker:
         self.refused = 0
         self.rearmed = 0
 
-    def prepare(self, worktree: Path) -> Informed | None:
+    def prepare(self, worktree: Path, *, barrier: bool = True) -> Informed | None:
         """Before a capture of ``worktree``: what changed since the last one
-        (behind a passed barrier), or None (a full scan; the worktree is
-        watched from now on when it can be)."""
+        (behind a passed barrier, unless ``barrier`` is False: see
+        ``ChangedPaths.take_informed``), or None (a full scan; the worktree
+        is watched from now on when it can be)."""
         if self.max_worktrees <= 0 or self.max_watches <= 0:
             return None
         with self._lock:
@@ -213,15 +214,15 @@ class Tracker:
             # The first take, right after arming: names nothing (the capture
             # it precedes scans the whole tree) and starts the count of
             # events the next capture relies on.
-            return self._take(worktree, tracked)
+            return self._take(worktree, tracked, barrier)
         if not self._emitter_alive(tracked):
             self._drop(worktree, tracked)
             return None
-        return self._take(worktree, tracked)
+        return self._take(worktree, tracked, barrier)
 
-    def _take(self, worktree: Path, tracked: _Tracked) -> Informed:
+    def _take(self, worktree: Path, tracked: _Tracked, barrier: bool = True) -> Informed:
         misses = tracked.changed.barrier_misses
-        informed = tracked.changed.take_informed(self._barrier_timeout_s)
+        informed = tracked.changed.take_informed(self._barrier_timeout_s, barrier=barrier)
         if tracked.changed.barrier_misses != misses:
             # Never wait out a barrier on every call: this worktree is captured
             # by full scans for a while.

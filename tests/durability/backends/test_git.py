@@ -247,8 +247,31 @@ def test_changed_folders_restage_what_is_under_them(grepo: Path, tmp_path: Path,
     backend.snapshot(grepo, [stamp(seq=1)])
     named = _make_change(grepo, change)
     snap = backend.snapshot(grepo, [stamp(seq=2)], changed_paths=named)
-    assert worktree_index(grepo).last_scan == "paths"
+    state = worktree_index(grepo)
+    assert state.last_scan == "paths"
     assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
+    # The tree is written from the restaged paths alone, except where a file
+    # and a folder swapped places: libgit2's write_tree then (the index's tree).
+    swapped = change in ("file-to-folder", "folder-to-file")
+    assert state.trees_of_paths == (0 if swapped else 1)
+
+
+def test_an_informed_capture_after_a_restore_writes_the_restored_tree(
+        grepo: Path, tmp_path: Path) -> None:
+    """A restore rewrites index entries behind the stage's back: the next
+    informed capture must not build its tree from the one before the restore."""
+    (grepo / "a.txt").write_text("one\n")
+    (grepo / "b.txt").write_text("one\n")
+    backend = GitBackend()
+    first = backend.snapshot(grepo, [stamp(seq=1)]).commit_id
+    (grepo / "a.txt").write_text("two\n")
+    (grepo / "b.txt").write_text("two\n")
+    second = backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"a.txt", "b.txt"})
+    backend.restore(grepo, first, pre_restore=second.commit_id)
+    (grepo / "c.txt").write_text("new\n")
+    snap = backend.snapshot(grepo, [stamp(seq=3)], changed_paths={"c.txt"})
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, tmp_path / "ref")
+    assert checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree["a.txt"].data == b"one\n"
 
 
 def _make_change(repo: Path, change: str) -> set[str]:

@@ -238,3 +238,8 @@ def test_checkpoint_tree_equals_git_and_jj(tmp_path: Path, seed: int, informed: 
         forget(worktree)
     assert world.used == set(world.ops())
     assert set(scans[1:]) == ({"paths"} if informed else {"full"})
+    # Informed steps write their tree from the restaged paths alone (every
+    # one checked against write_tree by the suite's CHECK_TREES), save where
+    # a file and a folder swapped places.
+    assert state.trees_of_paths > (STEPS // 2 if informed else -1)
+    assert informed or state.trees_of_paths == 0

@@ -183,3 +183,26 @@ def test_a_git_folder_made_again_is_watched_where_it_must_be(tmp_path: Path) -> 
         assert not any(w.startswith(".git/objects") for w in watched)
     finally:
         tracker.close()
+
+
+def test_a_take_without_barrier_waits_for_nothing_and_leaves_late_events_to_the_next(
+        tmp_path: Path) -> None:
+    """The take a snapshot ahead of the hook starts from (``barrier=False``):
+    no observer runs here, so a barrier would never arrive; the take returns
+    at once all the same, and an event delivered after it makes the next
+    take (behind its barrier in the service) not quiet."""
+    from durability.watch.changed import ChangedPaths
+    from durability.watch.ignore import IgnoreRules
+
+    repo = make_jj_repo(tmp_path / "jj").resolve()
+    changed = ChangedPaths(repo, IgnoreRules(repo))
+    changed.add([str(repo / "a.txt")])
+    first = changed.take_informed(0.5, barrier=False)
+    assert not first.quiet and changed.barrier_misses == 0
+    assert changed.take_informed(0.5, barrier=False).quiet
+    changed.add([str(repo / "a.txt")])  # late for the take before
+    assert not changed.take_informed(0.5, barrier=False).quiet
+    assert changed.barrier_misses == 0
+    # With the barrier and nothing to deliver it: a miss, and not quiet.
+    assert not changed.take_informed(0.05).quiet
+    assert changed.barrier_misses == 1
