@@ -67,9 +67,11 @@ class WorktreeIndex:
         # and no index: ``open_worktree`` clears it as ``write`` does.
         self.repo, self.index, copied = open_worktree(worktree)
         #: Whether the next full scan may take its paths from libgit2's diff
-        #: of a just-copied index (``_hinted``): once, for a new index only;
-        #: or the ``git status`` the hook started on that copy (``git_prescan``).
-        self._hint: bool | Prescan = copied
+        #: (``_hinted``): once, the first in this process, of a just-copied
+        #: index or of one an earlier process wrote (decision 0062), not of
+        #: one just seeded entry by entry; or the ``git status`` the hook
+        #: started on a copy (``git_prescan``).
+        self._hint: bool | Prescan = copied if not isinstance(copied, str) else True
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False

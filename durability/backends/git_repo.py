@@ -74,15 +74,21 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     return Path(repo.path) / "durability" / git_prescan.index_name(worktree)
 
 
-def open_worktree(
-        worktree: Path) -> tuple[pygit2.Repository, pygit2.Index, bool | git_prescan.Prescan]:
+#: ``open_worktree``'s third answer for a private index that was already
+#: there (written by an earlier process's full scan).
+EXISTING = "existing"
+
+
+def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
+                                           bool | str | git_prescan.Prescan]:
     """The repository of ``worktree`` with its private index attached.
 
     Returns the repository, its index (the repository's, so
     ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
-    whether the index was just made as a copy of the user's (``_seed_copy``):
-    False, True, or the ``git_prescan.Prescan`` that made the copy and
-    names the paths the first scan reads.
+    how the index came to be: ``EXISTING`` (it was there), True (just made
+    as a copy of the user's, ``_seed_copy``), the ``git_prescan.Prescan``
+    that made the copy and names the paths the first scan reads, or False
+    (just made entry by entry, with no stat data to trust).
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -117,6 +123,8 @@ def open_worktree(
     if prescan is not None and not (copied and prescan.placed_here()):
         prescan.discard()  # its copy is not the one read here
         prescan = None
+    if not fresh:
+        return repo, index, EXISTING
     return repo, index, prescan if copied and prescan is not None else copied
 
 

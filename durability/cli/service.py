@@ -22,8 +22,11 @@ from durability.ground.store_errors import NotFound
               help="Run in the background (nothing to do when one already answers).")
 @click.option("--autostarted", is_flag=True, hidden=True,
               help="Started by a hook: leave after DURABILITY_SERVICE_IDLE_MS idle.")
+@click.option("--warm", "warm", multiple=True, type=click.Path(path_type=Path), hidden=True,
+              help="Watch and scan this worktree as soon as the service serves.")
 @options.json_option
-def serve(socket_path: Path | None, detach: bool, autostarted: bool, as_json: bool) -> None:
+def serve(socket_path: Path | None, detach: bool, autostarted: bool, warm: tuple[Path, ...],
+          as_json: bool) -> None:
     """Run the snapshot service.
 
     \b
@@ -34,7 +37,7 @@ def serve(socket_path: Path | None, detach: bool, autostarted: bool, as_json: bo
 
     settings = _with_socket(socket_path)
     if not detach:
-        daemon.run_foreground(settings, autostarted=autostarted)
+        daemon.run_foreground(settings, autostarted=autostarted, warm=warm)
         return
     started = daemon.start_detached(settings)
     if as_json:

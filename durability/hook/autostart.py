@@ -34,9 +34,12 @@ def enabled(env: Mapping[str, str]) -> bool:
     return env.get("DURABILITY_AUTOSTART", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def start_service(env: Mapping[str, str]) -> int | None:
+def start_service(env: Mapping[str, str], warm: str | None = None) -> int | None:
     """Spawn a detached service unless one is starting or running; its pid,
-    or None when this hook started nothing (lock taken, or it could not)."""
+    or None when this hook started nothing (lock taken, or it could not).
+    ``warm``: the worktree this hook captured, for the service to watch and
+    scan as soon as it serves (``serve --warm``), so the next call's capture
+    is an informed one rather than a whole-tree scan of its own."""
     import fcntl
 
     from durability.ground import paths
@@ -55,7 +58,7 @@ def start_service(env: Mapping[str, str]) -> int | None:
             return None  # another hook's service holds it: starting or running
         if _tried_lately(fd):
             return None  # a service started a moment ago did not stay: not every call
-        return _spawn(env, fd, os.path.join(state, "service.log"))
+        return _spawn(env, fd, os.path.join(state, "service.log"), warm)
     finally:
         os.close(fd)  # ours only: the child's inherited copy keeps the lock
 
@@ -104,12 +107,15 @@ def _tried_lately(fd: int) -> bool:
     return False
 
 
-def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str) -> int | None:
+def _spawn(env: Mapping[str, str], lock_fd: int, log_path: str,
+           warm: str | None = None) -> int | None:
     # -P: the hook runs in the agent's worktree, and with -m the current folder
     # would come first on sys.path, so a worktree's own durability/ (or a
     # folder shadowing a dependency) would be imported by a long-lived service.
     # --autostarted: it leaves once idle (DURABILITY_SERVICE_IDLE_MS).
     argv = [sys.executable, "-P", "-m", "durability", "serve", "--autostarted"]
+    if warm:
+        argv += ["--warm", warm]
     child_env = {k: v for k, v in env.items() if k != "DURABILITY_AUTOSTART"}
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

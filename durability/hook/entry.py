@@ -665,12 +665,13 @@ def _request(hook: _Hook, deadline: float) -> None:
     hook.gap(str(error.get("code") or "internal-error"), str(error.get("message")))
 
 
-def _autostart(env: Mapping[str, str]) -> None:
-    """Start a service for the calls after this one (``hook.autostart``)."""
+def _autostart(env: Mapping[str, str], worktree: str | None = None) -> None:
+    """Start a service for the calls after this one (``hook.autostart``),
+    warming ``worktree`` (this call's)."""
     from durability.hook import autostart
 
     if autostart.enabled(env):
-        autostart.start_service(env)
+        autostart.start_service(env, warm=worktree)
 
 
 def _answer_s(env: Mapping[str, str], deadline: float) -> float:
@@ -704,7 +705,8 @@ def _autostart_once(hook: _Hook) -> None:
     try:
         if hook.autostart:
             hook.autostart = False
-            _autostart(hook.env)
+            worktree = hook.fields.get("worktree")
+            _autostart(hook.env, worktree if isinstance(worktree, str) else None)
     finally:
         hook.autostarting.release()
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -55,7 +56,8 @@ def with_socket(settings: Settings, path: Path) -> Settings:
     return dataclasses.replace(settings, socket_path=path.expanduser().absolute())
 
 
-def run_foreground(settings: Settings, *, autostarted: bool = False) -> None:
+def run_foreground(settings: Settings, *, autostarted: bool = False,
+                   warm: Sequence[Path] = ()) -> None:
     """Serve until SIGTERM or SIGINT (or, by itself, until its state folder
     is gone or, ``autostarted``, it was idle long enough), then drain and
     release the socket."""
@@ -72,6 +74,7 @@ def run_foreground(settings: Settings, *, autostarted: bool = False) -> None:
     signal.signal(signal.SIGINT, stop)
     with service:
         print(f"durability: serving on {settings.socket_path}", file=sys.stderr, flush=True)
+        service.warm(warm)
         service.serve_forever()
 
 

@@ -42,6 +42,9 @@ log = logging.getLogger("durability.service")
 # The quiet answer takes the worktree lock only if it is free at once: a
 # capture by another process holds it, and then the full path waits its turn.
 _LOCK_WAIT_S = 0.05
+# A warming scan waits this long for the worktree lock (another process's
+# capture), then leaves the scan to the first request.
+_WARM_LOCK_S = 5.0
 # Attempts remembered per worktree while its tree stays the same.
 _KEYS_PER_WORKTREE = 64
 # A snapshot ahead of the hook that nobody used (the tree moved on first)
@@ -253,6 +256,47 @@ class InformedCaptures:
             lock.release()
         self._remember(worktree, requests, outcomes, snap)
         return outcomes
+
+    # -- a head start -----------------------------------------------------------
+
+    def warm(self, worktree: Path) -> bool:
+        """Arm the internal watch of ``worktree`` now and, for git, scan it
+        whole (a capture that records nothing: an unpinned commit), so the
+        first request for it is an informed capture, not a full scan and an
+        arming of its own (decision 0061).  False when nothing was done (it
+        cannot be watched, its lock is held, the scan failed): the first
+        request then does it all, as without this.
+
+        Contract 2 holds as for any capture: the take comes before the scan
+        begins, so a change made before it is in the scan and one made
+        after it is in the take of the request's capture, behind its barrier."""
+        with self._busy_lock(worktree):
+            if worktree in self.tracker.worktrees():
+                return False  # a request came first: it did all this
+            informed = self._prepare(worktree)  # arms; the first take names nothing
+            if informed is None:
+                return False
+            if (worktree / ".jj").is_dir():
+                return True  # jj reads its whole tree on every snapshot: the watch was the cost
+            self.tracker.ignored_changed(worktree)  # the scan takes them all
+            began = self.timer.monotonic()
+            try:
+                lock = self.capturer.lock(worktree, _WARM_LOCK_S)
+                lock.acquire()
+            except (filelock.Timeout, DurabilityError, OSError):
+                self.tracker.lost(worktree)
+                return False
+            try:
+                self.capturer.backend(worktree).snapshot(worktree)
+            except Exception as exc:
+                log.info("scanning %s ahead of its first request failed: %s", worktree, exc)
+                self.tracker.lost(worktree)
+                return False
+            finally:
+                lock.release()
+            with self._lock:
+                self._full_at[worktree] = began
+            return True
 
     # -- ahead of the hook -----------------------------------------------------
 

@@ -18,6 +18,7 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -176,6 +177,32 @@ class Service:
         self.watch_owners.manager = self.watcher
         self._spawn(self.watch_owners.loop, "owners")
         log.info("serving on %s (pid %d)", path, os.getpid())
+
+    def warm(self, paths: Iterable[Path]) -> None:
+        """Watch and scan each worktree of ``paths`` now, on a thread each
+        (``InformedCaptures.warm``): an autostarting hook names the worktree
+        it captured, whose next tool call then comes to a worktree already
+        watched and scanned. A path that is not a worktree's root is left
+        alone (logged): the next request for it captures as usual."""
+        for path in paths:
+            self._spawn(lambda p=path: self._warm_one(p), "warm")
+
+    def _warm_one(self, path: Path) -> None:
+        try:
+            worktree = resolve_worktree(path, self.env)
+        except DurabilityError as exc:
+            log.info("not warming %s: %s", path, exc)
+            return
+        if worktree != Path(os.path.abspath(path)).resolve():
+            log.info("not warming %s: not the root of its worktree (%s)", path, worktree)
+            return
+        assert self.informed is not None
+        try:
+            warmed = self.informed.warm(worktree)
+        except Exception:  # only ever a head start: the next capture does it all
+            log.exception("warming %s failed", worktree)
+            return
+        log.info("warmed %s" if warmed else "did not warm %s", worktree)
 
     def _claim_socket(self, path: Path) -> None:
         if path.exists() or path.is_symlink():

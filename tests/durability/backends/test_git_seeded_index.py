@@ -21,7 +21,7 @@ import pytest
 from pygit2.ffi import C, ffi
 
 from durability.backends import Stamp, git_repo
-from durability.backends.git import GitBackend, forget
+from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.git_repo import private_index_path
 from durability.ground import git_prescan
 from durability.store import AttemptKey
@@ -437,5 +437,55 @@ def test_a_prescanned_capture_of_few_paths_leaves_the_copy_for_the_next_process(
         second = GitBackend().snapshot(worktree, [_stamp()])
         assert _tree(worktree, second.commit_id) == _tree(worktree, first.commit_id) \
             == _reference(worktree, tmp_path)
+    finally:
+        forget(worktree)
+
+
+def test_a_new_process_takes_its_first_scan_of_its_index_from_libgit2s_diff(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index an earlier process wrote (the hook's first capture, then an
+    autostarted service; a restarted service): its first scan names the
+    paths by libgit2's diff and reads only those (decision 0062), and its
+    tree is what ``git add -A`` writes, with every kind of change made
+    between the two processes."""
+    from durability.backends import git_scan
+
+    worktree = make_git_repo(tmp_path / "again").resolve()
+    for i in range(30):
+        (worktree / f"t{i}.txt").write_text(f"tracked {i}\n")
+    (worktree / "gone.txt").write_text("soon gone\n")
+    git(worktree, "add", ".")
+    GitBackend().snapshot(worktree, [_stamp()])  # the earlier process's full scan
+    forget(worktree)  # a new process
+    # Between the two: an edit, a same-size rewrite in the same second as the
+    # index write (racily clean), a new file, a deletion, a mode change.
+    index_file = private_index_path(pygit2.Repository(str(worktree)), worktree)
+    (worktree / "t1.txt").write_text("changed one\n")
+    (worktree / "t2.txt").write_text("tracked X\n")
+    st = index_file.stat()
+    os.utime(worktree / "t2.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    (worktree / "new.txt").write_text("new\n")
+    (worktree / "gone.txt").unlink()
+    (worktree / "t3.txt").chmod(0o755)
+    reads: list[str] = []
+    real = git_scan.Scan._read
+
+    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
+        reads.append(path)
+        return real(self, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    try:
+        state = worktree_index(worktree)
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        assert state.last_scan == "seeded"
+        tree = checkpoints(worktree)[snap.commit_id].peel(pygit2.Commit).tree
+        assert checkpoints(worktree)[tree["t2.txt"].id].data == b"tracked X\n"
+        assert str(tree.id) == git_add_all_tree(worktree, tmp_path / "ref")
+        # Only what changed, and the racy entry, were read: not the other 27.
+        assert not {f"t{i}.txt" for i in range(4, 30)} & set(reads), reads
+        # The next full scan in this process is the confined walk again.
+        snap = GitBackend().snapshot(worktree, [_stamp()])
+        assert state.last_scan == "full"
     finally:
         forget(worktree)

@@ -143,3 +143,35 @@ def test_a_call_that_runs_out_of_budget_still_starts_the_service(tmp_path: Path)
             time.sleep(0.05)
     finally:
         run_cli("stop", "--kill", "--timeout", "10", env=env)
+
+
+def test_the_service_a_first_call_starts_watches_and_scans_its_worktree_at_once(
+        tmp_path: Path) -> None:
+    """The hook names its worktree to the service it starts (``serve
+    --warm``): the service watches and scans it as soon as it serves, so the
+    next call is an informed capture, not a whole-tree scan of its own
+    (decision 0062)."""
+    repo = make_git_repo(tmp_path / "repo").resolve()
+    for i in range(50):
+        (repo / f"f{i}.txt").write_text(f"{i}\n")
+    env = {**os.environ, "DURABILITY_AUTOSTART": "1",
+           "DURABILITY_HOME": str(tmp_path / "home"),
+           "DURABILITY_SOCKET": str(tmp_path / "run" / "service.sock")}
+    sock = Path(env["DURABILITY_SOCKET"])
+    log = Path(env["DURABILITY_HOME"]) / "service.log"
+    try:
+        _hook(repo, "t1", env)  # in process; starts the service
+        wait_for(lambda: log.exists() and f"warmed {repo}" in log.read_text(), timeout=30)
+        before = ping(sock, timeout=5)
+        assert before is not None and before["informed"]["worktrees"] == 1
+        assert before["informed"]["full"] == 0  # the warm scan is no request's batch
+        _hook(repo, "t2", env)
+        after = ping(sock, timeout=5)
+        assert after is not None
+        assert (after["informed"]["informed"], after["informed"]["full"]) == (1, 0), after
+        rows = json.loads(run_cli("snapshots", "sess-auto", "--json", env=env).stdout)
+        assert len(rows) == 2
+        tree = store_git(repo, "ls-tree", "--name-only", rows[-1]["commit_id"]).stdout.split()
+        assert {"t1.txt", "t2.txt", "f49.txt"} <= set(tree)
+    finally:
+        run_cli("stop", "--kill", "--timeout", "10", env=env)

@@ -314,3 +314,28 @@ def test_a_change_to_the_repositorys_own_ignore_rules_sends_the_next_call_to_a_c
     first, second = _checkpoints()
     assert "kept.log" not in _files(worktree, first.commit_id)
     assert _files(worktree, second.commit_id)["kept.log"] == b"was ignored\n"
+
+
+def test_a_warmed_worktree_is_watched_and_scanned_before_its_first_request(
+    worktree: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """``Service.warm`` (what ``serve --warm`` runs for an autostarting
+    hook's worktree): the first request after it is informed on git, and
+    its checkpoint holds a change made after the warm; a path that is not a
+    worktree's root, and a worktree a request already armed, are left alone."""
+    root = worktree.resolve()
+    with Service(settings) as svc:
+        assert svc.informed is not None
+        svc._warm_one(root / "src")  # inside the worktree, not its root: nothing
+        assert svc.informed.tracker.worktrees() == []
+        svc._warm_one(root)
+        assert list(svc.informed.tracker.worktrees()) == [root]
+        assert not svc.informed.warm(root)  # armed already: nothing more
+        (root / "src" / "a.txt").write_text("after the warm\n")
+        outcome = _capture_inprocess(svc, root)()
+        assert outcome.ok
+        assert _files(root, outcome.commit_id)["src/a.txt"] == b"after the warm\n"
+        if (root / ".jj").is_dir():
+            assert svc.informed.full == 1  # jj reads its whole tree anyway
+        else:
+            assert (svc.informed.informed, svc.informed.full) == (1, 0)
