@@ -280,20 +280,8 @@ class InformedCaptures:
                 return True  # jj reads its whole tree on every snapshot: the watch was the cost
             self.tracker.ignored_changed(worktree)  # the scan takes them all
             began = self.timer.monotonic()
-            try:
-                lock = self.capturer.lock(worktree, _WARM_LOCK_S)
-                lock.acquire()
-            except (filelock.Timeout, DurabilityError, OSError):
-                self.tracker.lost(worktree)
+            if self._locked_snapshot(worktree, _WARM_LOCK_S, "scanning") is None:
                 return False
-            try:
-                self.capturer.backend(worktree).snapshot(worktree)
-            except Exception as exc:
-                log.info("scanning %s ahead of its first request failed: %s", worktree, exc)
-                self.tracker.lost(worktree)
-                return False
-            finally:
-                lock.release()
             with self._lock:
                 self._full_at[worktree] = began
             return True
@@ -332,20 +320,9 @@ class InformedCaptures:
         # changed so far are in it, and the rescan clock starts again.
         self.tracker.ignored_changed(worktree)
         began = self.timer.monotonic()
-        try:
-            lock = self.capturer.lock(worktree, _LOCK_WAIT_S)
-            lock.acquire()
-        except (filelock.Timeout, DurabilityError, OSError):
-            self.tracker.lost(worktree)  # the take found changes nobody captured
+        snap = self._locked_snapshot(worktree, _LOCK_WAIT_S, "snapshot ahead of the hook of")
+        if snap is None:
             return False
-        try:
-            snap = self.capturer.backend(worktree).snapshot(worktree)
-        except Exception as exc:
-            log.info("snapshot ahead of the hook of %s failed: %s", worktree, exc)
-            self.tracker.lost(worktree)
-            return False
-        finally:
-            lock.release()
         if any(s.reason == MOVING for s in snap.skipped):
             self.tracker.lost(worktree)
             return False
@@ -356,6 +333,26 @@ class InformedCaptures:
             self._full_at[worktree] = began
         self.ahead += 1
         return True
+
+    def _locked_snapshot(self, worktree: Path, wait_s: float, what: str) -> Snapshot | None:
+        """A snapshot of ``worktree`` that records nothing, under its lock
+        (waited for ``wait_s``); None when the lock or the snapshot failed,
+        and then the take before it counts as lost (it found changes that
+        nobody captured): the next request scans whole."""
+        try:
+            lock = self.capturer.lock(worktree, wait_s)
+            lock.acquire()
+        except (filelock.Timeout, DurabilityError, OSError):
+            self.tracker.lost(worktree)
+            return None
+        try:
+            return self.capturer.backend(worktree).snapshot(worktree)
+        except Exception as exc:
+            log.info("%s %s failed: %s", what, worktree, exc)
+            self.tracker.lost(worktree)
+            return None
+        finally:
+            lock.release()
 
     def _dedup(self, request: CaptureRequest, last: Outcome) -> Outcome | None:
         try:

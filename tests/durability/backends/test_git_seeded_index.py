@@ -65,6 +65,21 @@ def _no_diff(*_a: object, **_k: object) -> None:
     raise AssertionError("libgit2's diff ran: git's paths were not taken")
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the confined scan reads from now on (``Scan._read``)."""
+    from durability.backends import git_scan
+
+    reads: list[str] = []
+    real = git_scan.Scan._read
+
+    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
+        reads.append(path)
+        return real(self, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    return reads
+
+
 def _reference(worktree: Path, tmp: Path) -> str:
     """``git add -A`` + ``git write-tree`` on a copy of the user's index
     (mtime kept, so git judges racy entries as it would on its own)."""
@@ -159,16 +174,7 @@ def test_an_older_entry_is_trusted_without_reading_the_file(
     git(worktree, "add", ".")
     later = (worktree / ".git" / "index").stat().st_mtime_ns + 3_000_000_000
     os.utime(worktree / ".git" / "index", ns=(later, later))
-    reads: list[str] = []
-    from durability.backends import git_scan
-
-    real = git_scan.Scan._read
-
-    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
-        reads.append(path)
-        return real(self, path, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    reads = _count_reads(monkeypatch)
     try:
         snap = GitBackend().snapshot(worktree, [_stamp()])
         assert _tree(worktree, snap.commit_id) == _reference(worktree, tmp_path)
@@ -295,16 +301,7 @@ def test_a_prescanned_first_capture_takes_gits_paths(
     the first scan reads (a moved gitlink among them): the tree is ``git add
     -A``'s, libgit2's diff never runs, and git's copy is the private index."""
     worktree, moved = _moved_gitlink_repo(tmp_path / "pre")
-    reads: list[str] = []
-    from durability.backends import git_scan
-
-    real = git_scan.Scan._read
-
-    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
-        reads.append(path)
-        return real(self, path, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    reads = _count_reads(monkeypatch)
     monkeypatch.setattr(pygit2.Index, "diff_to_workdir", _no_diff)
     started = git_prescan.start(str(worktree), os.environ)
     path = private_index_path(pygit2.Repository(str(worktree)), worktree)
@@ -448,8 +445,6 @@ def test_a_new_process_takes_its_first_scan_of_its_index_from_libgit2s_diff(
     paths by libgit2's diff and reads only those (decision 0062), and its
     tree is what ``git add -A`` writes, with every kind of change made
     between the two processes."""
-    from durability.backends import git_scan
-
     worktree = make_git_repo(tmp_path / "again").resolve()
     for i in range(30):
         (worktree / f"t{i}.txt").write_text(f"tracked {i}\n")
@@ -467,14 +462,7 @@ def test_a_new_process_takes_its_first_scan_of_its_index_from_libgit2s_diff(
     (worktree / "new.txt").write_text("new\n")
     (worktree / "gone.txt").unlink()
     (worktree / "t3.txt").chmod(0o755)
-    reads: list[str] = []
-    real = git_scan.Scan._read
-
-    def counting(self: git_scan.Scan, path: str, *rest: object) -> object:
-        reads.append(path)
-        return real(self, path, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(git_scan.Scan, "_read", counting)
+    reads = _count_reads(monkeypatch)
     try:
         state = worktree_index(worktree)
         snap = GitBackend().snapshot(worktree, [_stamp()])
