@@ -2,8 +2,10 @@
 
 Two screens and a dialog: the sessions (every run id with records, newest
 first), one session's timeline (checkpoints newest first with what each
-changed, gaps marked where they happened) beside the diff of the highlighted
-checkpoint, and a confirmation before a restore.  A restore is
+changed, gaps and tool calls whose checkpoint gc collected marked where they
+happened) beside the diff of the highlighted checkpoint, and a confirmation
+before a restore or a rewind.  A collected call offers no restore: its
+rewind is of the conversation only (decision 0061).  A restore is
 ``capture.restore.restore``, exactly as the command runs it: a pre-restore
 checkpoint is taken first, and the browser then names it as the undo.
 
@@ -50,6 +52,13 @@ def _fill_table(table: DataTable[Text], labels: tuple[str, ...],
         table.add_column(label, width=width)
     for key, cells in rows:
         table.add_row(*cells, key=key)
+
+
+def _row_style(row: model.Row) -> str:
+    """A gap in bold yellow, a collected call in italic magenta."""
+    if row.gap_reason:
+        return "bold yellow"
+    return "italic magenta" if row.collected is not None else ""
 
 
 class SessionsScreen(Screen[None]):
@@ -157,14 +166,17 @@ class TimelineScreen(Screen[None]):
         self.rows = {r.key: r for r in rows}
         table: DataTable[Text] = self.query_one("#timeline", DataTable)
         _fill_table(table, model.TIMELINE_COLUMNS, [
-            (r.key, [Text(c, style="bold yellow") if r.gap_reason else Text(c)
-                     for c in r.cells]) for r in rows])
+            (r.key, [Text(c, style=_row_style(r)) for c in r.cells]) for r in rows])
         if not rows:
             self._show_diff(f"session {self.run_id} has no checkpoints or gaps")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         row = self.rows.get(event.row_key.value or "")
         if row is None:
+            return
+        if row.collected is not None:
+            self.workers.cancel_group(self, "diff")
+            self._show_diff(model.collected_text(row.collected))
             return
         if row.checkpoint is None:
             self.workers.cancel_group(self, "diff")
@@ -216,6 +228,10 @@ class TimelineScreen(Screen[None]):
         row = self.selected()
         if row is None:
             return
+        if row.collected is not None:
+            self._status(f"gc collected the checkpoint of call seq {row.collected.seq}: its "
+                         "files cannot be restored (w rewinds its conversation only)")
+            return
         if row.checkpoint is None:
             self._status("a gap is not a checkpoint: nothing to restore")
             return
@@ -247,9 +263,16 @@ class TimelineScreen(Screen[None]):
 
     def action_rewind(self) -> None:
         """Rewind the session to the newest tool call whose boundary is the
-        highlighted checkpoint: its files and a new session (``rewind``)."""
+        highlighted checkpoint: its files and a new session (``rewind``); to
+        a highlighted collected call: its conversation only."""
         row = self.selected()
         if row is None:
+            return
+        if row.collected is not None:
+            call = row.collected
+            self.app.push_screen(ConfirmRewind(call, conversation_only=True),
+                                 lambda yes: self._rewind(call, conversation_only=True)
+                                 if yes else self._cancelled())
             return
         if not row.boundaries:
             self._status("no tool call's boundary is this checkpoint: nothing to rewind to "
@@ -259,17 +282,24 @@ class TimelineScreen(Screen[None]):
         self.app.push_screen(ConfirmRewind(target),
                              lambda yes: self._rewind(target) if yes else self._cancelled())
 
-    def _rewind(self, target: Boundary) -> None:
+    def _rewind(self, target: Boundary, *, conversation_only: bool = False) -> None:
         from durability.rewind.apply import rewind
 
         try:
             done = rewind(self._browse.settings, self._browse.store, target.run_id,
-                          seq=target.seq, env=self._browse.env)
+                          seq=target.seq, code=not conversation_only, env=self._browse.env)
         except (DurabilityError, EngineError) as exc:
             self._status(f"durability: {exc.code}: {exc}")
             return
         self.reload()
-        assert done.restored is not None and done.written is not None
+        assert done.written is not None
+        if conversation_only:
+            self._status(
+                f"rewound the conversation to boundary {target.seq} ({target.tool_use_id}); "
+                f"the files are unchanged (gc collected that call's checkpoint); new session "
+                f"{done.written.session_id}: {' '.join(done.written.resume)}")
+            return
+        assert done.restored is not None
         undo = done.restored.undo_key
         self._status(
             f"rewound to boundary {target.seq} ({target.tool_use_id}): files at seq "
@@ -332,12 +362,20 @@ class ConfirmRewind(_Confirm):
     BINDINGS: ClassVar[list[BindingType]] = _bindings(VERB)
     DEFAULT_CSS = _css("ConfirmRewind")
 
-    def __init__(self, target: Boundary) -> None:
+    def __init__(self, target: Boundary, *, conversation_only: bool = False) -> None:
         super().__init__()
         self.target = target
+        self.conversation_only = conversation_only
 
     def question(self) -> str:
         t = self.target
+        if self.conversation_only:
+            return (f"Rewind the conversation of session {ids.printable(t.run_id)} to "
+                    f"boundary {t.seq}, right after tool call "
+                    f"{ids.printable(t.tool_use_id or '-')} ({ids.printable(t.tool_name or '?')})?"
+                    "\n\ngc collected that call's checkpoint: the files stay as they are.  A "
+                    "new session of the agent holds the conversation up to that call's "
+                    "result; the original is unchanged.")
         return (f"Rewind session {ids.printable(t.run_id)} to boundary {t.seq}, right after "
                 f"tool call {ids.printable(t.tool_use_id or '-')} "
                 f"({ids.printable(t.tool_name or '?')})?\n\n"

@@ -1,6 +1,7 @@
 """What the browser shows, read without Textual: the sessions, one session's
-timeline (checkpoints with what each changed, gaps where they happened), and
-the text of a checkpoint's diff.
+timeline (checkpoints with what each changed, gaps where they happened, tool
+calls whose checkpoint gc collected: decision 0061), and the text of a
+checkpoint's diff.
 
 Everything comes from ``inspect`` (the same bases and sizes as ``log``, the
 same diff as ``show``: a file over ``LARGE_FILE_BYTES`` is named with its
@@ -14,11 +15,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from durability.ground import ids
-from durability.inspect.timeline import Entry, describe, run_timeline
+from durability.inspect.timeline import (
+    COLLECTED_CHANGES,
+    COLLECTED_MARK,
+    Entry,
+    collected_label,
+    describe,
+    run_timeline,
+)
 from durability.store import AttemptKey, Checkpoint, Session, Store
 from durability.store.boundaries import Boundary, by_checkpoint
 
-__all__ = ["DIFF_LINES", "DIFF_LINE_CHARS", "Row", "diff_text", "session_rows", "timeline_rows"]
+__all__ = ["DIFF_LINES", "DIFF_LINE_CHARS", "Row", "collected_text", "diff_text", "session_rows",
+           "timeline_rows"]
 
 #: Lines of a diff the pane shows; the rest is named, with the command
 #: that prints it whole.
@@ -30,7 +39,9 @@ DIFF_LINE_CHARS = 2000
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a session's timeline: a checkpoint or a gap."""
+    """One line of a session's timeline: a checkpoint, a gap, or a tool call
+    whose checkpoint gc collected (``collected``: nothing to restore or
+    diff, its conversation alone can be rewound)."""
 
     key: str  # unique within the table
     cells: tuple[str, ...]
@@ -38,6 +49,7 @@ class Row:
     gap_reason: str | None = None
     #: The tool calls whose boundary is this checkpoint, oldest first (issue 24).
     boundaries: tuple[Boundary, ...] = ()
+    collected: Boundary | None = None
 
 
 #: The timeline table's columns.
@@ -58,14 +70,21 @@ def _session_cells(s: Session) -> tuple[str, ...]:
 
 def timeline_rows(store: Store, run_id: str, env: Mapping[str, str] = os.environ
                   ) -> list[Row]:
-    """The checkpoints and gaps of ``run_id``, newest first, each checkpoint
-    with the tool-call boundaries it is (its label ends ``[calls 1 2]``)."""
+    """The checkpoints, gaps and collected calls of ``run_id``, newest first,
+    each checkpoint with the tool-call boundaries it is (its label ends
+    ``[calls 1 2]``)."""
     calls = by_checkpoint(store, [run_id])
-    return [_row(i, e, calls) for i, e in enumerate(run_timeline(store, run_id, env=env))]
+    return [_row(i, e, calls)
+            for i, e in enumerate(run_timeline(store, run_id, env=env, collected=True))]
 
 
 def _row(index: int, e: Entry,
          calls: Mapping[tuple[AttemptKey, int], list[Boundary]] | None = None) -> Row:
+    if e.call is not None:
+        b = e.call
+        return Row(f"call-{index}", (COLLECTED_MARK, _when(b.created_at_ms),
+                                     f"{b.node_id}/{b.iteration}/{b.attempt}", "call",
+                                     COLLECTED_CHANGES, _text(collected_label(b))), collected=b)
     if e.gap is not None:
         g = e.gap
         where = f"{g.node_id}/{g.iteration}/{g.attempt}" if g.node_id else "-"
@@ -83,6 +102,16 @@ def _row(index: int, e: Entry,
     return Row(f"cp-{index}", (str(c.seq), _when(c.created_at_ms),
                                f"{c.node_id}/{c.iteration}/{c.attempt}", c.source, changes,
                                _text(label)), checkpoint=c, boundaries=mine)
+
+
+def collected_text(b: Boundary) -> str:
+    """What the diff pane says of a collected call (there is no diff)."""
+    call = f"tool call {b.tool_use_id}" if b.tool_use_id else "a tool call without an id"
+    return (f"GC: boundary seq {b.seq} of session {_text(b.run_id)}, {_text(call)} "
+            f"({_text(b.tool_name or '?')}): gc collected its checkpoint (seq "
+            f"{b.checkpoint_seq} of {b.node_id}/{b.iteration}/{b.attempt}) under the retention "
+            "policy, so its files cannot be restored or shown.  w rewinds its conversation "
+            "only (a new session; the files stay as they are).")
 
 
 def diff_text(store: Store, checkpoint: Checkpoint, *, lines: int = DIFF_LINES,

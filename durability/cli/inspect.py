@@ -348,7 +348,10 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     attempt, seq, source, what it changed (files, and by how many bytes their
     size moved: read from the trees, never the files' contents; `show`
     counts lines) and label.  Captures that could not be taken are marked
-    GAP where they happened.  The newest 50 entries unless --limit or --all says otherwise.
+    GAP where they happened; tool calls whose checkpoint gc collected are
+    marked GC (their files cannot be restored; `rewind --conversation-only`
+    still rewinds their conversation).  The newest 50 entries unless --limit
+    or --all says otherwise.
 
     \b
     Examples:
@@ -381,7 +384,8 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
     ingest_spool(store, settings.spool_dirs)
     with Bar("reading the timeline", quiet=as_json) as bar:
         # One more than shown, to know whether older entries were left out.
-        entries = timeline(store, root, limit=None if every else limit + 1, progress=bar)
+        entries = timeline(store, root, limit=None if every else limit + 1, progress=bar,
+                           collected=True)
     more = not every and len(entries) > limit
     entries = entries[:limit] if more else entries
     from durability import output
@@ -395,6 +399,12 @@ def log(path: Path | None, limit: int, every: bool, as_json: bool) -> None:
                     f"nothing recorded yet for {root}; a checkpoint recorded in another "
                     f"worktree restores here with: durability restore RUN --seq N "
                     f"--worktree {root}", lambda e: output.entry_out(e, of(e)))
+    collected = [e.call for e in entries if e.call is not None]
+    if collected and not as_json:
+        b = collected[0]  # the newest: the command names a real one
+        click.echo(f"durability: GC: a tool call whose checkpoint gc collected: its files "
+                   f"cannot be restored; its conversation can: durability rewind "
+                   f"{ids.printable(b.run_id)} --seq {b.seq} --conversation-only", err=True)
     if more and not as_json:
         click.echo(f"durability: the newest {limit} entries; older ones: --limit N or --all",
                    err=True)

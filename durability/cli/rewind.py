@@ -27,12 +27,13 @@ def rewind(run_id: str | None, latest: bool, seq: int | None, call: str | None,
     a new session of the agent whose conversation ends with that call's result.
 
     Every tool call a hook reported is a boundary (`durability log`, `show`
-    and `browse` list them); name one by --seq or --call.  The files are
-    restored as `restore` does (a pre-restore checkpoint first: the undo is
-    printed); the original session is never changed, and the new one is
-    resumed with the command printed.  A transcript format not tested is
-    refused (conversation-unsupported) before anything changes: --code-only
-    still rewinds the files.
+    and `browse` list them; `log` and `browse` mark GC a call whose checkpoint
+    gc collected: only --conversation-only rewinds it); name one by --seq or
+    --call.  The files are restored as `restore` does (a pre-restore
+    checkpoint first: the undo is printed); the original session is never
+    changed, and the new one is resumed with the command printed.  A
+    transcript format not tested is refused (conversation-unsupported)
+    before anything changes: --code-only still rewinds the files.
 
     \b
     Examples:

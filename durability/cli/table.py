@@ -149,6 +149,13 @@ def _with_calls(row: tuple[str, ...], calls: Sequence[Any]) -> tuple[str, ...]:
 
 
 def _timeline_row(e: Entry) -> tuple[str, ...]:
+    if e.call is not None:  # a tool call whose checkpoint gc collected (decision 0061)
+        from durability.inspect.timeline import COLLECTED_CHANGES, COLLECTED_MARK, collected_label
+
+        b = e.call
+        return (_when(b.created_at_ms), printable(b.run_id),
+                f"{b.node_id}/{b.iteration}/{b.attempt}", COLLECTED_MARK, "call",
+                COLLECTED_CHANGES, printable(collected_label(b)))
     if e.gap is not None:
         g = e.gap
         return (_when(g.ts_ms), printable(g.run_id),

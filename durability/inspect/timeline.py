@@ -12,6 +12,12 @@ and their sizes (``diff.Sizes``), read from the trees' entries and the
 objects' headers, never a file's content, so a history of large files lists
 as fast as one of small ones (decision 0051; ``show`` and ``diff`` count
 lines).
+
+With ``collected=True`` (``log`` and ``browse``) the timeline also holds the
+tool calls whose checkpoint gc collected (decision 0061): a boundary that
+names no commit any more, at the time it was recorded, so a call that was
+there before gc is still found where it happened.  One query for them all,
+no repository read: they have no tree to compare.
 """
 
 from __future__ import annotations
@@ -32,9 +38,24 @@ from durability.inspect.compare import in_repository
 from durability.inspect.diff import Changes, Sizes, sizes_between
 from durability.inspect.repository import commit_tree, open_checkpoints
 from durability.store import AttemptKey, Checkpoint, Gap, NotFound, Store
+from durability.store.boundaries import Boundary, collected_boundaries
 
-__all__ = ["Entry", "Shown", "base_of", "bases", "describe", "run_timeline", "timeline",
-           "timeline_order"]
+__all__ = ["COLLECTED_CHANGES", "COLLECTED_MARK", "Entry", "Shown", "base_of", "bases",
+           "collected_label", "describe", "run_timeline", "timeline", "timeline_order"]
+
+#: What a listing shows of a collected call (decision 0061): in its seq
+#: column, as a gap shows ``GAP``, and in its changes column.
+COLLECTED_MARK = "GC"
+COLLECTED_CHANGES = "collected"
+
+
+def collected_label(b: Boundary) -> str:
+    """A collected call's label in ``log`` and ``browse``: its tool and call
+    id, what happened, and its boundary seq as a checkpoint's label ends
+    (``[calls 3]``: ``rewind SESSION --seq 3 --conversation-only``)."""
+    return (f"{b.tool_name or '?'} {b.tool_use_id or '(no call id)'}: checkpoint collected "
+            f"by gc, files not restorable [calls {b.seq}]")
+
 
 def timeline_order(c: Checkpoint) -> tuple[Any, ...]:
     """Oldest first: by time, ties broken by attempt and seq (stable)."""
@@ -97,45 +118,63 @@ def describe(store: Store, checkpoint: Checkpoint, *, paths: Sequence[str] = (),
 @dataclass(frozen=True)
 class Entry:
     """One line of a timeline: a checkpoint (with what it changed, None when
-    it has no base or its commits cannot be read) or a gap (``log --json``
-    prints it as ``output.entry_out`` makes it)."""
+    it has no base or its commits cannot be read), a gap, or a tool call
+    whose checkpoint gc collected (``call``: its boundary; ``log --json``
+    prints each as ``output.entry_out`` makes it)."""
 
     time_ms: int
     checkpoint: Checkpoint | None = None
     base: Checkpoint | None = None
     totals: Sizes | None = None
     gap: Gap | None = None
+    call: Boundary | None = None
 
 
 def timeline(store: Store, worktree: Path, *, limit: int | None = None,
-             env: Mapping[str, str] = os.environ,
-             progress: Progress | None = None) -> list[Entry]:
+             env: Mapping[str, str] = os.environ, progress: Progress | None = None,
+             collected: bool = False) -> list[Entry]:
     """The checkpoints and gaps of ``worktree``, newest first (at most
-    ``limit`` entries); ``progress`` hears of each checkpoint compared."""
+    ``limit`` entries); ``progress`` hears of each checkpoint compared.
+    ``collected``: with the collected calls of the attempts that ran there."""
     rows = store.worktree_checkpoints(str(worktree))
-    entries = _newest_first(rows, store.worktree_gaps(str(worktree)), limit)
+    calls = (collected_boundaries(store, worktree=str(worktree), limit=limit)
+             if collected else [])
+    entries = _newest_first(rows, store.worktree_gaps(str(worktree)), limit, calls)
     return _with_all_totals(store, entries, env, progress)
 
 
 def run_timeline(store: Store, run_id: str, *, limit: int | None = None,
-                 env: Mapping[str, str] = os.environ,
-                 progress: Progress | None = None) -> list[Entry]:
+                 env: Mapping[str, str] = os.environ, progress: Progress | None = None,
+                 collected: bool = False) -> list[Entry]:
     """The checkpoints and gaps of one run (session), newest first, each
     checkpoint against its base in its worktree (which may be another run's
-    checkpoint: the rule is the same as ``timeline``'s)."""
-    entries = _newest_first(store.checkpoints(run_id), store.gaps(run_id), limit)
+    checkpoint: the rule is the same as ``timeline``'s).  ``collected``:
+    with the run's collected calls."""
+    calls = collected_boundaries(store, run_id=run_id, limit=limit) if collected else []
+    entries = _newest_first(store.checkpoints(run_id), store.gaps(run_id), limit, calls)
     return _with_all_totals(store, entries, env, progress)
 
 
-def _newest_first(rows: Sequence[Checkpoint], gaps: Sequence[Gap],
-                  limit: int | None) -> list[Entry]:
+def _newest_first(rows: Sequence[Checkpoint], gaps: Sequence[Gap], limit: int | None,
+                  calls: Sequence[Boundary] = ()) -> list[Entry]:
     entries = [Entry(g.ts_ms, gap=g) for g in gaps]
     entries += [Entry(c.created_at_ms, checkpoint=c) for c in rows]
+    entries += [Entry(b.created_at_ms, call=b) for b in calls]
     # Gaps before checkpoints of the same millisecond: the gap was filed first.
-    entries.sort(key=lambda e: (e.time_ms, e.gap is None,
-                                timeline_order(e.checkpoint) if e.checkpoint else ()),
-                 reverse=True)
+    entries.sort(key=_newest_first_key, reverse=True)
     return entries[:limit] if limit is not None else entries
+
+
+def _newest_first_key(e: Entry) -> tuple[Any, ...]:
+    if e.checkpoint is not None:
+        return (e.time_ms, 1, timeline_order(e.checkpoint))
+    if e.call is not None:
+        # Among its attempt's checkpoints of the same millisecond, right
+        # after the one it named (recorded once that capture answered).
+        b = e.call
+        return (e.time_ms, 1, (b.created_at_ms, b.run_id, b.node_id, b.iteration, b.attempt,
+                               b.checkpoint_seq, b.seq))
+    return (e.time_ms, 0, ())
 
 
 def _with_all_totals(store: Store, entries: Sequence[Entry], env: Mapping[str, str],

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from durability.inspect.timeline import Entry
 
 __all__ = ["AttemptOut", "CheckpointOut", "CheckpointRecordOut", "EventOut", "FileChangeOut",
-           "GapOut", "LogCheckpointOut", "LogGapOut", "PointOut", "RemoteOut", "RemoteRowOut",
-           "SessionOut", "SideOut", "SizesOut", "TableCopyOut", "TotalsOut", "entry_out",
-           "files_out"]
+           "GapOut", "LogCallOut", "LogCheckpointOut", "LogGapOut", "PointOut", "RemoteOut",
+           "RemoteRowOut", "SessionOut", "SideOut", "SizesOut", "TableCopyOut", "TotalsOut",
+           "entry_out", "files_out"]
 
 
 # The mirrors carry no docstring: it would become the schema's description.
@@ -157,6 +157,13 @@ class LogGapOut(mirror(Gap, first={"kind": (Literal["gap"], "gap")})):  # type: 
     pass
 
 
+#: A tool call whose checkpoint gc collected (decision 0061): its boundary
+#: row, every field (as ``rewind --json``'s ``boundary``; ``commit_id`` empty).
+class LogCallOut(mirror(Boundary,  # type: ignore[misc]
+                        first={"kind": (Literal["call-collected"], "call-collected")})):
+    pass
+
+
 class RemoteRowOut(Out):
     name: str
     url: str
@@ -177,13 +184,15 @@ class TableCopyOut(Out):
     target_rows: int
 
 
-def entry_out(entry: Entry,
-              boundaries: Sequence[Boundary] = ()) -> LogCheckpointOut | LogGapOut:
+def entry_out(entry: Entry, boundaries: Sequence[Boundary] = ()
+              ) -> LogCheckpointOut | LogGapOut | LogCallOut:
     """One entry of a timeline, as ``log --json`` prints it (a checkpoint
     with the tool-call boundaries that name it)."""
-    out: LogCheckpointOut | LogGapOut
+    out: LogCheckpointOut | LogGapOut | LogCallOut
     if entry.gap is not None:
         out = LogGapOut.from_record(entry.gap)
+    elif entry.call is not None:
+        out = LogCallOut.from_record(entry.call)
     else:
         out = LogCheckpointOut.from_record(
             entry.checkpoint, base=SideOut.of(entry.base),

@@ -33,8 +33,8 @@ from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
 
 __all__ = ["COLLECTED", "Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
-           "clear_dropped", "find_boundary", "record_boundaries", "rename_commits",
-           "set_call_ids"]
+           "clear_dropped", "collected_boundaries", "find_boundary", "record_boundaries",
+           "rename_commits", "set_call_ids"]
 
 #: The ``commit_id`` of a boundary whose checkpoint row is gone (gc dropped it).
 COLLECTED = ""
@@ -42,6 +42,8 @@ COLLECTED = ""
 _COLS = ("run_id, seq, node_id, iteration, attempt, request_id, harness, tool_use_id, "
          "tool_name, event, transcript_path, transcript_bytes, checkpoint_seq, commit_id, "
          "worktree, created_at_ms")
+#: The same columns of ``boundaries b``, in a query joining another table.
+_B_COLS = ", ".join(f"b.{c.strip()}" for c in _COLS.split(","))
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,38 @@ def by_checkpoint(store: Store, run_ids: Iterable[str]) -> dict[tuple[AttemptKey
         for b in boundaries(store, run_id):
             found.setdefault((b.key, b.checkpoint_seq), []).append(b)
     return found
+
+
+def collected_boundaries(store: Store, *, worktree: str | None = None,
+                         run_id: str | None = None, limit: int | None = None
+                         ) -> list[Boundary]:
+    """This machine's collected boundaries (their checkpoint gc dropped) of
+    the attempts that have a checkpoint in ``worktree``, or of the session
+    ``run_id``: newest first, at most ``limit``; one query (decision 0061).
+
+    By attempt, not by the boundary's own ``worktree``: a worktree that moved
+    re-keys its checkpoints, not its boundaries; and every attempt keeps its
+    newest checkpoint (retention's ``newest``), so an attempt whose calls
+    were collected still has a row naming the worktree it ran in.  The
+    query starts from the worktree's attempts (``checkpoints_by_worktree``)
+    and reads their boundaries by the primary key, so its cost follows this
+    worktree's records, not every collected call of the store."""
+    if (worktree is None) == (run_id is None):
+        raise ValueError("give worktree or run_id")
+    if worktree is not None:
+        sql = (f"SELECT {_B_COLS} FROM (SELECT DISTINCT run_id, node_id, iteration, attempt "
+               "FROM workspace_checkpoints WHERE host=$1 AND worktree=$2) a "
+               "JOIN boundaries b ON b.run_id=a.run_id AND b.host=$3 AND b.node_id=a.node_id "
+               "AND b.iteration=a.iteration AND b.attempt=a.attempt WHERE b.commit_id=$4")
+        params: tuple[Any, ...] = (store.host, to_db(worktree), store.host, COLLECTED)
+    else:
+        sql = f"SELECT {_COLS} FROM boundaries b WHERE b.run_id=$1 AND b.host=$2 AND b.commit_id=$3"
+        params = (run_id, store.host, COLLECTED)
+    sql += " ORDER BY b.created_at_ms DESC, b.run_id DESC, b.seq DESC"
+    if limit is not None:
+        sql += f" LIMIT ${len(params) + 1}"
+        params += (limit,)
+    return _read(store, sql, params)
 
 
 def set_call_ids(store: Store, run_id: str, calls: dict[int, str]) -> int:

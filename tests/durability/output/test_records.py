@@ -46,6 +46,7 @@ def test_a_log_entry_is_its_kind_then_the_record() -> None:
     assert list(o.LogCheckpointOut.model_fields) == ["kind", *_names(Checkpoint), "base",
                                                       "totals", "boundaries"]
     assert list(o.LogGapOut.model_fields) == ["kind", *_names(Gap)]
+    assert list(o.LogCallOut.model_fields) == ["kind", *_names(Boundary)]
 
 
 def _checkpoint(seq: int, **more: Any) -> Checkpoint:
@@ -81,6 +82,10 @@ def test_a_log_entry_dumps_as_log_json_prints_it() -> None:
     gap = Gap(5, "run", "req", "jj-failed")
     assert o.entry_out(Entry(5, gap=gap)).dump() == {"kind": "gap",
                                                              **dataclasses.asdict(gap)}
+    # A call whose checkpoint gc collected (decision 0061): its boundary row.
+    gone = dataclasses.replace(call, commit_id="")
+    assert o.entry_out(Entry(gone.created_at_ms, call=gone)).dump() == {
+        "kind": "call-collected", **dataclasses.asdict(gone)}
 
 
 def test_diff_names_its_first_side_from() -> None:

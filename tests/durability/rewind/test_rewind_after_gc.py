@@ -3,7 +3,10 @@ real git and jj repositories with boundaries recorded by the real hook (in
 process) and a real gc: the files half refuses with ``checkpoint-collected``
 before anything changes, the conversation half still runs, a kept boundary
 names its row's commit after gc rewrote a git chain, and ``log``,
-``browse``'s model and MCP's ``rewind`` neither crash nor restore a tree."""
+``browse``'s model and MCP's ``rewind`` neither crash nor restore a tree
+(how ``log`` and ``browse`` list the collected calls: decision 0061,
+tests/durability/cli/test_log_collected_calls.py and
+tests/durability/browse/test_browse_collected.py)."""
 
 from __future__ import annotations
 
@@ -91,7 +94,8 @@ def test_a_collected_boundary_refuses_its_files_and_keeps_its_conversation(
     done = run_cli_json("rewind", SESSION, "--call", "t5", "--code-only")
     assert done["boundary"]["commit_id"] == kept.commit_id
     assert (repo / "f4.txt").read_text() == "4\n"
-    # Listings list checkpoints: the collected calls are simply not there.
+    # The kept checkpoint names its own call only: the collected ones are
+    # entries of their own (decision 0061).
     [entry] = [e for e in run_cli_json("log", str(repo)) if e["kind"] == "checkpoint"
                and e["source"] == "hook"]
     assert [b["seq"] for b in entry["boundaries"]] == [5]
