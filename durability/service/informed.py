@@ -30,6 +30,7 @@ from durability.backends.base import MOVING, Snapshot
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.ground.errors import DurabilityError
+from durability.ground.ids import missing_repository_part
 from durability.store import AttemptKey, EngineError, NotFound, Store
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import Informed
@@ -269,6 +270,10 @@ class InformedCaptures:
         makes the request's take (behind its barrier) not quiet: a capture."""
         if not (worktree / ".jj").is_dir() or worktree not in self.tracker.worktrees():
             return False
+        if missing_repository_part(worktree) is not None:
+            # Being deleted: the change that woke us may be an rm -rf's first
+            # file, and a jj run now writes where it is removing.
+            return False
         busy = self._busy_lock(worktree)
         if not busy.acquire(blocking=False):
             return False  # a batch is capturing it: that capture is as good
@@ -295,6 +300,9 @@ class InformedCaptures:
             self.tracker.lost(worktree)  # the take found changes nobody captured
             return False
         try:
+            if missing_repository_part(worktree) is not None:  # gone meanwhile
+                self.tracker.lost(worktree)
+                return False
             snap = self.capturer.backend(worktree).snapshot(worktree)
         except Exception as exc:
             log.info("snapshot ahead of the hook of %s failed: %s", worktree, exc)
