@@ -41,6 +41,7 @@ from durability.ground.errors import (
     WorktreeMissing,
 )
 from durability.ground.fsutil import replace_file
+from durability.ground.ids import missing_repository_part
 
 if TYPE_CHECKING:
     import pygit2
@@ -301,6 +302,12 @@ class JjBackend:
         if len(fields) != 2 or not _HEX.fullmatch(fields[0]):
             raise JjFailed(f"unexpected jj log output {out.strip()[:200]!r}")
         commit_id, change_id = fields
+        gone = missing_repository_part(worktree)
+        if gone is not None:
+            # Deleted while jj ran: the swap check's mark and the pin would
+            # be made again in folders the delete already emptied.
+            raise WorktreeMissing(f"worktree {worktree} was deleted during its capture "
+                                  f"({gone} is gone): nothing recorded")
         if not moving:
             check_swapped(worktree, git_dir(worktree), commit_id)
         pin(git_dir(worktree), commit_id)

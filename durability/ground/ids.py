@@ -26,6 +26,7 @@ __all__ = [
     "is_jj_root",
     "is_path",
     "is_valid_id",
+    "missing_repository_part",
     "printable",
     "read_worktree_identity",
     "remote_name",
@@ -190,6 +191,84 @@ def is_git_root(path: str | os.PathLike[str]) -> bool:
     return os.path.isfile(os.path.join(target, "HEAD"))
 
 
+#: What every git repository folder holds from its creation on and no git or
+#: jj command removes (HEAD and config are replaced by a rename, never
+#: unlinked): one of them gone means the repository is being taken apart
+#: (an ``rm -rf`` under way) or was.
+_GIT_DIR_PARTS = ("HEAD", "config", "objects", "refs")
+
+
+def missing_repository_part(root: str | os.PathLike[str]) -> str | None:
+    """What the worktree rooted at ``root`` lacks of its repository (its
+    folder, ``.jj/repo``, ``.git/config``...), or None when it is whole.
+
+    A capture, a snapshot ahead or an event barrier must not begin in a
+    worktree being deleted: what they would write lands in folders an
+    ``rm -rf`` is emptying (its "Directory not empty"), or makes again
+    folders it already removed.  A few stats: a jj workspace's ``.jj/repo``
+    and ``.jj/working_copy`` and the git store behind it, or the git folder
+    (a linked worktree's, and its common one)."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        return "the worktree folder"
+    dotjj = os.path.join(root, ".jj")
+    repo = os.path.join(dotjj, "repo")
+    if os.path.lexists(repo) or os.path.lexists(os.path.join(dotjj, "working_copy")):
+        for name in ("repo", "working_copy"):
+            if not os.path.exists(os.path.join(dotjj, name)):
+                return f".jj/{name}"
+        return _missing_in_jj_store(repo)
+    return _missing_in_git(os.path.join(root, ".git"), ".git")
+
+
+def _missing_in_jj_store(repo: str) -> str | None:
+    """What the git store behind the jj repository folder ``repo``
+    (``.jj/repo``, or the file naming another workspace's) lacks."""
+    try:
+        if os.path.isfile(repo):
+            with open(repo, encoding="utf-8") as f:
+                target = f.read(4096).strip()
+            repo = os.path.join(os.path.dirname(repo), target)
+        store = os.path.join(repo, "store")
+        with open(os.path.join(store, "git_target"), encoding="utf-8") as f:
+            git = os.path.join(store, f.read(4096).strip())
+    except FileNotFoundError:
+        # No git_target: a store jj keeps by itself (the jj backend refuses it
+        # on its own terms), or taken apart already.
+        return None if os.path.isdir(os.path.join(repo, "store")) else ".jj/repo/store"
+    except (OSError, UnicodeDecodeError):
+        return ".jj/repo/store"
+    return _missing_in_git(git, os.path.normpath(git))
+
+
+def _missing_in_git(path: str, shown: str) -> str | None:
+    """What the git folder at ``path`` lacks; a ``.git`` file (a linked
+    worktree, a submodule, jj colocated in one) is followed to its git dir
+    and that one's common dir."""
+    gitdir = common = path
+    if not os.path.isdir(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                line = f.read(4096).strip()
+        except (OSError, UnicodeDecodeError):
+            return shown
+        if not line.startswith("gitdir:"):
+            return shown
+        gitdir = common = os.path.join(os.path.dirname(path), line[len("gitdir:"):].strip())
+        shown = os.path.normpath(gitdir)
+        try:
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+                common = os.path.join(gitdir, f.read(4096).strip())
+        except (OSError, UnicodeDecodeError):
+            pass  # a submodule's git dir is whole in itself
+    if not os.path.isfile(os.path.join(gitdir, "HEAD")):
+        return f"{shown}/HEAD"
+    for name in _GIT_DIR_PARTS[1:]:
+        if not os.path.exists(os.path.join(common, name)):
+            return f"{os.path.normpath(common) if common != gitdir else shown}/{name}"
+    return None
+
+
 def find_worktree_root(
     start: str | os.PathLike[str], backend: str | None = None
 ) -> tuple[Path, str] | None:
@@ -338,7 +417,13 @@ def write_worktree_identity(root: str | os.PathLike[str], ident: str, recorded: 
     path = worktree_identity_file(root)
     if path is None:
         raise OSError(f"{os.fspath(root)} is not a jj or git worktree root")
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    gone = missing_repository_part(root)
+    if gone is not None:  # being deleted: its folders are not made again
+        raise OSError(f"{os.fspath(root)} is being deleted ({gone} is gone)")
+    try:  # our folder only: never the repository's own, which a delete took
+        os.mkdir(os.path.dirname(path), 0o700)
+    except FileExistsError:
+        pass
     from pathlib import Path
 
     from durability.ground.fsutil import replace_file

@@ -30,6 +30,7 @@ from durability.backends.base import MOVING, Snapshot
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.ground.errors import DurabilityError
+from durability.ground.ids import missing_repository_part
 from durability.store import AttemptKey, EngineError, NotFound, Store
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import Informed
@@ -263,7 +264,7 @@ class InformedCaptures:
         """Arm the internal watch of ``worktree`` now and, for git, scan it
         whole (a capture that records nothing: an unpinned commit), so the
         first request for it is an informed capture, not a full scan and an
-        arming of its own (decision 0061).  False when nothing was done (it
+        arming of its own (decision 0062).  False when nothing was done (it
         cannot be watched, its lock is held, the scan failed): the first
         request then does it all, as without this.
 
@@ -300,6 +301,10 @@ class InformedCaptures:
         in the snapshot, which starts after the take, and its late event only
         makes the request's take (behind its barrier) not quiet: a capture."""
         if not (worktree / ".jj").is_dir() or worktree not in self.tracker.worktrees():
+            return False
+        if missing_repository_part(worktree) is not None:
+            # Being deleted: the change that woke us may be an rm -rf's first
+            # file, and a jj run now writes where it is removing.
             return False
         busy = self._busy_lock(worktree)
         if not busy.acquire(blocking=False):
@@ -346,6 +351,9 @@ class InformedCaptures:
             self.tracker.lost(worktree)
             return None
         try:
+            if missing_repository_part(worktree) is not None:  # being deleted meanwhile
+                self.tracker.lost(worktree)
+                return None
             return self.capturer.backend(worktree).snapshot(worktree)
         except Exception as exc:
             log.info("%s %s failed: %s", what, worktree, exc)

@@ -343,8 +343,9 @@ class WatchManager:
             self._missing.append(watch)
             self._wake.notify()
 
-    def _end_missing_row(self, spec: WatchSpec) -> None:
-        self._gap(spec, "worktree-missing", f"watched worktree {spec.worktree} is gone; "
+    def _end_missing_row(self, spec: WatchSpec, why: str | None = None) -> None:
+        gone = f"is being deleted ({why})" if why else "is gone"
+        self._gap(spec, "worktree-missing", f"watched worktree {spec.worktree} {gone}; "
                                             "the watch ended")
         if self.registry is not None:
             self.registry.remove(str(spec.worktree))
@@ -378,7 +379,8 @@ class WatchManager:
             if self.registry is not None:
                 self.registry.remove(str(watch.spec.worktree))
             return
-        log.warning("watched worktree %s is gone; the watch ends", watch.spec.worktree)
+        log.warning("watched worktree %s is gone%s; the watch ends", watch.spec.worktree,
+                    f" ({watch.missing_why})" if watch.missing_why else "")
         # Its worktree-missing gap, filed next, is the record of any open window.
         watch.end(final=False, answered_by_gap=True)
-        self._end_missing_row(watch.spec)
+        self._end_missing_row(watch.spec, watch.missing_why)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from durability.capture.capturer import CaptureRequest, Outcome
+from durability.ground.ids import missing_repository_part
 from durability.store import AttemptKey
 from durability.store.clock import SYSTEM_TIMER, Timer
 from durability.watch.changed import ChangedPaths
@@ -81,6 +82,9 @@ class Watch:
         self._capture = capture
         self._on_missing = on_missing
         self._missing_reported = threading.Event()
+        #: What was found gone, when the watch itself found its worktree
+        #: unfit to capture (None: the worktree folder itself).
+        self.missing_why: str | None = None
         self._inode = _inode(spec.worktree)
         self.debouncer = Debouncer(self._fire, settle_s=spec.settle_ms / 1000,
                                    max_delay_s=spec.max_delay_ms / 1000,
@@ -200,6 +204,16 @@ class Watch:
                 # Due before the park and started after it: the capture the
                 # park's caller takes next answers it.
                 return True
+            if reason != "final":
+                gone = missing_repository_part(self.spec.worktree)
+                if gone is not None:
+                    # Being deleted (an rm -rf takes the tree's files and
+                    # the repository's in its own order): a capture now
+                    # would write into the folders it is emptying.  The
+                    # watch ends, its worktree-missing gap answers the window.
+                    self.missing_why = f"{gone} is gone"
+                    self.report_missing()
+                    return False
             return self._take(key, reason)
 
     def _take(self, key: AttemptKey, reason: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from durability.ground.errors import (
     NotAJjRepo,
     WorktreeMissing,
 )
-from tests.helpers import git, jj, jj_at, jj_path, make_jj_repo, write_script
+from tests.helpers import GatedJj, git, jj, jj_at, jj_path, make_jj_repo, write_script
 
 
 def _fake_jj(folder: Path, version_line: str, *, code: int = 0) -> Path:
@@ -203,3 +204,39 @@ def test_jj_log_shows_none_of_our_pinned_snapshots(tmp_path: Path, colocate: boo
     pinned = [r for r in git(git_dir(worktree), "for-each-ref", "--format=%(refname)").stdout
               .split() if r.startswith(PIN_PREFIX)]
     assert len(pinned) == 4  # still pinned for contract 4, just not shown
+
+
+def test_a_worktree_deleted_while_jj_runs_gets_no_pin_and_no_mark(tmp_path: Path) -> None:
+    """An ``rm -rf`` that reaches the repository while jj snapshots: the
+    capture writes nothing more of ours there (the pin's ref folders and the
+    swap check's mark would land in folders the delete is emptying, its
+    "Directory not empty") and records nothing."""
+    worktree = make_jj_repo(tmp_path / "w").resolve()
+    (worktree / "a.txt").write_text("one\n")
+    _backend().snapshot(worktree)  # the pin and mark folders exist from here on
+    pins = worktree / ".git" / "refs" / "durability" / "jj"
+    mark = worktree / ".jj" / "durability" / "swap-checked"
+    before = (sorted(os.listdir(pins)), mark.read_bytes())
+    gated = GatedJj(tmp_path / "gated", when="after")  # jj has snapshotted: the gate holds it
+    gated.close()
+    backend = JjBackend(find_jj({"DURABILITY_JJ": str(gated.path)}), timeout_s=120)
+    (worktree / "a.txt").unlink()  # the delete's first file, then its repository's
+    raised: list[BaseException] = []
+
+    def capture() -> None:
+        try:
+            backend.snapshot(worktree)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=capture)
+    thread.start()
+    try:
+        gated.wait_held()
+        (worktree / ".git" / "config").unlink()
+    finally:
+        gated.open()
+        thread.join(120)
+    assert len(raised) == 1 and isinstance(raised[0], WorktreeMissing), raised
+    assert ".git/config is gone" in str(raised[0])
+    assert (sorted(os.listdir(pins)), mark.read_bytes()) == before

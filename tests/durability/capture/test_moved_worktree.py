@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from durability.capture.moved import follow
+from durability.config import Settings
+from durability.ground import ids
+from durability.store import Store
 from tests.helpers import make_git_repo, make_jj_repo, run_cli, run_cli_json
 
 RUN = ["--run", "R", "--node", "n"]
@@ -87,3 +91,20 @@ def test_show_of_a_moved_worktree_s_checkpoint_reads_it_from_its_new_place(
     shown = run_cli_json("show", "R", "--node", "n", "--seq", "2", cwd=moved)
     assert shown["worktree"] == str(moved)
     assert [f["path"] for f in shown["files"]] == ["f.txt"]  # read from the moved repository
+
+
+@pytest.mark.parametrize("kind", ["git", "jj"])
+def test_a_worktree_being_deleted_gets_no_identity(kind: str, tmp_path: Path,
+                                                   settings: Settings) -> None:
+    """An ``rm -rf`` under way has taken the identity (or there was none yet)
+    and the repository's first entries: a capture beginning then writes none,
+    so our folder is not made again in a repository being emptied."""
+    proj = _repo(kind, tmp_path / "proj").resolve()
+    where = ids.worktree_identity_file(proj)
+    assert where is not None
+    (proj / ".git" / "config").unlink()
+    with Store(settings.database) as store:
+        assert follow(store, proj) is None
+    assert not Path(where).parent.exists()
+    with pytest.raises(OSError, match=r"being deleted \(.*config is gone\)"):
+        ids.write_worktree_identity(proj, "0" * 32, str(proj))

@@ -150,6 +150,23 @@ def test_a_still_tree_takes_no_snapshot_ahead(setup: Setup) -> None:
     assert setup.jj_runs() == runs and setup.captures.ahead == 0
 
 
+def test_a_tree_being_deleted_takes_no_snapshot_ahead(setup: Setup) -> None:
+    """The change that wakes the settle thread may be an ``rm -rf``'s first
+    file: once the delete has reached the repository, no barrier and no jj
+    run write where it is removing (its "Directory not empty")."""
+    setup.batch(setup.request())
+    (setup.worktree / "src" / "a.txt").unlink()
+    (setup.worktree / ".git" / "config").unlink()  # the delete's next entries
+    runs = setup.jj_runs()
+    before = {name: os.lstat(setup.worktree / ".git" / name).st_mtime_ns
+              for name in [".", *os.listdir(setup.worktree / ".git")]}
+    assert not setup.captures.settle(setup.worktree)
+    assert setup.jj_runs() == runs and setup.captures.ahead == 0
+    after = {name: os.lstat(setup.worktree / ".git" / name).st_mtime_ns
+             for name in [".", *os.listdir(setup.worktree / ".git")]}
+    assert after == before  # not even a barrier made and removed
+
+
 def test_simultaneous_calls_the_watch_can_answer_wait_out_no_burst() -> None:
     """A burst waits for quiet before its capture, unless the batch would be
     answered without one: here the quiet period is longer than any test."""

@@ -202,11 +202,27 @@ def test_folders_created_renamed_and_deleted_while_watched(
     assert len(_rows(settings)) > len(rows)
 
 
+def _rm_rf(path: Path) -> bool:
+    """One ``rm -rf`` of ``path``; whether it is gone.  A capture that began
+    before the delete reached the repository (the first file it takes is a
+    change of the tree, which the service snapshots 5 ms later: decision
+    0058) writes there while it runs (jj's objects and lock files): that run
+    of the delete then fails ("Directory not empty", "No such file"), as a
+    user's would, and the next one finishes; none begins after the delete
+    reached the repository (the test below)."""
+    try:
+        shutil.rmtree(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT):
+            raise
+    return not os.path.lexists(path)
+
+
 def test_a_deleted_worktree_ends_its_watch_with_a_gap(
         service_inprocess: Service, settings: Settings, repo: Path, tmp_path: Path) -> None:
     _watch(settings, repo, settle_ms=200)
     _wait_rows(settings, 1)
-    shutil.rmtree(repo)
+    wait_for(lambda: _rm_rf(repo), timeout=30)
     wait_for(lambda: _call(settings, op="watches")["watches"] == [], timeout=30)
     wait_for(lambda: Watches(settings.database).all() == [])
     assert "worktree-missing" in _gap_reasons(settings)
@@ -214,6 +230,41 @@ def test_a_deleted_worktree_ends_its_watch_with_a_gap(
     answer = _call(settings, op="capture", request_id="after", run_id=RUN, node_id="m",
                    worktree=str(other), source="manual")
     assert answer["ok"], answer
+    assert not os.path.lexists(repo)  # nothing of ours made any of it again
+
+
+def _stamps(*folders: Path) -> dict[str, int]:
+    """Every path under ``folders`` (and each folder) with its mtime."""
+    found = {}
+    for folder in folders:
+        for path in [folder, *folder.rglob("*")]:
+            found[str(path)] = os.lstat(path).st_mtime_ns
+    return found
+
+
+def test_a_worktree_being_deleted_ends_its_watch_and_nothing_writes_there(
+        service_inprocess: Service, settings: Settings, repo: Path) -> None:
+    """An ``rm -rf`` takes the tree's files and the repository's in the file
+    system's order.  Once it has reached the repository, the changes of the
+    tree it goes on to make start no capture there: neither the watch's
+    settle capture nor the service's snapshot ahead (a jj run, a barrier, a
+    pin would write in the folders it is emptying).  The watch ends with a
+    worktree-missing gap, as for a worktree already gone."""
+    _watch(settings, repo, settle_ms=200)
+    rows = _wait_rows(settings, 1)
+    _settled(settings)
+    for name in ("config", "HEAD"):
+        (repo / ".git" / name).unlink()
+    inside = _stamps(repo / ".git", repo / ".jj")
+    (repo / "README.md").unlink()  # a change of the tree: a settle capture is due
+    wait_for(lambda: _call(settings, op="watches")["watches"] == [], timeout=10)
+    assert _gap_reasons(settings) == ["worktree-missing"]
+    with Store(settings.database) as store:
+        [gap] = store.gaps(RUN)
+    assert gap.detail is not None and "is being deleted" in gap.detail, gap
+    assert "/HEAD is gone" in gap.detail, gap.detail
+    assert _rows(settings) == rows
+    assert _stamps(repo / ".git", repo / ".jj") == inside
 
 
 def test_unwatch_takes_a_final_capture_and_forgets_the_watch(
