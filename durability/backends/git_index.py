@@ -51,6 +51,7 @@ _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 CHECK_TREES = False
 #: ``_old_entry``: the path is a folder, or below a file, in the old tree.
 _FOLDER = object()
+_COMMIT = int(pygit2.enums.FileMode.COMMIT)
 
 
 class WorktreeIndex:
@@ -345,6 +346,13 @@ class WorktreeIndex:
         scopes = [""] if literal is None else literal
         settled = scan.run(scopes)
         self._restaged = list(scan.staged)
+        if literal is not None and self._submodules is not None:
+            # A repository staged as a gitlink now (cloned after the last full
+            # scan) is rechecked from now on, as every other gitlink is.
+            known = set(self._submodules)
+            self._submodules += sorted(p for p, new in scan.staged.items()
+                                       if new is not None and new[1] == _COMMIT
+                                       and p not in known)
         # Paths left out before, outside what was scanned now, stay left out.
         self.skipped = sorted(
             {p for p in self.skipped if literal is not None and not _in_any(p, scopes)}
