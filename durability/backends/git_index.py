@@ -52,6 +52,9 @@ CHECK_TREES = False
 #: ``_old_entry``: the path is a folder, or below a file, in the old tree.
 _FOLDER = object()
 _COMMIT = int(pygit2.enums.FileMode.COMMIT)
+#: ``_tree_of_paths`` writes a folder per call, recursively: a restaged path
+#: with this many folders above it is left to ``write_tree``.
+_DEEPEST = 200
 
 
 class WorktreeIndex:
@@ -197,7 +200,8 @@ class WorktreeIndex:
         10,000 files) and then every tree of the index (more at 100,000);
         this looks at the restaged paths alone.  None when it cannot be
         sure (a file became a folder or the reverse, an entry count that
-        does not add up, a name that is not UTF-8): ``write_tree`` then."""
+        does not add up, a name that is not UTF-8, a path deeper than
+        ``_DEEPEST``): ``write_tree`` then."""
         repo, raw = self.repo, self.index._index
         try:
             root = repo[previous].peel(pygit2.Tree)
@@ -211,6 +215,8 @@ class WorktreeIndex:
                 path.encode()
             except UnicodeError:
                 return None
+            if path.count("/") >= _DEEPEST:
+                return None  # deeper than the recursion below may go
             old = _old_entry(root, path)
             if old is _FOLDER:
                 return None
