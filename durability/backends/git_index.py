@@ -51,6 +51,10 @@ _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 CHECK_TREES = False
 #: ``_old_entry``: the path is a folder, or below a file, in the old tree.
 _FOLDER = object()
+_COMMIT = int(pygit2.enums.FileMode.COMMIT)
+#: ``_tree_of_paths`` writes a folder per call, recursively: a restaged path
+#: with this many folders above it is left to ``write_tree``.
+_DEEPEST = 200
 
 
 class WorktreeIndex:
@@ -196,7 +200,8 @@ class WorktreeIndex:
         10,000 files) and then every tree of the index (more at 100,000);
         this looks at the restaged paths alone.  None when it cannot be
         sure (a file became a folder or the reverse, an entry count that
-        does not add up, a name that is not UTF-8): ``write_tree`` then."""
+        does not add up, a name that is not UTF-8, a path deeper than
+        ``_DEEPEST``): ``write_tree`` then."""
         repo, raw = self.repo, self.index._index
         try:
             root = repo[previous].peel(pygit2.Tree)
@@ -210,6 +215,8 @@ class WorktreeIndex:
                 path.encode()
             except UnicodeError:
                 return None
+            if path.count("/") >= _DEEPEST:
+                return None  # deeper than the recursion below may go
             old = _old_entry(root, path)
             if old is _FOLDER:
                 return None
@@ -345,6 +352,13 @@ class WorktreeIndex:
         scopes = [""] if literal is None else literal
         settled = scan.run(scopes)
         self._restaged = list(scan.staged)
+        if literal is not None and self._submodules is not None:
+            # A repository staged as a gitlink now (cloned after the last full
+            # scan) is rechecked from now on, as every other gitlink is.
+            known = set(self._submodules)
+            self._submodules += sorted(p for p, new in scan.staged.items()
+                                       if new is not None and new[1] == _COMMIT
+                                       and p not in known)
         # Paths left out before, outside what was scanned now, stay left out.
         self.skipped = sorted(
             {p for p in self.skipped if literal is not None and not _in_any(p, scopes)}

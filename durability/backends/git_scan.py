@@ -570,7 +570,22 @@ class Scan:
                 pass
             except pygit2.GitError:
                 return False
-        return self._rules_for(path.rpartition("/")[0]).ignored(path, is_dir)
+        folder = path.rpartition("/")[0]
+        # These rules judge the path alone: below a folder git ignores (one a
+        # walk enters all the same for the tracked files it holds), so is it.
+        return self._folder_ignored_at(folder) or self._rules_for(folder).ignored(path, is_dir)
+
+    def _folder_ignored_at(self, folder: str) -> bool:
+        """Whether git ignores ``folder`` (or a folder above it): each folder
+        asked once per scan, from the top down (a loop, not recursion)."""
+        missing = []
+        at = folder
+        while at and at not in self._folder_ignored:
+            missing.append(at)
+            at = at.rpartition("/")[0]
+        for up in reversed(missing):
+            self._folder_ignored[up] = self._ignored(up + "/")
+        return bool(folder) and self._folder_ignored[folder]
 
     def _above_ignored(self, path: str) -> bool:
         """Whether a folder above ``path`` is ignored, for a path a watcher

@@ -249,9 +249,12 @@ def _track_ignored(state: WorktreeIndex, plan: Plan) -> None:
     """Stage the written files that the ignore rules now skip, as ``git
     checkout`` would: the checkpoint holds them, so the tree after the
     restore does too.  Staged from the blob id (the file is not read back);
-    with no stat data, the next scan hashes them once."""
+    with no stat data, the next scan hashes them once.  A new path not
+    staged from its stat data (a symlink) is staged so whatever the rules
+    say: ``_ignored`` cannot tell for a name that is not UTF-8."""
     for old, new in plan.writes:
-        if old is None and new.mode != _COMMIT and _ignored(state.repo, new.path):
+        if old is None and new.mode != _COMMIT and (
+                new.path not in state.index or _ignored(state.repo, new.path)):
             state.index.add(pygit2.IndexEntry(new.path, new.oid, FileMode(new.mode)))
 
 

@@ -20,7 +20,7 @@ import pygit2
 import pytest
 
 from durability.backends import Stamp
-from durability.backends.git import GitBackend, forget
+from durability.backends.git import GitBackend, forget, worktree_index
 from durability.backends.jj import JjBackend, find_jj, git_dir
 from durability.ground.errors import DurabilityError
 from durability.store import AttemptKey
@@ -118,6 +118,25 @@ def test_git_deep_tree_is_captured_and_restored(place: Path, tmp_path: Path,
     assert _blob_at(repo, second.commit_id, deep + "f") == b"two\n"
     _round_trip(backend, root, depth, first.commit_id, second.commit_id, repo,
                 ignored=("skip.o", b"ignored\n"))
+
+
+def test_git_informed_capture_of_a_deep_path(place: Path, tmp_path: Path) -> None:
+    """A watcher-informed capture of a path 1,200 folders down is git's
+    tree.  The tree written from the restaged paths (decision 0060), by
+    recursion, died with a RecursionError past about 1,000 folders."""
+    depth = 1200
+    root = make_git_repo(place).resolve()
+    _write(root, depth, "f", b"one\n")
+    backend = GitBackend()
+    backend.snapshot(root, [_stamp()])
+    _write(root, depth, "f", b"two\n")
+    _write(root, depth - 1, "g", b"new\n")
+    deep = "d/" * depth
+    snap = backend.snapshot(root, [_stamp()], changed_paths={deep + "f", "d/" * (depth - 1) + "g"})
+    repo = checkpoints(root)
+    assert worktree_index(root).last_scan == "paths"
+    assert _blob_at(repo, snap.commit_id, deep + "f") == b"two\n"
+    assert str(_tree(repo, snap.commit_id)) == git_add_all_tree(root, tmp_path / "ref-index")
 
 
 def _tree(repo: pygit2.Repository, commit_id: str) -> pygit2.Oid:

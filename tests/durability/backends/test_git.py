@@ -526,6 +526,31 @@ def test_informed_capture_notices_a_submodule_head_move(grepo: Path, tmp_path: P
     assert str(tree.id) == git_add_all_tree(grepo, tmp_path / "ref")
 
 
+def test_a_repository_first_recorded_by_an_informed_capture_is_rechecked_after(
+        grepo: Path, tmp_path: Path) -> None:
+    """A nested repository an informed capture records as a gitlink (cloned
+    there after the full scan) is rechecked by the next informed captures as
+    any other gitlink: its HEAD moves inside its own .git, where no watcher
+    looks, and a path inside it stands for it."""
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(seq=1)])
+    nested = make_git_repo(grepo / "vendor" / "nested")
+    backend.snapshot(grepo, [stamp(seq=2)], changed_paths={"vendor"})
+    (nested / "more.txt").write_text("more\n")
+    git(nested, "add", "more.txt")
+    git(nested, "commit", "-q", "-m", "more")
+    head = git(nested, "rev-parse", "HEAD").stdout.strip()
+    snap = backend.snapshot(grepo, [stamp(seq=3)], changed_paths={"vendor/nested/more.txt"})
+    assert worktree_index(grepo).last_scan == "paths"
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
+    assert str(tree["vendor/nested"].id) == head, "the gitlink kept the HEAD before the commit"
+    git(nested, "commit", "-q", "--allow-empty", "-m", "empty")  # no file changes: no event
+    head = git(nested, "rev-parse", "HEAD").stdout.strip()
+    snap = backend.snapshot(grepo, [stamp(seq=4)], changed_paths=set())
+    tree = checkpoints(grepo)[snap.commit_id].peel(pygit2.Commit).tree
+    assert str(tree["vendor/nested"].id) == head, "the gitlink kept the HEAD before the commit"
+
+
 def test_concurrent_captures_of_one_worktree_are_serialised(
         grepo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads sharing the open state (the service's case) never interleave a

@@ -201,6 +201,38 @@ def test_a_watcher_named_path_below_an_ignored_folder_stays_out(
     assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
 
 
+@pytest.mark.parametrize("informed", [False, True], ids=["full", "informed"])
+@pytest.mark.parametrize("where", ["deep", "not-utf8"])
+def test_an_untracked_file_in_an_ignored_folder_holding_tracked_files_stays_out(
+        grepo: Path, tmp_path: Path, where: str, informed: bool) -> None:
+    """A folder the rules ignore that still holds tracked files (tracked
+    before the rule, or ``git add -f``): git keeps those and leaves out
+    every other file below it, by a full scan as by a watcher-named path,
+    whatever the depth or the bytes of the names."""
+    top = os.fsencode(grepo)
+    base = b"/".join(b"d%d" % i for i in range(26)) if where == "deep" else b"n\xff"
+    os.makedirs(top + b"/" + base + b"/sub")
+    with open(top + b"/" + base + b"/tracked.txt", "wb") as f:
+        f.write(b"tracked\n")
+    git(grepo, "add", ".")
+    git(grepo, "commit", "-q", "-m", "tracked")
+    (grepo / ".gitignore").write_bytes(base + b"/\n")
+    backend = GitBackend()
+    backend.snapshot(grepo, [stamp(1)])
+    seeded = tmp_path / "seeded-index"
+    shutil.copy(grepo / ".git" / "index", seeded)
+    for name in (b"/new\xfe.txt", b"/sub/new.txt"):
+        with open(top + b"/" + base + name, "wb") as f:
+            f.write(b"ignored\n")
+    changed = {os.fsdecode(base + b"/new\xfe.txt"), os.fsdecode(base + b"/sub")}
+    snap = backend.snapshot(grepo, [stamp(2)], changed_paths=changed if informed else None)
+    assert worktree_index(grepo).last_scan == ("paths" if informed else "full")
+    held = paths_of(grepo, snap.commit_id)
+    assert base + b"/tracked.txt" in held
+    assert held & {base + b"/new\xfe.txt", base + b"/sub/new.txt"} == set(), "ignored, taken"
+    assert tree_of(grepo, snap.commit_id) == git_add_all_tree(grepo, seeded)
+
+
 def test_an_uninitialised_submodule_keeps_its_gitlink(grepo: Path, tmp_path: Path) -> None:
     """An empty submodule folder holds no repository: its gitlink stays as
     recorded (libgit2, asked to open it, would search upward and find ours)."""

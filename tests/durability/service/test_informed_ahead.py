@@ -197,3 +197,42 @@ def test_simultaneous_calls_the_watch_can_answer_wait_out_no_burst() -> None:
     finally:
         release.set()
         coalescer.close()
+
+
+def test_an_event_late_for_the_take_without_barrier_sends_the_request_to_jj(
+        setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settle thread's take waits for no barrier (decision 0060): a
+    write whose event is still on its way is in the snapshot (which starts
+    after the take), and its event, arriving late, makes the request's own
+    take (behind its barrier) not quiet: a capture of its own, holding it."""
+    from durability.watch import tracked
+
+    gate = threading.Event()
+    gate.set()
+    real = tracked._Tracked.on_event
+
+    def held(self: tracked._Tracked, event: object) -> None:
+        gate.wait(30)  # the observer thread waits here while the gate is shut
+        real(self, event)
+
+    monkeypatch.setattr(tracked._Tracked, "on_event", held)
+    setup.batch(setup.request())  # armed (with the gated handler) and captured
+    a = setup.worktree / "src" / "a.txt"
+    a.write_text("the tool's first write\n")
+    for _ in range(300):
+        if setup.tracker.stirred(setup.worktree):
+            break
+        threading.Event().wait(0.01)
+    assert setup.tracker.stirred(setup.worktree), "the first write's event never arrived"
+    gate.clear()  # the next events stay on their way
+    a.write_text("the tool's last write\n")
+    threading.Event().wait(0.2)  # read by the observer, held at the gate
+    assert setup.captures.settle(setup.worktree, barrier=False)
+    # The take saw the first write only; the last one's event is still held.
+    assert not setup.tracker.stirred(setup.worktree)
+    gate.set()
+    runs = setup.jj_runs()
+    [answer] = setup.batch(setup.request())
+    assert setup.captures.from_snapshot == 0, "answered from a take the late event missed"
+    assert setup.jj_runs() == runs + 1
+    assert setup.file(answer.commit_id) == b"the tool's last write\n"
