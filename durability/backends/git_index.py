@@ -246,6 +246,8 @@ class WorktreeIndex:
             for child in below.get(folder, ()):
                 name = child.rpartition("/")[2]
                 was = builder.get(name)
+                if was is not None and was.type_str != "tree":
+                    raise _Unsure  # a file where a folder goes: not expected, never guessed
                 sub = write(child, was.peel(pygit2.Tree) if was is not None else None)
                 if sub is not None:
                     builder.insert(name, sub, pygit2.enums.FileMode.TREE)
@@ -255,7 +257,10 @@ class WorktreeIndex:
                 return None  # git writes no empty folder
             return builder.write()
 
-        return write("", root)
+        try:
+            return write("", root)
+        except _Unsure:
+            return None
 
     def _named_by_git(self) -> set[str] | None:
         """The paths the hook's ``git status`` named (``git_prescan``), or
@@ -408,6 +413,10 @@ class WorktreeIndex:
         if isinstance(excludes, str):
             paths.append(Path(os.path.expanduser(excludes)))
         return tuple(_stat_key(p) for p in paths)
+
+
+class _Unsure(Exception):
+    """``_tree_of_paths`` met what it does not expect: ``write_tree`` decides."""
 
 
 def _old_entry(root: pygit2.Tree, path: str) -> object:
