@@ -180,15 +180,21 @@ def is_git_root(path: str | os.PathLike[str]) -> bool:
         return os.path.isfile(os.path.join(dotgit, "HEAD"))
     if not os.path.isfile(dotgit):
         return False
+    target = _gitdir_named(dotgit)
+    return target is not None and os.path.isfile(os.path.join(target, "HEAD"))
+
+
+def _gitdir_named(dotgit: str) -> str | None:
+    """The git folder a ``.git`` file names (``gitdir: <path>``, relative to
+    the file's folder; absolute stays absolute), or None when it names none."""
     try:
         with open(dotgit, encoding="utf-8") as f:
             line = f.read(4096).strip()
     except (OSError, UnicodeDecodeError):
-        return False
+        return None
     if not line.startswith("gitdir:"):
-        return False
-    target = os.path.join(path, line[len("gitdir:"):].strip())  # absolute stays absolute
-    return os.path.isfile(os.path.join(target, "HEAD"))
+        return None
+    return os.path.join(os.path.dirname(dotgit), line[len("gitdir:"):].strip())
 
 
 #: What every git repository folder holds from its creation on and no git or
@@ -247,14 +253,10 @@ def _missing_in_git(path: str, shown: str) -> str | None:
     and that one's common dir."""
     gitdir = common = path
     if not os.path.isdir(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                line = f.read(4096).strip()
-        except (OSError, UnicodeDecodeError):
+        named = _gitdir_named(path)
+        if named is None:
             return shown
-        if not line.startswith("gitdir:"):
-            return shown
-        gitdir = common = os.path.join(os.path.dirname(path), line[len("gitdir:"):].strip())
+        gitdir = common = named
         shown = os.path.normpath(gitdir)
         try:
             with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
