@@ -47,7 +47,8 @@ UNWRITTEN_AT_MOST = 1000
 # A change to any of these can change what every other path stages to.
 _RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 
-#: The default of ``WorktreeIndex.check_trees`` (the tests turn it on).
+#: The tests turn it on: every tree an informed stage writes from its
+#: restaged paths is then checked against libgit2's ``write_tree``.
 CHECK_TREES = False
 #: ``_old_entry``: the path is a folder, or below a file, in the old tree.
 _FOLDER = object()
@@ -75,7 +76,7 @@ class WorktreeIndex:
         #: index or of one an earlier process wrote (decision 0062), not of
         #: one just seeded entry by entry; or the ``git status`` the hook
         #: started on a copy (``git_prescan``).
-        self._hint: bool | Prescan = copied if not isinstance(copied, str) else True
+        self._hint: bool | Prescan = copied
         #: Set once this process has fully scanned the worktree: before that,
         #: a watcher's changed paths say nothing about the rest of the tree.
         self.scanned = False
@@ -105,8 +106,8 @@ class WorktreeIndex:
         self.tree: pygit2.Oid | None = None
         #: The paths the last scan restaged (added, changed or removed).
         self._restaged: list[str] = []
-        #: Tests set it: every tree written from the restaged paths is
-        #: checked against libgit2's ``write_tree`` of the same index.
+        #: Each tree written from the restaged paths checked against
+        #: ``write_tree`` (``CHECK_TREES``; a test turns it off for one run).
         self.check_trees = CHECK_TREES
         #: Trees written from the restaged paths (the differential test checks it is used).
         self.trees_of_paths = 0

@@ -74,21 +74,17 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
     return Path(repo.path) / "durability" / git_prescan.index_name(worktree)
 
 
-#: ``open_worktree``'s third answer for a private index that was already
-#: there (written by an earlier process's full scan).
-EXISTING = "existing"
-
-
 def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
-                                           bool | str | git_prescan.Prescan]:
+                                           bool | git_prescan.Prescan]:
     """The repository of ``worktree`` with its private index attached.
 
     Returns the repository, its index (the repository's, so
     ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
-    how the index came to be: ``EXISTING`` (it was there), True (just made
-    as a copy of the user's, ``_seed_copy``), the ``git_prescan.Prescan``
-    that made the copy and names the paths the first scan reads, or False
-    (just made entry by entry, with no stat data to trust).
+    whether the first scan may take its paths from libgit2's diff: True
+    (the index was there, written by an earlier process's full scan, or was
+    just made as a copy of the user's, ``_seed_copy``), the
+    ``git_prescan.Prescan`` that made the copy and names those paths, or
+    False (just made entry by entry, with no stat data to trust).
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -124,7 +120,7 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
         prescan.discard()  # its copy is not the one read here
         prescan = None
     if not fresh:
-        return repo, index, EXISTING
+        return repo, index, True  # decision 0062
     return repo, index, prescan if copied and prescan is not None else copied
 
 

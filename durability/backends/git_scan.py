@@ -595,14 +595,7 @@ class Scan:
         folder above is asked once per scan."""
         if path.count("/") < DEEP and _utf8(path):
             return False
-        folders = path.split("/")[:-1]
-        for n in range(1, len(folders) + 1):
-            folder = "/".join(folders[:n])
-            if folder not in self._folder_ignored:
-                self._folder_ignored[folder] = self._ignored(folder + "/")
-            if self._folder_ignored[folder]:
-                return True
-        return False
+        return self._folder_ignored_at(path.rpartition("/")[0])
 
     def _rules_for(self, folder: str) -> Rules:
         """The ignore rules below ``folder``, built from the nearest folder
