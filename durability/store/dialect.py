@@ -16,6 +16,11 @@ written here, per database, and chosen by the connection's ``dialect``:
   them all;
 - how a consistent read of several tables starts (SQLite's deferred
   ``BEGIN`` reads one snapshot; PostgreSQL: REPEATABLE READ);
+- a write whose loss at a power cut costs nothing recorded (a watch row:
+  service configuration, docs/decisions/0066-watch-rows-commit-lazily.md)
+  commits without waiting for the disk: SQLite's ``synchronous=NORMAL``
+  for that transaction, PostgreSQL's ``synchronous_commit`` off; the next
+  durable commit makes it durable too (one WAL, written in order);
 - the integrity check (``PRAGMA integrity_check``; PostgreSQL checks its
   own pages, so the check is that the server answers);
 - a comma-separated list of distinct values (``GROUP_CONCAT`` /
@@ -49,12 +54,20 @@ class Dialect:
     #: ``sqlite`` or ``postgresql``: also the folder of its migrations.
     name: ClassVar[str]
 
-    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
+    def begin_write(self, conn: Connection, keys: Sequence[str] = (), *,
+                    durable: bool = True) -> None:
         """Start a write transaction holding the writers' lock: all of it,
         or, given the ``keys`` every decision of the write depends on, only
         as much as excludes the writers of those keys and every write that
-        names none (a database with one writer ignores ``keys``)."""
+        names none (a database with one writer ignores ``keys``).
+        ``durable`` False: its commit may return before the disk has it
+        (a crash of the process loses nothing; a power cut may lose it
+        unless a durable commit followed); ``end_write`` puts it back."""
         raise NotImplementedError
+
+    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
+        """After a write's commit or rollback: undo what ``begin_write``
+        set for a write that was not ``durable``."""
 
     def begin_read(self, conn: Connection) -> None:
         """Start a transaction whose reads see one snapshot."""
@@ -68,8 +81,18 @@ class Dialect:
 class SQLiteDialect(Dialect):
     name = "sqlite"
 
-    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
+    def begin_write(self, conn: Connection, keys: Sequence[str] = (), *,
+                    durable: bool = True) -> None:
+        if not durable:
+            # Per connection, and not inside a transaction: set before the
+            # BEGIN, put back by end_write.  In WAL mode NORMAL syncs the
+            # log only at a checkpoint of it, or with the next FULL commit.
+            conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # one writer at a time: keys change nothing
+
+    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
+        if not durable and not conn.in_transaction:
+            conn.execute("PRAGMA synchronous=FULL")
 
     def begin_read(self, conn: Connection) -> None:
         conn.execute("BEGIN")
@@ -81,8 +104,14 @@ class SQLiteDialect(Dialect):
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
 
-    def begin_write(self, conn: Connection, keys: Sequence[str] = ()) -> None:
+    def begin_write(self, conn: Connection, keys: Sequence[str] = (), *,
+                    durable: bool = True) -> None:
         conn.execute("BEGIN")
+        if not durable:
+            # This transaction only: the commit returns before the WAL is
+            # flushed (the server's WAL writer flushes it within
+            # wal_writer_delay; a server crash may lose it, never corrupt).
+            conn.execute("SET LOCAL synchronous_commit TO OFF")
         # The key is the schema's (``PgConnection.lock_key``): stores that
         # share a server do not wait for each other.
         schema = _lock_key(conn)
@@ -98,6 +127,9 @@ class PostgreSQLDialect(Dialect):
         numbers = sorted({_key_number(conn, key) for key in keys})
         calls = ", ".join(f"pg_advisory_xact_lock(${i})" for i in range(2, len(numbers) + 2))
         conn.execute(f"SELECT pg_advisory_xact_lock_shared($1), {calls}", (schema, *numbers))
+
+    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
+        pass  # SET LOCAL ended with the transaction
 
     def begin_read(self, conn: Connection) -> None:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")

@@ -6,6 +6,12 @@ A table of the state database like the others, with its own small class:
 the store's methods are records of work (runs, attempts, checkpoints, gaps),
 a watch is service configuration.  Foreground watches are not recorded.
 Each call opens its own connection; watches change rarely.
+
+A watch row's commit does not wait for the disk (decision 0066): an engine
+run's watch is re-keyed at every attempt's start capture, and the row is
+configuration a power cut may lose at no cost to the record (the run's own
+rows and its checkpoints, committed durably next, carry the fsync that makes
+it durable too; a process crash loses nothing either way).
 """
 
 from __future__ import annotations
@@ -74,7 +80,7 @@ class Watches:
         values = (self.host, to_db(row.worktree), k.run_id, k.node_id, k.iteration, k.attempt,
                   row.settle_ms, row.max_delay_ms, row.created_at_ms or now_ms(), int(row.poll))
         try:
-            with self._open() as conn, write_transaction(conn):
+            with self._open() as conn, write_transaction(conn, durable=False):
                 conn.execute(f"INSERT INTO watches (host, {_COLS}) "
                              "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (host, worktree) "
                              "DO UPDATE SET run_id=excluded.run_id, node_id=excluded.node_id, "
@@ -88,7 +94,7 @@ class Watches:
     def remove(self, worktree: str) -> WatchRow | None:
         """Forget the watch of ``worktree``; returns it when there was one."""
         try:
-            with self._open() as conn, write_transaction(conn):
+            with self._open() as conn, write_transaction(conn, durable=False):
                 mine = (self.host, to_db(worktree))
                 found = conn.execute(f"SELECT {_COLS} FROM watches WHERE host=$1 AND worktree=$2",
                                      mine).fetchone()

@@ -65,3 +65,46 @@ def test_a_sqlite_too_old_for_the_stores_sql_is_one_line(
     assert str(err.value).startswith("SQLite 3.23.1 is too old for the state database "
                                      "(needs 3.24.0 or later)")
     assert not (tmp_path / "s.db").exists()
+
+
+def _commit_mode(conn: db.Connection) -> str:
+    """What a commit on ``conn`` now waits for: SQLite's ``synchronous``
+    (2: FULL, 1: NORMAL), PostgreSQL's ``synchronous_commit``."""
+    if isinstance(conn, PgConnection):
+        return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+    return str(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+
+def test_a_write_that_need_not_wait_for_the_disk_leaves_its_connection_as_it_was(
+        db_location: Location) -> None:
+    # Decision 0066: a watch row commits without waiting for the disk; the
+    # connection's next write (a checkpoint's, on a shared connection) waits
+    # as before, whether the lazy write committed or failed.  (The tests'
+    # PostgreSQL server runs with synchronous_commit off already.)
+    from durability.store.watch_rows import Watches, WatchRow
+
+    Store(db_location).close()
+    conn = open_database(db_location)
+    lazy = "off" if isinstance(conn, PgConnection) else "1"
+    try:
+        durable = _commit_mode(conn)
+        if not isinstance(conn, PgConnection):
+            assert durable == "2"  # FULL: every other write waits for the disk
+        with db.write_transaction(conn, durable=False):
+            assert _commit_mode(conn) == lazy
+            conn.execute("DELETE FROM watches")
+        assert _commit_mode(conn) == durable
+        with pytest.raises(RuntimeError), db.write_transaction(conn, durable=False):
+            assert _commit_mode(conn) == lazy
+            raise RuntimeError("a bug inside the write")
+        assert _commit_mode(conn) == durable
+        with db.write_transaction(conn):
+            assert _commit_mode(conn) == durable
+    finally:
+        conn.close()
+    # The watch rows are written that way, and read back by a new connection.
+    watches = Watches(db_location)
+    watches.put(WatchRow("/w", KEY, 5, 100))
+    assert [r.worktree for r in Watches(db_location).all()] == ["/w"]
+    assert watches.remove("/w") is not None
+    assert Watches(db_location).all() == []
