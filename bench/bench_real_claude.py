@@ -16,7 +16,11 @@ Printed beside it, measured in the same run, interleaved: raw ``jj util
 snapshot`` after a one-file edit, ``git add -A`` + ``git write-tree`` with a
 private index, and the interpreter's floor (``python -c pass`` and ``python
 -S -c pass``).  A tool call runs two hook processes (pre and post), so the
-floor of a call is two interpreter starts.
+floor of a call is two interpreter starts.  A third session of each pair
+runs the same hooks with each command replaced by ``python -c pass`` (the
+"floor hook"): the interpreter's floor as Claude Code pays it, its spawning
+and reading of a hook included, measured in the same sessions' rhythm; the
+post-call hook is printed against it too.
 
 Usage: ``.venv/bin/python bench/bench_real_claude.py --calls 20 --pairs 3``;
 ``--debug-dir DIR`` keeps Claude Code's debug logs (``--debug-file``, hooks
@@ -148,6 +152,9 @@ class Session:
         return gaps, session
 
 
+#: The sessions whose hooks only start the interpreter (``floor_hook_settings``).
+FLOOR_MODE = "floor hook (python -c pass)"
+
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z ")
 
 
@@ -209,6 +216,23 @@ def hook_settings(bench: Bench) -> Path:
     settings = bench.root / "hook-settings.json"
     shutil.copy(scratch / ".claude" / "settings.json", settings)
     return settings
+
+
+def floor_hook_settings(bench: Bench, settings: Path) -> Path:
+    """The same hooks as ``settings`` (every event, matcher and timeout),
+    each running only ``python -c pass``: the interpreter's floor as Claude
+    Code pays it, its own spawning and reading of a hook included, with no
+    launcher of ours."""
+    import shlex
+
+    config = json.loads(settings.read_text())
+    for groups in config.get("hooks", {}).values():
+        for group in groups:
+            for hook in group.get("hooks", []):
+                hook["command"] = shlex.join([sys.executable, "-c", "pass"])
+    floor_path = bench.root / "floor-hook-settings.json"
+    floor_path.write_text(json.dumps(config, indent=2))
+    return floor_path
 
 
 def floor(bench: Bench, repo: Path, kind: str, n: int) -> dict[str, float]:
@@ -332,7 +356,9 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     (repo / "bench-edits.txt").write_text("start\n")
     settings = hook_settings(bench)
     modes: list[tuple[str, Path | None, bool]] = [("no hook", None, False),
-                                                  ("hook, service up", settings, True)]
+                                                  ("hook, service up", settings, True),
+                                                  (FLOOR_MODE, floor_hook_settings(bench, settings),
+                                                   False)]
     if args.no_service:
         modes.append(("hook, no service", settings, False))
     per_mode: dict[str, list[float]] = {m: [] for m, _, _ in modes}
@@ -363,18 +389,22 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
                 if service:
                     bench.stop_service()
             cpu_pair[mode].append(cpu_ms / args.calls)
-            if hook is not None and (missed := gaps_of(bench, session)):
+            if hook is not None and mode != FLOOR_MODE and (missed := gaps_of(bench, session)):
                 sys.exit(f"bench: the hook left gaps: {missed[:3]}")
             per_mode[mode] += gaps
             per_pair[mode].append(med(gaps))
             loads.append(os.getloadavg()[0])
     raw = report(f"{kind}, {n} files", loads, base, informed, per_mode, per_pair, args)
+    floor_hook = med(post_hooks.get(FLOOR_MODE) or [])
     for mode, _, _ in modes[1:]:
         if post_hooks.get(mode):
             hooks = post_hooks[mode]
             print(f"  post-call hook, as Claude Code logs it  {med(hooks):7.1f} ms  = raw capture "
                   f"+ {med(hooks) - raw:6.1f} ms (p90 {sorted(hooks)[int(len(hooks) * 0.9)]:.1f}, "
                   f"{len(hooks)} calls)")
+            if mode != FLOOR_MODE:
+                print(f"    = the floor hook's post-call hook + {med(hooks) - floor_hook:6.1f} ms "
+                      "(both as Claude Code logs them, same sessions' pairs)")
         cpu = med([h - o for h, o in zip(cpu_pair[mode], cpu_pair["no hook"], strict=True)])
         print(f"  CPU per call, {mode:23s} {cpu:7.1f} ms  (Claude Code, hooks, service and "
               f"its jj, minus the no-hook session's)")

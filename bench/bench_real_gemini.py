@@ -14,6 +14,9 @@ request carrying its ``functionResponse``; the overhead per call is the hook
 session's median minus its pair's.  Printed beside it, measured in the same
 run: raw ``jj util snapshot`` (or ``git add -A`` + ``git write-tree``) and
 the interpreter's floor.  A call runs two hook processes (before and after).
+A third session of each pair runs the same hooks as ``python -c pass`` (the
+floor hook: the interpreter's floor as Gemini pays it, through its own
+``bash -c``); the hook's overhead is printed against it too.
 
 Usage: ``.venv/bin/python bench/bench_real_gemini.py --calls 20 --pairs 3``.
 Not a test: it asserts no speed; it stops when a session fails, a call is
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_real_claude import (  # noqa: E402
+    FLOOR_MODE,
     build_git,
     common_args,
     each_size,
@@ -78,8 +82,8 @@ def call_ms(fake: TimedFake) -> list[float]:
     return [(first[n + 1] - first[n]) * 1000 for n in sorted(first) if n + 1 in first]
 
 
-def session(bench: Bench, repo: Path, calls: int, hooked: bool, tag: str) -> tuple[list[float],
-                                                                                     str]:
+def session(bench: Bench, repo: Path, calls: int, hook: tuple[str, ...], tag: str
+            ) -> tuple[list[float], str]:
     target = repo / "bench-edits.txt"
 
     def plan(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
@@ -104,9 +108,8 @@ def session(bench: Bench, repo: Path, calls: int, hooked: bool, tag: str) -> tup
                                          "GIT_CONFIG_NOSYSTEM") if k in bench.env}}
         request = AgentRequest(prompt="Append to the file.", worktree=repo,
                                private_dir=bench.root / f"private-{tag}",
-                               hook_command=(bench.durability, "snapshot-hook") if hooked
-                               else (),
-                               hook_env=hook_env if hooked else {}, model=fake_gemini.MODEL)
+                               hook_command=hook, hook_env=hook_env if hook else {},
+                               model=fake_gemini.MODEL)
         done = run(GeminiHarness(), request, str(GEMINI), env, timeout=SESSION_TIMEOUT_S)
         times = call_ms(fake)
     if not done.final.ok or done.final.session_id is None:
@@ -122,33 +125,43 @@ def run_one(root: Path, kind: str, n: int, args: argparse.Namespace) -> None:
     bench.env["DURABILITY_AUTOSTART"] = "0"
     repo = bench.build_repo(n)[0] if kind == "jj" else build_git(bench, n)
     (repo / "bench-edits.txt").write_text("start\n")
-    per_mode: dict[str, list[float]] = {"no hook": [], "hook, service up": []}
-    per_pair: dict[str, list[float]] = {"no hook": [], "hook, service up": []}
+    # The floor hook: the adapter's same hooks, each only ``python -c pass``
+    # (the interpreter's floor as Gemini pays it, its ``bash -c`` included).
+    modes: list[tuple[str, tuple[str, ...], bool]] = [
+        ("no hook", (), False), ("hook, service up", (bench.durability, "snapshot-hook"), True),
+        (FLOOR_MODE, (sys.executable, "-c", "pass"), False)]
+    per_mode: dict[str, list[float]] = {m: [] for m, _, _ in modes}
+    per_pair: dict[str, list[float]] = {m: [] for m, _, _ in modes}
     informed: dict[str, int] = {}
     base: dict[str, list[float]] = {}
     loads = []
     for pair in range(args.pairs):
-        for mode, hooked in (("no hook", False), ("hook, service up", True)):
-            if hooked:
+        for mode, hook, service in modes:
+            if service:
                 bench.start_service()
             try:
                 for k, v in floor(bench, repo, kind, n).items():
                     base.setdefault(k, []).append(v)
-                tag = f"{kind}{n}-{pair}-{'hook' if hooked else 'nohook'}"
-                times, sid = session(bench, repo, args.calls, hooked, tag)
-                if hooked:
+                tag = f"{kind}{n}-{pair}-{modes.index((mode, hook, service))}"
+                times, sid = session(bench, repo, args.calls, hook, tag)
+                if service:
                     seen = bench.ping().get("informed") or {}
                     for k in ("full", "informed", "quiet", "ahead", "from_snapshot"):
                         informed[k] = informed.get(k, 0) + int(seen.get(k) or 0)
             finally:
-                if hooked:
+                if service:
                     bench.stop_service()
-            if hooked and (missed := gaps_of(bench, sid)):
+            if service and (missed := gaps_of(bench, sid)):
                 sys.exit(f"bench: the hook left gaps: {missed[:3]}")
             per_mode[mode] += times
             per_pair[mode].append(med(times))
             loads.append(os.getloadavg()[0])
     report(f"{kind}, {n} files", loads, base, informed, per_mode, per_pair, args)
+    over = {m: med([h - o for h, o in zip(per_pair[m], per_pair["no hook"], strict=True)])
+            for m in per_pair}
+    extra = over["hook, service up"] - over[FLOOR_MODE]
+    print(f"  overhead per call, hook over the floor hook's  {extra:6.1f} ms "
+          "(two hooks a call, both as Gemini runs them)")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
