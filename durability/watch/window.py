@@ -3,19 +3,29 @@
 A watch's settle window opens with the first event no capture has answered
 yet and closes when a capture that covers it is on record.  A watcher killed
 inside it (SIGKILL, a crash, power loss) would take the window with it, so
-while it is open a small marker is on disk: one JSON file per window in the
+while it is open a small marker on disk says so: one file per watch in the
 state folder (``Settings.window_dir``) naming the attempt, the worktree and
-the time of the first unanswered event.  It costs one file write per window,
-never one per event, and is removed once the capture answering it is
-recorded.
+the time of the first unanswered event.  It costs one synced write per
+window opened and one per window answered, never one per event.
+
+The file is made whole (written under a private name, synced, renamed into
+place) when the watch's first window opens, and from then on rewritten in
+place: it holds two slots, each a checksummed record, written in turn, so a
+write torn by a power cut leaves the slot before it whole (decision 0067).
+A window opened writes the slot with the window, a window answered writes
+the slot "answered"; each is one ``pwrite`` and one ``fdatasync`` of blocks
+already allocated, where a file per window cost a creation, two fsyncs and
+a rename to open and an unlink and a folder fsync to answer.  An engine
+run's watch lives across its attempts (decision 0056): one file for the run.
 
 The owner holds an exclusive ``flock`` on its marker for as long as the
-window is open, so whoever finds a marker can tell a live watcher (the lock
-is held: leave it) from a dead one (the kernel dropped the lock with the
+watch lives, so whoever finds a marker can tell a live watcher (the lock is
+held: leave it) from a dead one (the kernel dropped the lock with the
 process), without trusting a pid that may have been reused.  A service or a
 foreground watch that starts claims the dead markers (``claim_missed``),
-files one ``watch-window-missed`` gap for each, removes it, and then
-captures the tree as usual.
+files one ``watch-window-missed`` gap for each that holds an open window,
+removes it, and then captures the tree as usual; a dead marker that holds
+an answered window is removed, nothing filed.
 
 A file rather than a row of the store: the lock that says "its owner is
 alive" belongs to a file, and writing a marker must never wait on the
@@ -30,8 +40,10 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +56,26 @@ from durability.ground.errors import DurabilityError
 from durability.ground.paths import ensure_private_dir
 from durability.store import AttemptKey, Store, now_ms
 
-__all__ = ["SUFFIX", "Missed", "WindowMarker", "claim_missed", "file_missed", "missed_gap"]
+__all__ = ["SUFFIX", "Missed", "WindowMarker", "claim_missed", "file_missed", "missed_gap",
+           "open_markers"]
 
 log = logging.getLogger("durability.watch")
 SUFFIX = ".window"
 # A marker is renamed into place within milliseconds of its creation; a
 # temporary one this old was left by a writer that died.
 _STALE_TMP_S = 60.0
+# A slot: magic, its sequence number, the record's length and CRC-32, then
+# the record; zeros to the slot's end.  The newest whole slot is the state.
+_MAGIC = b"DWM2"
+_HEAD = struct.Struct("<4sQII")
+#: A slot's size: a record with this much room to grow (a longer node id
+#: after a re-key), in whole pages; a record that outgrows it gets a new file.
+_SLOT_ROOM = 1024
+_PAGE = 4096
+#: The record of an answered window.
+_ANSWERED = b'{"v":2,"answered":true}'
+#: The most a reader reads of a marker (two slots of the longest record).
+_MAX_READ = 1 << 22
 
 
 def _digest(worktree: Path) -> str:
@@ -74,29 +99,45 @@ class Missed:
 
 
 class WindowMarker:
-    """The marker of one watch's open settle window (at most one on disk)."""
+    """The marker of one watch's settle window (one file on disk for the
+    watch, from its first window on)."""
 
     def __init__(self, folder: Path, worktree: Path, key: AttemptKey) -> None:
         self.folder = folder
         self.worktree = worktree
         self.key = key
         self._lock = threading.Lock()
-        self._current: tuple[Path, int] | None = None  # the marker on disk, its locked fd
+        #: The marker on disk and its locked fd, once a window opened.
+        self._current: tuple[Path, int] | None = None
+        self._open = False  # whether its newest slot holds an open window
+        self._seq = 0  # the newest slot's sequence number
+        self._slot = 0  # the size of each of its two slots
         self._released = False
         self._warned = False
 
     def mark(self, opened_at_ms: int) -> None:
         """The window's first unanswered event was at ``opened_at_ms``: say so
-        on disk (a marker already there for an earlier start is replaced)."""
+        on disk (a window already marked for an earlier start is replaced)."""
         with self._lock:
             if self._released:
                 return
+            record = _encode(self.key, self.worktree, opened_at_ms, os.urandom(12).hex())
+            if self._current is not None and len(record) <= self._slot - _HEAD.size:
+                try:
+                    self._put(record)
+                except OSError as exc:
+                    self._warn(exc)
+                    self._drop()  # what it holds is unknown: a whole new file next
+                else:
+                    self._open = True
+                    return
             old = self._current
             try:
-                self._current = self._write(opened_at_ms)
+                self._current = self._write(record)
             except (OSError, DurabilityError) as exc:
                 self._warn(exc)
                 return
+            self._open = True
             if old is not None:
                 _remove(*old)
 
@@ -109,31 +150,70 @@ class WindowMarker:
     def clear(self) -> None:
         """The window was answered (a checkpoint, or a gap, is on record)."""
         with self._lock:
-            old, self._current = self._current, None
-            if old is not None:
-                _remove(*old)
+            if self._current is None or not self._open:
+                return
+            try:
+                self._put(_ANSWERED)
+            except OSError as exc:
+                # The slot may be torn: remove the file instead (synced), so
+                # the answered window never comes back as a gap.
+                log.warning("cannot rewrite the settle window marker of %s: %s",
+                            self.worktree, exc)
+                self._drop()
+            else:
+                self._open = False
 
     def release(self) -> None:
-        """The watch ended without answering its window: let go of the
-        marker's lock and leave it on disk, for the next start to file."""
+        """The watch ended: let go of the marker's lock, leaving it on disk
+        for the next start to file when it holds an unanswered window, and
+        removing it when it does not."""
         with self._lock:
             self._released = True
             old, self._current = self._current, None
-            if old is not None:
+            if old is None:
+                return
+            if self._open:
                 os.close(old[1])
+            else:
+                _remove(*old)
 
-    def _write(self, opened_at_ms: int) -> tuple[Path, int]:
+    def _put(self, record: bytes) -> None:
+        """Write ``record`` into the slot not holding the newest state, and
+        sync it: a write torn by a power cut leaves the newest state whole."""
+        assert self._current is not None
+        seq = self._seq + 1
+        data = _slot_bytes(record, seq, self._slot)
+        fd = self._current[1]
+        if os.pwrite(fd, data, (seq % 2) * self._slot) != len(data):
+            raise OSError("short write")
+        os.fdatasync(fd)
+        self._seq = seq
+
+    def _drop(self) -> None:
+        """Remove the marker on disk (its content is not known whole)."""
+        old, self._current = self._current, None
+        self._open = False
+        if old is not None:
+            _remove(*old)
+
+    def _write(self, record: bytes) -> tuple[Path, int]:
         """Write under a private name, locked, synced, then rename: a marker
-        under its final name is always whole and always locked by its owner."""
+        under its final name is always whole and always locked by its owner.
+        Its first slot holds ``record``; both slots' blocks are written, so
+        the rewrites in place (``_put``) allocate nothing."""
         ensure_private_dir(self.folder)
         token = os.urandom(12).hex()
         final = self.folder / f"{_digest(self.worktree)}.{token}{SUFFIX}"
         tmp = self.folder / f".{token}.tmp"
+        slot = -(-(len(record) + _HEAD.size + _SLOT_ROOM) // _PAGE) * _PAGE
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, _encode(self.key, self.worktree, opened_at_ms, token))
+            # Seq n lives in slot n % 2: seq 1 in the second, the first empty.
+            data = bytes(slot) + _slot_bytes(record, 1, slot)
+            if os.write(fd, data) != len(data):
+                raise OSError("short write")
             os.fsync(fd)
             os.rename(tmp, final)
             _sync_dir(self.folder)
@@ -141,12 +221,18 @@ class WindowMarker:
             tmp.unlink(missing_ok=True)
             os.close(fd)
             raise
+        self._seq, self._slot = 1, slot
         return final, fd
 
     def _warn(self, exc: Exception) -> None:
         if not self._warned:  # once per watch: the capture itself goes on
             self._warned = True
             log.warning("cannot keep the settle window of %s on disk: %s", self.worktree, exc)
+
+
+def _slot_bytes(record: bytes, seq: int, size: int) -> bytes:
+    head = _HEAD.pack(_MAGIC, seq, len(record), zlib.crc32(record))
+    return (head + record).ljust(size, b"\0")
 
 
 def _encode(key: AttemptKey, worktree: Path, opened_at_ms: int, token: str) -> bytes:
@@ -191,7 +277,7 @@ def claim_missed(folder: Path, file: Callable[[Missed], bool],
     for path, fd in _dead_markers(folder, worktree):
         found = _read(path, fd)
         if found is None:
-            _remove(path, fd)  # not a marker we wrote whole: nothing to file
+            _remove(path, fd)  # its window was answered, or it is not whole: nothing to file
             continue
         try:
             recorded = file(found)
@@ -244,8 +330,16 @@ def _drop_stale_tmp(path: Path) -> None:
 
 
 def _read(path: Path, fd: int) -> Missed | None:
+    """The open window a marker holds, or None: it holds an answered one, or
+    is not one we wrote whole (logged)."""
     try:
-        raw: Any = json.loads(os.pread(fd, 65536, 0))
+        data = os.pread(fd, _MAX_READ, 0)
+        record = _newest(data) if data[:1] != b"{" else data  # "{": a marker of version 1
+        if record is None:
+            raise ValueError("no whole slot")
+        if record == _ANSWERED:
+            return None
+        raw: Any = json.loads(record)
         key = AttemptKey(str(raw["run_id"]), str(raw["node_id"]), int(raw["iteration"]),
                          int(raw["attempt"]))
         return Missed(key, Path(str(raw["worktree"])), int(raw["opened_at_ms"]),
@@ -253,6 +347,40 @@ def _read(path: Path, fd: int) -> Missed | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("unreadable settle window marker %s removed: %s", path, exc)
         return None
+
+
+def _newest(data: bytes) -> bytes | None:
+    """The record of the newest whole slot of a marker's two, or None."""
+    size = len(data) // 2
+    if size < _HEAD.size:
+        return None
+    best: tuple[int, bytes] | None = None
+    for at in (0, size):
+        magic, seq, length, crc = _HEAD.unpack_from(data, at)
+        record = data[at + _HEAD.size:at + _HEAD.size + length]
+        if (magic == _MAGIC and _HEAD.size + length <= size and zlib.crc32(record) == crc
+                and (best is None or seq > best[0])):
+            best = (seq, record)
+    return best[1] if best is not None else None
+
+
+def open_markers(folder: Path) -> list[Path]:
+    """The markers in ``folder`` that hold an open window, live or dead
+    (read without their lock: a slot being written is not yet whole, and
+    the one before it is read)."""
+    found: list[Path] = []
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob(f"*{SUFFIX}")):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_READ)
+        except OSError:
+            continue  # answered and removed meanwhile
+        record = _newest(data) if data[:1] != b"{" else data
+        if record is not None and record != _ANSWERED:
+            found.append(path)
+    return found
 
 
 def file_missed(settings: Settings, *, found_by: str, worktree: Path | None = None,

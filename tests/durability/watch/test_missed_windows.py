@@ -9,10 +9,12 @@ Real parts: the installed ``durability serve`` and ``durability watch
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ from durability.ground import client
 from durability.store import AttemptKey, Checkpoint, Gap, Store
 from durability.store.clock import ManualTimer
 from durability.watch.debounce import Debouncer
-from durability.watch.window import WindowMarker, file_missed
+from durability.watch.window import WindowMarker, file_missed, open_markers
 from tests.helpers import ServiceProcess, cli, durability_exe, jj, start_service, wait_for
 
 RUN = "run-windows"
@@ -48,8 +50,9 @@ def _rows(settings: Settings) -> list[Checkpoint]:
 
 
 def _markers(settings: Settings) -> list[Path]:
-    folder = settings.window_dir
-    return sorted(folder.glob("*.window")) if folder.is_dir() else []
+    """The markers that hold an open window (a watch's marker stays on disk,
+    answered, while the watch lives: decision 0067)."""
+    return open_markers(settings.window_dir)
 
 
 def _files(repo: Path, commit: str) -> set[str]:
@@ -247,8 +250,114 @@ def test_a_cleared_marker_leaves_nothing(tmp_path: Path, settings: Settings) -> 
     marker.clear()
     marker.release()
     assert _markers(settings) == []
+    assert os.listdir(settings.window_dir) == []  # the answered marker goes with its watch
     assert file_missed(settings, found_by="test") == []
     assert _gaps(settings) == []
+
+
+def _die_after(settings: Settings, worktree: Path, steps: str) -> Path:
+    """A watcher process that runs ``steps`` on its marker (``m1000`` marks
+    a window opened at 1000 ms, ``c`` clears) and dies without a word (no
+    release): the marker it leaves."""
+    lines = ["import os", "from pathlib import Path",
+             "from durability.store import AttemptKey",
+             "from durability.watch.window import WindowMarker",
+             f"m = WindowMarker(Path({str(settings.window_dir)!r}), Path({str(worktree)!r}), "
+             f"AttemptKey({KEY.run_id!r}, {KEY.node_id!r}, {KEY.iteration}, {KEY.attempt}))"]
+    for step in steps.split():
+        lines.append(f"m.mark({int(step[1:])})" if step[0] == "m" else "m.clear()")
+    lines.append("os._exit(0)")
+    subprocess.run([sys.executable, "-c", "\n".join(lines)], check=True)
+    (path,) = settings.window_dir.glob("*.window")
+    return path
+
+
+def test_a_watch_keeps_one_marker_across_its_windows(tmp_path: Path,
+                                                      settings: Settings) -> None:
+    # Decision 0067: the first window makes the file, later ones rewrite it.
+    marker = WindowMarker(settings.window_dir, tmp_path, KEY)
+    marker.mark(1_000)
+    (path,) = settings.window_dir.glob("*.window")
+    inode = path.stat().st_ino
+    for i in range(5):
+        marker.clear()
+        assert _markers(settings) == []
+        marker.mark(2_000 + i)
+        assert _markers(settings) == [path]
+    assert [p.stat().st_ino for p in settings.window_dir.iterdir()] == [inode]
+    marker.release()  # open: left for the next start
+    (missed,) = file_missed(settings, found_by="test")
+    assert missed.opened_at_ms == 2_004
+    assert os.listdir(settings.window_dir) == []
+
+
+def test_a_dead_watcher_whose_window_was_answered_files_nothing(
+        tmp_path: Path, settings: Settings) -> None:
+    path = _die_after(settings, tmp_path, "m1000 c m2000 c")
+    assert _markers(settings) == []
+    assert file_missed(settings, found_by="test") == []
+    assert not path.exists()
+    assert _gaps(settings) == []
+    path = _die_after(settings, tmp_path, "m1000 c m3000")
+    (missed,) = file_missed(settings, found_by="test")
+    assert missed.opened_at_ms == 3_000
+    assert not path.exists()
+
+
+def _tear_newest(path: Path) -> None:
+    """A power cut in the middle of the last rewrite: its slot's record is
+    half old, half new (the two slots are the file's halves)."""
+    data = bytearray(path.read_bytes())
+    half = len(data) // 2
+    seqs = [int.from_bytes(data[at + 4:at + 12], "little") for at in (0, half)]
+    newest = 0 if seqs[0] > seqs[1] else half
+    data[newest + 30] ^= 0xFF  # inside the record: its checksum no longer holds
+    path.write_bytes(bytes(data))
+
+
+def test_a_torn_rewrite_leaves_the_state_before_it(tmp_path: Path,
+                                                   settings: Settings) -> None:
+    # An answer torn: the window before it still reads open, and is filed
+    # (a gap for a window whose answer was being written errs toward a gap).
+    path = _die_after(settings, tmp_path, "m1000 c m4000 c")
+    _tear_newest(path)
+    (missed,) = file_missed(settings, found_by="test")
+    assert missed.opened_at_ms == 4_000
+    # A window's opening torn: the answered state before it stands, as if
+    # the watcher had died before the window's marker was written.
+    path = _die_after(settings, tmp_path, "m1000 c m5000")
+    _tear_newest(path)
+    assert file_missed(settings, found_by="test") == []
+    assert not path.exists()
+
+
+def test_a_marker_an_older_version_wrote_is_still_filed(tmp_path: Path,
+                                                        settings: Settings) -> None:
+    settings.window_dir.mkdir(parents=True, mode=0o700)
+    record = {"v": 1, "run_id": KEY.run_id, "node_id": KEY.node_id, "iteration": KEY.iteration,
+              "attempt": KEY.attempt, "worktree": str(tmp_path), "opened_at_ms": 7_000,
+              "pid": 1, "token": "ab" * 12}
+    (settings.window_dir / f"{'0' * 32}.{'ab' * 12}.window").write_text(json.dumps(record))
+    assert len(_markers(settings)) == 1
+    (missed,) = file_missed(settings, found_by="test")
+    assert (missed.key, missed.opened_at_ms, missed.request_id) == (
+        KEY, 7_000, f"watch-window-{'ab' * 12}")
+
+
+def test_a_record_too_long_for_its_slot_gets_a_new_marker(tmp_path: Path,
+                                                          settings: Settings) -> None:
+    marker = WindowMarker(settings.window_dir, tmp_path, KEY)
+    marker.mark(1_000)
+    marker.clear()
+    (first,) = settings.window_dir.glob("*.window")
+    long_key = AttemptKey(KEY.run_id, "n" * 6000, 0, 1)
+    marker.rekey(long_key)
+    marker.mark(2_000)
+    (second,) = settings.window_dir.glob("*.window")
+    assert second != first
+    marker.release()
+    (missed,) = file_missed(settings, found_by="test")
+    assert (missed.key, missed.opened_at_ms) == (long_key, 2_000)
 
 
 def test_a_marker_of_another_worktree_is_left_alone(tmp_path: Path, settings: Settings) -> None:
