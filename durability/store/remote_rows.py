@@ -282,7 +282,8 @@ class Remotes:
         another commit is ``InvalidValue``: this store already has a
         different history for that attempt.  ``pushed_to`` names the remote
         they came from: they are on it already, so nothing pushes them back.
-        Returns how many were new."""
+        A checkpoint another machine of a shared store took is recorded as
+        this machine's copy (``_copy_request_id``).  Returns how many were new."""
         added = 0
         now = now_ms()
         with self._open() as conn, write_transaction(conn):
@@ -298,25 +299,40 @@ class Remotes:
                             f"run {c.run_id!r} node {c.node_id!r} seq {c.seq} is commit "
                             f"{str(there[0])[:12]} here and {c.commit_id[:12]} on the remote")
                     continue
-                if not self._import_one(conn, c, now):
+                request_id = self._import_one(conn, c, now)
+                if request_id is None:
                     continue  # its request id is another checkpoint's: not this one's record
                 added += 1
                 if pushed_to is not None:
                     conn.execute("DELETE FROM replication_outbox WHERE request_id=$1 AND "
-                                 "remote=$2", (to_db(c.request_id), pushed_to))
+                                 "remote=$2", (to_db(request_id), pushed_to))
                     conn.execute("DELETE FROM replication WHERE request_id=$1 AND remote=$2",
-                                 (to_db(c.request_id), pushed_to))
+                                 (to_db(request_id), pushed_to))
                     conn.execute("INSERT INTO replication (request_id, worktree, host, remote, "
                                  "state, updated_at_ms) VALUES ($1,$2,$3,$4,$5,$6)",
-                                 (to_db(c.request_id), to_db(c.worktree), self.host, pushed_to,
+                                 (to_db(request_id), to_db(c.worktree), self.host, pushed_to,
                                   PUSHED, now))
         return added
 
-    def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> int:
-        if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=$1",
-                        (to_db(c.request_id),)).fetchone():
-            return 0
+    def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> str | None:
+        """Record ``c`` as this machine's; the request id it is recorded
+        under, or None when it is not recorded."""
         key = (c.run_id, c.node_id, c.iteration, c.attempt)
+        request_id = c.request_id
+        held = conn.execute("SELECT host, run_id, node_id, iteration, attempt, seq, commit_id "
+                            "FROM workspace_checkpoints WHERE request_id=$1",
+                            (to_db(request_id),)).fetchone()
+        if held is not None:
+            if held[0] == self.host or tuple(held[1:]) != (*key, c.seq, c.commit_id):
+                return None  # this machine's, at another place; or a forged entry's
+            # The same checkpoint, taken by another machine of this shared
+            # store: this machine's row of it needs a request id of its own
+            # (they are unique), and leaves the attempt's pointer alone (the
+            # checkpoint is not new to the store).
+            request_id = _copy_request_id(c.request_id, self.host)
+            if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=$1",
+                            (to_db(request_id),)).fetchone():
+                return None
         if not conn.execute("SELECT 1 FROM runs WHERE run_id=$1", (c.run_id,)).fetchone():
             conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ($1, $2)",
                          (c.run_id, now))
@@ -331,16 +347,24 @@ class Remotes:
             "request_id, created_at_ms, harness, agent_id, agent_type, host) "
             "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)",
             (*key, c.seq, c.commit_id, c.change_id, c.operation_id, to_db(c.worktree),
-             c.source, to_db(c.tool_use_id), to_db(c.label), to_db(c.request_id),
+             c.source, to_db(c.tool_use_id), to_db(c.label), to_db(request_id),
              c.created_at_ms, c.harness, to_db(c.agent_id), to_db(c.agent_type), self.host))
-        # The attempt's pointer names its newest checkpoint, whichever arrived last.
-        conn.execute(
-            "UPDATE attempts SET jj_pointer=(SELECT commit_id FROM workspace_checkpoints w "
-            "WHERE w.run_id=$1 AND w.node_id=$2 AND w.iteration=$3 AND w.attempt=$4 AND w.host=$5 "
-            "ORDER BY seq DESC LIMIT 1) WHERE run_id=$6 AND node_id=$7 AND iteration=$8 "
-            "AND attempt=$9", (*key, self.host, *key))
-        queue_checkpoint(conn, c.request_id)  # due on this worktree's remotes
-        return 1
+        if held is None:
+            # The attempt's pointer names its newest checkpoint, whichever arrived last.
+            conn.execute(
+                "UPDATE attempts SET jj_pointer=(SELECT commit_id FROM workspace_checkpoints w "
+                "WHERE w.run_id=$1 AND w.node_id=$2 AND w.iteration=$3 AND w.attempt=$4 "
+                "AND w.host=$5 ORDER BY seq DESC LIMIT 1) WHERE run_id=$6 AND node_id=$7 "
+                "AND iteration=$8 AND attempt=$9", (*key, self.host, *key))
+        queue_checkpoint(conn, request_id)  # due on this worktree's remotes
+        return request_id
+
+
+def _copy_request_id(request_id: str, host: str) -> str:
+    """The request id of machine ``host``'s copy of a checkpoint another
+    machine of the same store recorded under ``request_id``: the same for
+    every import of it, so it is recorded once."""
+    return f"{request_id}@{host}"
 
 
 def _pending(r: tuple[Any, ...]) -> Pending:

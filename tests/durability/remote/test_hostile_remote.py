@@ -22,6 +22,7 @@ from tests.durability.remote.remotekit import (
     bare_remote,
     capture,
     manifest_commits,
+    own_store,
     remote_refs,
     states,
 )
@@ -122,8 +123,10 @@ def test_an_entry_with_fields_of_the_wrong_type_is_ignored(tmp_path: Path,
     _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": "forged-request", **bad})
     there = tmp_path / "b"
     there.mkdir()
-    b_env = {**os.environ, "DURABILITY_HOME": str(tmp_path / "b-state"),
-             "DURABILITY_SPOOL_DIR": str(tmp_path / "b-spool")}
+    # Another machine with a store of its own (under PostgreSQL too): what
+    # the bad entry could reach is that store, which must hold the good one only.
+    b_env = own_store({**os.environ, "DURABILITY_HOME": str(tmp_path / "b-state"),
+                       "DURABILITY_SPOOL_DIR": str(tmp_path / "b-spool")})
     add_remote(there, "backup", remote.as_uri(), env=b_env)
     done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
                "--json", env=b_env)

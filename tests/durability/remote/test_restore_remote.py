@@ -101,6 +101,36 @@ def test_restore_from_remote_on_another_machine(tmp_path: Path, backend: str,
     assert [r["sources"] for r in runs if r["run_id"] in own] == ["pre-restore"] * 2
 
 
+def test_restore_from_remote_on_a_machine_sharing_the_store(tmp_path: Path) -> None:
+    """A fleet's machine B shares machine A's store (PostgreSQL, what it is
+    for; here also a SQLite state folder two machine ids share): B's record
+    holds none of A's worktree, so it fetches the run from the remote as any
+    other machine does.  The remote's entries carry request ids already on
+    record (A's rows): B records copies of its own, restores, and A's record
+    stays as it was."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    history = _history(repo)
+    _push_all()
+    a_rows = json.loads(cli("snapshots", KEY.run_id, "--json").stdout)
+    b_env = {**os.environ, "DURABILITY_HOST_ID": "machine-b"}
+    there = tmp_path / "b"
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri(), env=b_env)
+    for seq, (commit, files) in enumerate(history, start=1):
+        done = cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                   "--seq", str(seq), "--json", env=b_env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["restored"] == {"seq": seq, "commit_id": commit}
+        assert tree_manifest(there) == files
+    rows = json.loads(cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
+    assert [(r["seq"], r["commit_id"], r["worktree"], r["replicated"]) for r in rows] == [
+        (seq, commit, str(there), {"backup": "pushed"})
+        for seq, (commit, _) in enumerate(history, start=1)]
+    assert json.loads(cli("snapshots", KEY.run_id, "--json").stdout) == a_rows
+
+
 def test_a_run_the_remote_does_not_hold_is_not_found(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "a")
     remote = bare_remote(tmp_path / "backup.git")

@@ -1,6 +1,6 @@
 """The remotes and replication rows (durability/store/remote_rows.py): the derived outbox,
 the states ``snapshots`` shows, the query a garbage collector keeps, and the
-import of a remote's checkpoints."""
+import of a remote's checkpoints.  On each backend (``db_location``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from durability.store import AttemptKey, InvalidValue, NewCheckpoint, NotFound, Store
+from durability.store.database import Location
 from durability.store.remote_rows import FAILED, PUSHED, Remotes
 
 KEY = AttemptKey("run-1", "node-a", 0, 1)
@@ -21,9 +22,9 @@ def _record(store: Store, commit: str, request_id: str, worktree: str = "/w") ->
 
 
 def test_pending_is_every_checkpoint_of_a_worktree_with_a_remote_until_pushed(
-        tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    remotes = Remotes(tmp_path / "s.db")
+        db_location: Location) -> None:
+    store = Store(db_location)
+    remotes = Remotes(db_location)
     _record(store, "a" * 40, "r1")
     assert remotes.pending() == []  # no remote: nothing is due anywhere
     remotes.add("/w", "backup", "file:///b.git")
@@ -44,9 +45,9 @@ def test_pending_is_every_checkpoint_of_a_worktree_with_a_remote_until_pushed(
         "r1": {"backup": "pushed"}, "r2": {"backup": "failed"}}
 
 
-def test_removing_a_remote_forgets_what_was_pushed_to_it(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    remotes = Remotes(tmp_path / "s.db")
+def test_removing_a_remote_forgets_what_was_pushed_to_it(db_location: Location) -> None:
+    store = Store(db_location)
+    remotes = Remotes(db_location)
     remotes.add("/w", "backup", "file:///b.git")
     _record(store, "a" * 40, "r1")
     remotes.mark(remotes.pending(), PUSHED)
@@ -57,8 +58,8 @@ def test_removing_a_remote_forgets_what_was_pushed_to_it(tmp_path: Path) -> None
     assert [p.checkpoint.request_id for p in remotes.pending()] == ["r1"]
 
 
-def test_a_name_is_used_once_per_worktree(tmp_path: Path) -> None:
-    remotes = Remotes(tmp_path / "s.db")
+def test_a_name_is_used_once_per_worktree(db_location: Location) -> None:
+    remotes = Remotes(db_location)
     remotes.add("/w", "backup", "file:///b.git")
     remotes.add("/v", "backup", "file:///c.git")
     with pytest.raises(InvalidValue):
@@ -67,16 +68,17 @@ def test_a_name_is_used_once_per_worktree(tmp_path: Path) -> None:
                                                             ("/w", "file:///b.git")]
 
 
-def test_imported_checkpoints_keep_their_seq_and_are_not_pushed_back(tmp_path: Path) -> None:
-    source = Store(tmp_path / "a.db")
+def test_imported_checkpoints_keep_their_seq_and_are_not_pushed_back(
+        tmp_path: Path, db_location: Location) -> None:
+    source = Store(tmp_path / "a.db")  # the other machine's: it only makes the rows
     for i, c in enumerate("abc"):
         _record(source, c * 40, f"r{i}")
     rows = [replace(c, worktree="/there") for c in source.checkpoints("run-1")]
-    remotes = Remotes(tmp_path / "b.db")
+    remotes = Remotes(db_location)
     remotes.add("/there", "backup", "file:///b.git")
     assert remotes.import_checkpoints(rows[1:], pushed_to="backup") == 2
     assert remotes.import_checkpoints(rows, pushed_to="backup") == 1  # idempotent
-    store = Store(tmp_path / "b.db")
+    store = Store(db_location)
     assert [(c.seq, c.commit_id) for c in store.checkpoints("run-1")] == [
         (1, "a" * 40), (2, "b" * 40), (3, "c" * 40)]
     [attempt] = store.attempts("run-1")
@@ -87,9 +89,9 @@ def test_imported_checkpoints_keep_their_seq_and_are_not_pushed_back(tmp_path: P
     assert store.checkpoint(KEY).seq == 4
 
 
-def test_an_import_that_contradicts_the_record_is_refused(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_an_import_that_contradicts_the_record_is_refused(db_location: Location) -> None:
+    store = Store(db_location)
     _record(store, "a" * 40, "r1")
     other = replace(store.checkpoints("run-1")[0], commit_id="f" * 40, request_id="x")
     with pytest.raises(InvalidValue):
-        Remotes(tmp_path / "s.db").import_checkpoints([other])
+        Remotes(db_location).import_checkpoints([other])

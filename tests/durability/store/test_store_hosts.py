@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,36 @@ def test_remotes_and_replication_of_one_path_are_each_machine_s(
         assert [p.checkpoint.request_id for p in r2.pending()] == ["req-m2-2"]
         assert r2.states(m2.checkpoints(KEY.run_id)) == {
             "req-m2-1": {"origin": "pushed"}, "req-m2-2": {"origin": "pending"}}
+
+
+def test_another_machine_s_checkpoints_imported_from_a_remote_are_this_machine_s_copy(
+        db_location: Location) -> None:
+    """``restore --from-remote`` on a machine sharing the store with the one
+    that took the run: the remote's entries carry request ids already on
+    record (the other machine's rows, and request ids are unique).  This
+    machine records its own copy of each, once, marked pushed to the remote
+    it came from; the other machine's rows and the attempt's pointer stay
+    as they were, and an entry carrying another checkpoint's request id is
+    still not recorded."""
+    with _two(db_location) as (m1, m2):
+        for n in (1, 2, 3):
+            m1.record_checkpoint(_new("m1", n))
+        before = m1.checkpoints(KEY.run_id)
+        listed = [replace(c, worktree="/there") for c in before[:2]]  # the remote's manifest
+        forged = replace(listed[0], seq=7, request_id=before[2].request_id)
+        r2 = Remotes(db_location, host="m2")
+        r2.add("/there", "backup", "file:///b.git")
+        assert r2.import_checkpoints([*listed, forged], pushed_to="backup") == 2
+        assert r2.import_checkpoints(listed, pushed_to="backup") == 0  # once
+        mine = m2.checkpoints(KEY.run_id)
+        assert [(c.seq, c.commit_id, c.worktree, c.label) for c in mine] == [
+            (c.seq, c.commit_id, "/there", c.label) for c in before[:2]]
+        assert not {c.request_id for c in mine} & {c.request_id for c in before}
+        assert r2.pending() == []
+        assert r2.states(mine) == {c.request_id: {"backup": "pushed"} for c in mine}
+        assert m1.checkpoints(KEY.run_id) == before
+        [attempt] = m1.attempts(KEY.run_id)
+        assert attempt.jj_pointer == before[2].commit_id  # machine 1's newest, not seq 2
 
 
 def test_rows_before_the_migration_are_the_migrating_machine_s(db_location: Location) -> None:

@@ -1,13 +1,12 @@
 """Dedup (docs/DESIGN.md, contract 3) is per worktree: one attempt that
 captures the same commit in two worktrees (an isolated task's tree, then the
 shared worktree it was merged into unchanged) gets a row for each, so a
-restore of the shared worktree finds its state."""
+restore of the shared worktree finds its state.  On each backend (``db_location``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from durability.store import AttemptKey, NewCheckpoint, Store
+from durability.store.database import Location
 
 KEY = AttemptKey("run-1", "node-a", 0, 1)
 
@@ -17,8 +16,9 @@ def _new(worktree: str, request_id: str) -> NewCheckpoint:
                          request_id=request_id)
 
 
-def test_the_same_commit_in_another_worktree_is_a_new_checkpoint(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_the_same_commit_in_another_worktree_is_a_new_checkpoint(
+        db_location: Location) -> None:
+    store = Store(db_location)
     first = store.record_checkpoint(_new("/isolated", "r1"))
     other = store.record_checkpoint(_new("/shared", "r2"))
     again = store.record_checkpoint(_new("/shared", "r3"))
