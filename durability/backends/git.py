@@ -31,11 +31,12 @@ from durability.backends.git_commit import commit_checkpoint, scratch_commit
 from durability.backends.git_index import WorktreeIndex
 from durability.backends.git_repo import common_dir
 from durability.backends.git_store import open_store, store_path
+from durability.backends.index_lock import Identity
 from durability.backends.space import disk_full
 from durability.backends.tree_writer import changes, restore_tree
 from durability.ground.errors import GitFailed, WorktreeMissing
 
-__all__ = ["MAX_OPEN", "GitBackend", "forget", "worktree_index"]
+__all__ = ["MAX_OPEN", "GitBackend", "forget", "index_seen", "worktree_index"]
 
 #: Worktrees kept open per process; each holds its index in memory (about
 #: 200 bytes per file), so the bound caps the service's memory.
@@ -47,12 +48,15 @@ _open_lock = threading.Lock()
 
 def worktree_index(worktree: Path) -> WorktreeIndex:
     """The open repository and private index of ``worktree``, opened on first
-    use and reopened when its git folder was replaced."""
+    use and reopened when its git folder was replaced, ``durability forget``
+    ran, or another process wrote the private index (decision 0064: the
+    first scan after that is a new process's, decision 0062)."""
     if not worktree.is_dir():
         raise WorktreeMissing(f"worktree {worktree} does not exist")
     with _open_lock:
         cached = _open.get(worktree)
-        if cached is not None and _identity(cached[0].repo) == cached[1]:
+        if (cached is not None and _identity(cached[0].repo) == cached[1]
+                and not cached[0].written_elsewhere()):
             _open.move_to_end(worktree)
             return cached[0]
         state = WorktreeIndex(worktree)
@@ -60,6 +64,17 @@ def worktree_index(worktree: Path) -> WorktreeIndex:
         while len(_open) > MAX_OPEN:
             _open.popitem(last=False)
         return state
+
+
+def index_seen(worktree: Path) -> tuple[Path, Identity | None] | None:
+    """The private index file this process keeps open for ``worktree`` and
+    its identity as this process last read or wrote it (compare it with
+    ``index_lock.identity`` of the file: another process wrote it when they
+    differ); None when none is open (a jj worktree, or one not opened yet
+    or evicted)."""
+    with _open_lock:
+        cached = _open.get(worktree)
+    return None if cached is None else cached[0].seen()
 
 
 def forget(worktree: Path) -> None:

@@ -28,7 +28,7 @@ from pygit2.ffi import C, ffi
 from durability.backends.git_repo import common_dir, open_worktree, private_index_path
 from durability.backends.git_scan import Scan
 from durability.backends.git_store import Store
-from durability.backends.index_lock import writing
+from durability.backends.index_lock import Identity, identity, writing
 from durability.backends.moving import MAX_RETRIES_PER_CAPTURE
 from durability.backends.unreadable import is_unreadable
 from durability.ground.git_prescan import Prescan
@@ -70,7 +70,10 @@ class WorktreeIndex:
         self.lock = threading.Lock()
         # A first write of the private index killed midway leaves its lock
         # and no index: ``open_worktree`` clears it as ``write`` does.
-        self.repo, self.index, copied = open_worktree(worktree)
+        self.repo, self.index, copied, on_disk = open_worktree(worktree)
+        #: The identity of the index file as this object last read or wrote
+        #: it (``index_lock.identity``): another process's write differs.
+        self._on_disk = on_disk
         #: Whether the next full scan may take its paths from libgit2's diff
         #: (``_hinted``): once, the first in this process, of a just-copied
         #: index or of one an earlier process wrote (decision 0062), not of
@@ -140,9 +143,35 @@ class WorktreeIndex:
         the repository's, not the state folder's (toolkits of two state
         folders may write one index), and the kernel releases it when its
         holder dies: a lock file found under it is a dead writer's.
+
+        An index another writer replaced since this object read or wrote it
+        is not written over (decision 0064): a toolkit of another state
+        folder, whose captures do not take this one's worktree lock, may
+        have written it between this capture's check (``written_elsewhere``)
+        and now, and what it tracks would be lost.  The next capture here
+        opens that index.
         """
         with writing(self._index_path):
+            if identity(self._index_path) != self._on_disk:
+                log.info("the private index of %s was written by another process; "
+                         "not written over", self.worktree)
+                return
             self.index.write()
+            # Under the writer lock, which every writer holds: this write's file.
+            self._on_disk = identity(self._index_path)
+
+    def written_elsewhere(self) -> bool:
+        """Whether the index file was replaced since this object last read
+        or wrote it: another process wrote it (a restore, a capture without
+        the service, ``durability forget``, another toolkit's service), and
+        what it tracks now (a restored file the rules ignore, one it saw
+        deleted) is not in this object's entries.  One ``stat``; the caller
+        then opens the worktree again (``git.worktree_index``, decision 0064)."""
+        return identity(self._index_path) != self._on_disk
+
+    def seen(self) -> tuple[Path, Identity | None]:
+        """The index file and its identity as this object last read or wrote it."""
+        return self._index_path, self._on_disk
 
     # -- scanning ------------------------------------------------------------
 

@@ -26,7 +26,7 @@ import pygit2
 from pygit2 import _pygit2
 from pygit2.ffi import C, ffi
 
-from durability.backends.index_lock import writing
+from durability.backends.index_lock import Identity, identity, writing
 from durability.ground import git_prescan
 from durability.ground.errors import GitFailed, NotARepo
 
@@ -75,16 +75,19 @@ def private_index_path(repo: pygit2.Repository, worktree: Path) -> Path:
 
 
 def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
-                                           bool | git_prescan.Prescan]:
+                                           bool | git_prescan.Prescan, Identity | None]:
     """The repository of ``worktree`` with its private index attached.
 
     Returns the repository, its index (the repository's, so
-    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules) and
+    ``index.diff_to_workdir`` and ``index.add`` honour the ignore rules),
     whether the first scan may take its paths from libgit2's diff: True
     (the index was there, written by an earlier process's full scan, or was
     just made as a copy of the user's, ``_seed_copy``), the
     ``git_prescan.Prescan`` that made the copy and names those paths, or
-    False (just made entry by entry, with no stat data to trust).
+    False (just made entry by entry, with no stat data to trust); and the
+    identity of the index file read or written (``index_lock.identity``),
+    taken before it was read: a write by another process meanwhile makes
+    it differ from the file's, never the other way round (decision 0064).
     """
     try:
         repo = pygit2.Repository(str(worktree), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -101,8 +104,12 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
     try:
         path.parent.mkdir(mode=0o700, exist_ok=True)
         seeded = _seed_copy(repo, path, prescan) if fresh else None
-        copied = isinstance(seeded, pygit2.Index)  # (a test's stand-in returns False)
-        private = seeded if isinstance(seeded, pygit2.Index) else pygit2.Index(str(path))
+        copied = isinstance(seeded, tuple)  # (a test's stand-in returns False)
+        if isinstance(seeded, tuple):
+            private, read = seeded
+        else:
+            read = identity(path)  # before the read: see above
+            private = pygit2.Index(str(path))
         _attach(repo, private)
         index = repo.index
         if fresh and not copied:
@@ -112,6 +119,7 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
             # written, and an index never read or written has no such time.
             with writing(path):  # clears a killed first write's lock
                 index.write()
+                read = identity(path)
     except (pygit2.GitError, OSError) as exc:
         if prescan is not None:
             prescan.discard()
@@ -120,8 +128,8 @@ def open_worktree(worktree: Path) -> tuple[pygit2.Repository, pygit2.Index,
         prescan.discard()  # its copy is not the one read here
         prescan = None
     if not fresh:
-        return repo, index, True  # decision 0062
-    return repo, index, prescan if copied and prescan is not None else copied
+        return repo, index, True, read  # decision 0062
+    return repo, index, prescan if copied and prescan is not None else copied, read
 
 
 def _attach(repo: pygit2.Repository, index: pygit2.Index) -> None:
@@ -143,11 +151,13 @@ def _unchecked_mark(path: Path) -> Path:
     return Path(git_prescan.unchecked_mark(str(path)))
 
 
-def _seed_copy(repo: pygit2.Repository, path: Path,
-               prescan: git_prescan.Prescan | None = None) -> pygit2.Index | None:
+def _seed_copy(repo: pygit2.Repository, path: Path, prescan: git_prescan.Prescan | None = None
+               ) -> tuple[pygit2.Index, Identity | None] | None:
     """Seed a new private index with a copy of the user's ``.git/index``,
     stat data included, its modification time kept (decision 0050); the
-    index, read once (decision 0055), or None when nothing was copied.
+    index, read once (decision 0055), and the identity of the file read
+    (taken under its writer lock, which every writer holds), or None when
+    nothing was copied.
 
     The scan trusts an entry whose stat data matches the file and whose
     mtime is older than the index file's ("racily clean" otherwise, as git
@@ -182,6 +192,9 @@ def _seed_copy(repo: pygit2.Repository, path: Path,
                         mark.unlink()
                     return None
                 git_prescan.place_copy(str(user_index), str(path))
+            # The copy is replaced only under this lock: what is read (or
+            # was read ahead, ``placed_here``) is the file identified here.
+            read = identity(path)
             if index is None:
                 index = pygit2.Index(str(path))
             if not _plain_entries(index, path):
@@ -194,7 +207,7 @@ def _seed_copy(repo: pygit2.Repository, path: Path,
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
             return None
-    return index
+    return index, read
 
 
 def read_ahead(path: str) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from durability.ground import git_prescan
 from durability.ground.errors import GitFailed
 
-__all__ = ["WAIT_S", "held", "writer_lock_path", "writing"]
+__all__ = ["WAIT_S", "Identity", "held", "identity", "writer_lock_path", "writing"]
 
 log = logging.getLogger("durability.backends")
 
@@ -44,6 +44,30 @@ def writer_lock_path(index: Path) -> Path:
     """The file whose ``flock`` every writer of ``index`` holds while it writes
     (named in ``ground.git_prescan``, which takes it before pygit2 is loaded)."""
     return Path(git_prescan.writer_lock(str(index)))
+
+
+#: What tells one write of an index file from another (``identity``).
+Identity = tuple[int, int, int, int, int]
+
+
+def identity(index: Path) -> Identity | None:
+    """The identity of the index file at ``index`` now, from one ``stat``:
+    its device, inode, size and modification and change times (ns); None
+    when there is no file (or it cannot be read).
+
+    Every writer of an index replaces it whole (libgit2 and git write
+    ``<index>.lock`` and rename it over the index; ``git_prescan`` places
+    its copy the same way), so a write makes a file with an inode of its
+    own: the one it replaces still exists while it is written.  A process
+    that keeps an index open compares this with the identity of what it
+    last read or wrote (``WorktreeIndex.written_elsewhere``).  What it
+    cannot tell: two writes by others within one tick of the file clock
+    after its own, the second reusing its file's inode at the same size."""
+    try:
+        st = os.stat(index)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _libgit2_lock(index: Path) -> Path:

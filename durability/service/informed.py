@@ -27,6 +27,8 @@ import filelock
 import pygit2
 
 from durability.backends.base import MOVING, Snapshot
+from durability.backends.git import index_seen
+from durability.backends.index_lock import Identity, identity
 from durability.backends.jj import repo_dir
 from durability.capture.capturer import Capturer, CaptureRequest, Outcome
 from durability.ground.errors import DurabilityError
@@ -74,6 +76,9 @@ class InformedCaptures:
         self._answers: dict[Path, dict[AttemptKey, Outcome]] = {}
         #: Per jj worktree: jj's operation heads right after that capture.
         self._ops: dict[Path, tuple[str, ...] | None] = {}
+        #: Per git worktree: its private index file and that file's identity
+        #: as that capture left it (another process's write changes it).
+        self._indexes: dict[Path, tuple[Path, Identity | None]] = {}
         #: Per jj worktree: the snapshot of its tree as of the last take
         #: (a capture's, or one taken ahead of the hook), while quiet.
         self._snaps: dict[Path, Snapshot] = {}
@@ -213,6 +218,7 @@ class InformedCaptures:
         with self._lock:
             known = dict(self._answers.get(worktree, {}))
             ops = self._ops.get(worktree)
+            index = self._indexes.get(worktree)
         if any(r.key not in known for r in requests):
             return None
         if ops is not None and _op_heads(worktree) != ops:
@@ -225,6 +231,11 @@ class InformedCaptures:
         except (filelock.Timeout, DurabilityError, OSError):
             return None
         try:
+            if index is not None and identity(index[0]) != index[1]:
+                # Another process wrote the git private index (a restore, a
+                # capture without the service): what it tracks now (a
+                # restored file the rules ignore) no event says (decision 0064).
+                return None
             answers = []
             for request in requests:
                 answer = self.capturer.settled(request) or self._dedup(request, known[request.key])
@@ -385,6 +396,12 @@ class InformedCaptures:
         usable = [(r.key, o) for r, o in zip(requests, outcomes, strict=True)
                   if o.fresh and not any(s.reason == MOVING for s in o.skipped)]
         ops = _op_heads(worktree)
+        seen = index_seen(worktree)
+        if ops is None and seen is None:
+            # A git worktree whose index this process no longer holds open:
+            # another process's write of it could not be told, so no quiet
+            # answer rests on this capture.
+            usable = []
         if snap is None and ops is not None:
             snap = self.capturer.snapshots.get(worktree)
             if snap is not None and (any(s.reason == MOVING for s in snap.skipped)
@@ -392,6 +409,10 @@ class InformedCaptures:
                 snap = None  # not this batch's snapshot, or a tree still moving
         with self._lock:
             self._ops[worktree] = ops
+            if seen is not None:
+                self._indexes[worktree] = seen
+            else:
+                self._indexes.pop(worktree, None)
             if snap is not None:
                 self._snaps[worktree] = snap
             else:
@@ -406,6 +427,8 @@ class InformedCaptures:
             for gone in [w for w in self._answers if w not in tracked]:
                 del self._answers[gone]
                 self._ops.pop(gone, None)
+            for gone in [w for w in self._indexes if w not in tracked]:
+                del self._indexes[gone]
             for gone in [w for w in self._full_at if w not in tracked]:
                 del self._full_at[gone]
             for gone in [w for w in self._snaps if w not in tracked]:
@@ -415,6 +438,7 @@ class InformedCaptures:
         with self._lock:
             self._answers.pop(worktree, None)
             self._ops.pop(worktree, None)
+            self._indexes.pop(worktree, None)
             self._snaps.pop(worktree, None)
 
 
