@@ -317,6 +317,12 @@ class Remotes:
                                   PUSHED, now))
         return added
 
+    def has_checkpoints(self, run_id: str) -> bool:
+        """Whether this machine has a checkpoint of ``run_id``: what a restore
+        after an import of it can restore."""
+        return bool(self._read("SELECT 1 FROM workspace_checkpoints WHERE run_id=$1 AND "
+                               "host=$2 LIMIT 1", (run_id, self.host)))
+
     def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> str | None:
         """Record ``c`` as this machine's; the request id it is recorded
         under, or None when it is not recorded."""

@@ -181,3 +181,55 @@ def test_an_entry_carrying_the_request_id_of_a_gap_here_is_not_recorded(
     assert [(r["seq"], r["commit_id"]) for r in rows if r["source"] != "pre-restore"] == [
         (1, good)]
 
+
+def test_a_remote_whose_every_entry_is_refused_says_so_in_one_line(tmp_path: Path) -> None:
+    """The remote lists the run, but its only entry carries the request id of
+    a gap here: nothing is recorded, and the restore says why (not that the
+    run has no checkpoints, which the remote's listing contradicts)."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "good")
+    _push_all()
+    [genuine] = [r for r in remote_refs(remote) if r.startswith("refs/durability/manifests/")]
+    _forge(remote, tmp_path, lambda e: {**e, "request_id": "gapped-request"})
+    git(remote, "update-ref", "-d", genuine)  # the remote lists the stale entry alone
+    there = tmp_path / "b"
+    b_env = _machine_with_a_gap(tmp_path, there, remote)
+    done = run_cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                   env=b_env)
+    assert done.returncode == 3, done.stdout
+    assert done.stderr == (
+        f"durability: not-found: remote 'backup' lists 1 checkpoint of run '{KEY.run_id}' "
+        "and none could be recorded here: each carries the request id of another "
+        "checkpoint or a gap on record here\n")
+    assert isinstance(_record_of(b_env, "gapped-request"), Gap)
+
+
+def test_a_remote_whose_every_entry_is_forged_says_so_in_one_line(tmp_path: Path) -> None:
+    """The same line when the remote's only entry of the run carries another
+    checkpoint's request id (here: one of this machine's, of another run):
+    not "no run or session", which the remote's listing contradicts."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    good = capture(repo, "good")
+    _push_all()
+    with Store(Settings.from_env().database) as store:
+        [mine] = store.checkpoints(KEY.run_id)
+    pin = f"refs/durability/jj/{good}"
+    git(remote, "update-ref", pin, good)
+    _forge(remote, tmp_path, lambda e: {**e, "run_id": "run-forged", "ref": pin,
+                                        "request_id": mine.request_id})
+    there = tmp_path / "b"
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri())
+    done = run_cli("restore", "run-forged", "--from-remote", "backup", "--worktree", str(there))
+    assert done.returncode == 3, done.stdout
+    assert done.stderr == (
+        "durability: not-found: remote 'backup' lists 1 checkpoint of run 'run-forged' "
+        "and none could be recorded here: each carries the request id of another "
+        "checkpoint or a gap on record here\n")
+    with Store(Settings.from_env().database) as store:
+        assert store.checkpoints("run-forged") == []
+        assert store.request_record(mine.request_id) == mine
