@@ -88,6 +88,13 @@ def fetch_run(settings: Settings, *, name: str, run_id: str, folder: Path,
         raise transport.RemoteFailed(f"remote {name!r} did not hand over commit "
                                      f"{missing[0].commit_id[:12]} (seq {missing[0].seq})")
     added = remotes.import_checkpoints(rows, pushed_to=name)
+    if not added and not remotes.has_checkpoints(run_id):
+        # Every entry was refused (the import records none whose request id
+        # is another checkpoint's or a gap's): say so, not that the run is unknown.
+        many = "checkpoint" if len(rows) == 1 else "checkpoints"
+        raise NotFound(f"remote {name!r} lists {len(rows)} {many} of run {run_id!r} and none "
+                       "could be recorded here: each carries the request id of another "
+                       "checkpoint or a gap on record here")
     return Fetched(root, rows, added)
 
 

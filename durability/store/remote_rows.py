@@ -283,7 +283,10 @@ class Remotes:
         different history for that attempt.  ``pushed_to`` names the remote
         they came from: they are on it already, so nothing pushes them back.
         A checkpoint another machine of a shared store took is recorded as
-        this machine's copy (``_copy_request_id``).  Returns how many were new."""
+        this machine's copy (``_copy_request_id``).  A row whose request id
+        is another checkpoint's, or a gap's (each request is on record once,
+        checkpoint or gap: ``Store.record_checkpoint``), is not recorded: a
+        remote is data from outside.  Returns how many were new."""
         added = 0
         now = now_ms()
         with self._open() as conn, write_transaction(conn):
@@ -314,6 +317,12 @@ class Remotes:
                                   PUSHED, now))
         return added
 
+    def has_checkpoints(self, run_id: str) -> bool:
+        """Whether this machine has a checkpoint of ``run_id``: what a restore
+        after an import of it can restore."""
+        return bool(self._read("SELECT 1 FROM workspace_checkpoints WHERE run_id=$1 AND "
+                               "host=$2 LIMIT 1", (run_id, self.host)))
+
     def _import_one(self, conn: Connection, c: Checkpoint, now: int) -> str | None:
         """Record ``c`` as this machine's; the request id it is recorded
         under, or None when it is not recorded."""
@@ -333,6 +342,11 @@ class Remotes:
             if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=$1",
                             (to_db(request_id),)).fetchone():
                 return None
+        if conn.execute("SELECT 1 FROM gaps WHERE request_id=$1",
+                        (to_db(request_id),)).fetchone():
+            # A gap on record for the request (the entry is forged, or the
+            # remote stale): the gap is its record, never a checkpoint beside it.
+            return None
         if not conn.execute("SELECT 1 FROM runs WHERE run_id=$1", (c.run_id,)).fetchone():
             conn.execute("INSERT INTO runs (run_id, created_at_ms) VALUES ($1, $2)",
                          (c.run_id, now))

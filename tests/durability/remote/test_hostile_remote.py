@@ -15,7 +15,7 @@ import pytest
 
 from durability.config import Settings
 from durability.remote.replicator import Replicator
-from durability.store import AttemptKey, Store
+from durability.store import AttemptKey, Gap, Store
 from tests.durability.remote.remotekit import (
     KEY,
     add_remote,
@@ -26,7 +26,7 @@ from tests.durability.remote.remotekit import (
     remote_refs,
     states,
 )
-from tests.helpers import cli, git, make_git_repo
+from tests.helpers import cli, git, make_git_repo, run_cli
 
 
 def _push_all() -> None:
@@ -134,3 +134,102 @@ def test_an_entry_with_fields_of_the_wrong_type_is_ignored(tmp_path: Path,
     assert json.loads(done.stdout)["restored"] == {"seq": 1, "commit_id": good}
     rows = json.loads(cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
     assert [r["commit_id"] for r in rows if r["source"] != "pre-restore"] == [good]
+
+
+def _machine_with_a_gap(tmp_path: Path, there: Path, remote: Path) -> dict[str, str]:
+    """Another machine with a store of its own (under PostgreSQL too), on
+    whose record request ``gapped-request`` of the run is a gap (a capture
+    that timed out there), and the remote named for ``there``: its env."""
+    env = own_store({**os.environ, "DURABILITY_HOME": str(tmp_path / "b-state"),
+                     "DURABILITY_SPOOL_DIR": str(tmp_path / "b-spool")})
+    with Store(Settings.from_env(env).database) as store:
+        assert store.add_gaps([Gap(1, KEY.run_id, "gapped-request", "timeout",
+                                   KEY.node_id, KEY.iteration, KEY.attempt, str(there),
+                                   "hook")]) == 1
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri(), env=env)
+    return env
+
+
+def _record_of(env: dict[str, str], request_id: str) -> object:
+    with Store(Settings.from_env(env).database) as store:
+        return store.request_record(request_id)
+
+
+def test_an_entry_carrying_the_request_id_of_a_gap_here_is_not_recorded(
+        tmp_path: Path) -> None:
+    """An entry of the run whose request id is on record here as a gap (a
+    forged entry, or one a stale remote holds): it is not recorded, as an
+    entry carrying another checkpoint's request id is not (each request is
+    on record once, checkpoint or gap); the gap stands, and the run's good
+    entries restore."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    good = capture(repo, "good")
+    _push_all()
+    _forge(remote, tmp_path, lambda e: {**e, "seq": 2, "request_id": "gapped-request"})
+    there = tmp_path / "b"
+    b_env = _machine_with_a_gap(tmp_path, there, remote)
+    done = run_cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                   "--json", env=b_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["restored"] == {"seq": 1, "commit_id": good}
+    gap = _record_of(b_env, "gapped-request")  # its checkpoint, if it had one
+    assert isinstance(gap, Gap) and gap.reason == "timeout"
+    rows = json.loads(run_cli("snapshots", KEY.run_id, "--json", env=b_env).stdout)
+    assert [(r["seq"], r["commit_id"]) for r in rows if r["source"] != "pre-restore"] == [
+        (1, good)]
+
+
+def test_a_remote_whose_every_entry_is_refused_says_so_in_one_line(tmp_path: Path) -> None:
+    """The remote lists the run, but its only entry carries the request id of
+    a gap here: nothing is recorded, and the restore says why (not that the
+    run has no checkpoints, which the remote's listing contradicts)."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    capture(repo, "good")
+    _push_all()
+    [genuine] = [r for r in remote_refs(remote) if r.startswith("refs/durability/manifests/")]
+    _forge(remote, tmp_path, lambda e: {**e, "request_id": "gapped-request"})
+    git(remote, "update-ref", "-d", genuine)  # the remote lists the stale entry alone
+    there = tmp_path / "b"
+    b_env = _machine_with_a_gap(tmp_path, there, remote)
+    done = run_cli("restore", KEY.run_id, "--from-remote", "backup", "--worktree", str(there),
+                   env=b_env)
+    assert done.returncode == 3, done.stdout
+    assert done.stderr == (
+        f"durability: not-found: remote 'backup' lists 1 checkpoint of run '{KEY.run_id}' "
+        "and none could be recorded here: each carries the request id of another "
+        "checkpoint or a gap on record here\n")
+    assert isinstance(_record_of(b_env, "gapped-request"), Gap)
+
+
+def test_a_remote_whose_every_entry_is_forged_says_so_in_one_line(tmp_path: Path) -> None:
+    """The same line when the remote's only entry of the run carries another
+    checkpoint's request id (here: one of this machine's, of another run):
+    not "no run or session", which the remote's listing contradicts."""
+    repo = make_git_repo(tmp_path / "a")
+    remote = bare_remote(tmp_path / "backup.git")
+    add_remote(repo, "backup", remote.as_uri())
+    good = capture(repo, "good")
+    _push_all()
+    with Store(Settings.from_env().database) as store:
+        [mine] = store.checkpoints(KEY.run_id)
+    pin = f"refs/durability/jj/{good}"
+    git(remote, "update-ref", pin, good)
+    _forge(remote, tmp_path, lambda e: {**e, "run_id": "run-forged", "ref": pin,
+                                        "request_id": mine.request_id})
+    there = tmp_path / "b"
+    there.mkdir()
+    add_remote(there, "backup", remote.as_uri())
+    done = run_cli("restore", "run-forged", "--from-remote", "backup", "--worktree", str(there))
+    assert done.returncode == 3, done.stdout
+    assert done.stderr == (
+        "durability: not-found: remote 'backup' lists 1 checkpoint of run 'run-forged' "
+        "and none could be recorded here: each carries the request id of another "
+        "checkpoint or a gap on record here\n")
+    with Store(Settings.from_env().database) as store:
+        assert store.checkpoints("run-forged") == []
+        assert store.request_record(mine.request_id) == mine

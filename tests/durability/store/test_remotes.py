@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from durability.store import AttemptKey, InvalidValue, NewCheckpoint, NotFound, Store
+from durability.store import AttemptKey, Gap, InvalidValue, NewCheckpoint, NotFound, Store
 from durability.store.database import Location
 from durability.store.remote_rows import FAILED, PUSHED, Remotes
 
@@ -87,6 +87,33 @@ def test_imported_checkpoints_keep_their_seq_and_are_not_pushed_back(
     # A later capture continues the seq.
     _record(store, "d" * 40, "r9", worktree="/there")
     assert store.checkpoint(KEY).seq == 4
+
+
+def test_an_imported_row_whose_request_is_a_gap_here_is_not_recorded(
+        tmp_path: Path, db_location: Location) -> None:
+    """A remote's entry carrying the request id of a gap on record here
+    (forged, or stale) is skipped as one carrying another checkpoint's: each
+    request is on record once, checkpoint or gap.  The gap stands; nothing
+    of the entry is recorded, marked pushed or queued for another remote."""
+    source = Store(tmp_path / "a.db")  # the other machine's: it only makes the rows
+    for i, c in enumerate("ab"):
+        _record(source, c * 40, f"r{i}")
+    rows = [replace(c, worktree="/there") for c in source.checkpoints("run-1")]
+    store = Store(db_location)
+    assert store.add_gaps([Gap(1, KEY.run_id, "r1", "timeout", KEY.node_id, KEY.iteration,
+                               KEY.attempt, "/there", "hook")]) == 1
+    remotes = Remotes(db_location)
+    remotes.add("/there", "backup", "file:///b.git")
+    remotes.add("/there", "mirror", "file:///m.git")
+    assert remotes.import_checkpoints(rows, pushed_to="backup") == 1
+    assert remotes.import_checkpoints(rows, pushed_to="backup") == 0
+    gap = store.request_record("r1")
+    assert isinstance(gap, Gap) and gap.reason == "timeout"
+    assert [(c.seq, c.request_id) for c in store.checkpoints("run-1")] == [(1, "r0")]
+    [attempt] = store.attempts("run-1")
+    assert attempt.jj_pointer == "a" * 40
+    assert [(p.checkpoint.request_id, p.remote.name) for p in remotes.pending()] == [
+        ("r0", "mirror")]
 
 
 def test_an_import_that_contradicts_the_record_is_refused(db_location: Location) -> None:

@@ -158,6 +158,21 @@ def test_another_machine_s_checkpoints_imported_from_a_remote_are_this_machine_s
         assert attempt.jj_pointer == before[2].commit_id  # machine 1's newest, not seq 2
 
 
+def test_a_copy_whose_request_id_is_a_gap_here_is_not_recorded(db_location: Location) -> None:
+    """The copy's request id (``<request id>@<machine id>``) on record as a
+    gap (forged: a hook's request id never has that form): the copy is not
+    recorded, as a checkpoint whose request id is a gap is not."""
+    with _two(db_location) as (m1, m2):
+        m1.record_checkpoint(_new("m1", 1))
+        listed = [replace(c, worktree="/there") for c in m1.checkpoints(KEY.run_id)]
+        assert m2.add_gaps([Gap(1, KEY.run_id, "req-m1-1@m2", "timeout")]) == 1
+        r2 = Remotes(db_location, host="m2")
+        r2.add("/there", "backup", "file:///b.git")
+        assert r2.import_checkpoints(listed, pushed_to="backup") == 0
+        assert m2.checkpoints(KEY.run_id) == []
+        assert isinstance(m2.request_record("req-m1-1@m2"), Gap)
+
+
 def test_rows_before_the_migration_are_the_migrating_machine_s(db_location: Location) -> None:
     conn = open_database(db_location)
     try:
