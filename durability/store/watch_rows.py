@@ -5,7 +5,10 @@ and ``durability unwatch`` can end one when no service runs.
 A table of the state database like the others, with its own small class:
 the store's methods are records of work (runs, attempts, checkpoints, gaps),
 a watch is service configuration.  Foreground watches are not recorded.
-Each call opens its own connection; watches change rarely.
+One connection, kept behind a lock (decision 0021), opened again when the
+database file was replaced or a call failed: an engine run's watch is
+re-keyed at every attempt's start capture, inside its request, and opening
+a connection there cost more than the write (about 0.5-1 ms).
 
 A watch row's commit does not wait for the disk (decision 0066): an engine
 run's watch is re-keyed at every attempt's start capture, and the row is
@@ -16,6 +19,10 @@ it durable too; a process crash loses nothing either way).
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,11 +75,56 @@ class Watches:
     def __init__(self, location: Location, *, host: str | None = None) -> None:
         self.location: Location = location if is_url(location) else Path(location)
         self.host: str = host or host_id()
+        self._lock = threading.Lock()
+        self._conn: Connection | None = None
+        self._ino: int | None = None  # the SQLite file the connection opened
         with self._open() as conn:
             migrate(conn, host=self.host)
 
-    def _open(self) -> _Closing:
-        return _Closing(open_database(self.location))
+    @contextmanager
+    def _open(self) -> Iterator[Connection]:
+        """The kept connection, for one call, under the lock; dropped (the
+        next call opens another) when the call fails on it."""
+        with self._lock:
+            conn = self._conn
+            ino = self._file_ino()
+            if conn is not None and ino != self._ino:
+                self._drop()  # moved away or replaced: the one there now is the record
+                conn = None
+            if conn is None:
+                conn = self._conn = open_database(self.location)
+                self._ino = self._file_ino()
+            try:
+                yield conn
+            except BaseException:
+                self._drop()
+                raise
+
+    def _file_ino(self) -> int | None:
+        if isinstance(self.location, str):
+            return None
+        try:
+            return os.stat(self.location).st_ino
+        except OSError:
+            return None
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except DB_ERRORS:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __del__(self) -> None:
+        # A registry dropped without close() (a CLI's, a test's) closes its
+        # connection now, not at the interpreter's exit.
+        if getattr(self, "_conn", None) is not None:
+            self._drop()
 
     def put(self, row: WatchRow) -> None:
         """Record a watch, replacing any earlier watch of the same worktree."""
@@ -119,17 +171,3 @@ def _row(r: tuple[object, ...]) -> WatchRow:
     key = AttemptKey(str(run_id), str(node_id), int(str(iteration)), int(str(attempt)))
     return WatchRow(str(from_db(worktree)), key, int(str(settle)), int(str(max_delay)),
                     int(str(created)), bool(poll))
-
-
-class _Closing:
-    """A connection closed when the ``with`` block ends (sqlite3's own context
-    manager only ends the transaction)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> Connection:
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()

@@ -108,3 +108,22 @@ def test_a_write_that_need_not_wait_for_the_disk_leaves_its_connection_as_it_was
     assert [r.worktree for r in Watches(db_location).all()] == ["/w"]
     assert watches.remove("/w") is not None
     assert Watches(db_location).all() == []
+
+
+def test_the_watch_rows_follow_a_replaced_state_database(tmp_path: Path) -> None:
+    # The registry keeps one connection; a state database moved away and
+    # created anew (what a user does with a damaged one) is the record
+    # from then on, as the service's store reopens it.
+    from durability.store.watch_rows import Watches, WatchRow
+
+    path = tmp_path / "state.db"
+    watches = Watches(path)
+    watches.put(WatchRow("/old", KEY, 5, 100))
+    path.rename(tmp_path / "moved.db")
+    for extra in ("-wal", "-shm"):
+        (tmp_path / f"state.db{extra}").unlink(missing_ok=True)
+    Store(path).close()
+    watches.put(WatchRow("/new", KEY, 5, 100))
+    assert [r.worktree for r in Watches(path).all()] == ["/new"]
+    assert [r.worktree for r in watches.all()] == ["/new"]
+    watches.close()
