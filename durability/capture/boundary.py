@@ -2,7 +2,10 @@
 docs/decisions/0042-boundaries.md): the one call each answering path makes
 once it has its answers, whether a capture recorded a new checkpoint, deduped
 onto the latest, was answered from the record, or the service answered from
-a watch's capture without running one.
+a watch's capture without running one.  A capture that recorded a new
+checkpoint row (or deduped onto one) recorded its call's boundary in the same
+write (decision 0070); what is left here is the rest: answers from the
+record or from the watch, and a boundary part the database refused.
 
 It fails open: the capture is answered and recorded whatever happens here; a
 boundary that cannot be written costs only the rewind to that one call.
@@ -33,7 +36,8 @@ def record_boundaries(store: Callable[[], Store], requests: Sequence[CaptureRequ
                        event=r.call.event, transcript_path=r.call.transcript_path,
                        transcript_bytes=r.call.transcript_bytes)
            for r, o in zip(requests, outcomes, strict=True)
-           if r.call is not None and o.ok and o.seq is not None and o.commit_id is not None]
+           if r.call is not None and o.ok and o.seq is not None and o.commit_id is not None
+           and not o.boundary]  # recorded with its checkpoint (decision 0070)
     if not new:
         return 0
     try:

@@ -34,6 +34,8 @@ from durability.store import (
     now_ms,
 )
 from durability.store.boundaries import CallInfo
+from durability.store.db import Connection
+from durability.store.models import Recorded
 
 __all__ = ["EXPIRED", "CaptureRequest", "Capturer", "Outcome", "expired_outcome"]
 
@@ -90,6 +92,9 @@ class Outcome:
     #: Answered by a snapshot taken for this batch (not the record of an
     #: earlier one): the service's internal watch reads it, the wire never.
     fresh: bool = False
+    #: The call's boundary was recorded with the checkpoint, in its write
+    #: (decision 0070): ``capture.boundary`` has nothing left to record.
+    boundary: bool = False
 
     @property
     def ok(self) -> bool:
@@ -124,6 +129,31 @@ class Outcome:
             return done
         return {"error": {"code": self.error_code, "message": self.error_message},
                 "gap_recorded": self.gap_recorded}
+
+
+def _boundary_part(request: CaptureRequest) -> tuple[
+        Callable[[Connection, Recorded, str, int], object] | None, list[bool]]:
+    """For a request that reports a tool call: the part of its checkpoint's
+    write that records the call's boundary (decision 0070), and a list that
+    holds True once that part finished (a part the database refused is
+    undone alone, and the boundary is then recorded on its own, as before)."""
+    call = request.call
+    if call is None:
+        return None, []
+    finished: list[bool] = []
+
+    def part(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        from durability.store.boundaries import NewBoundary, insert_boundary
+
+        boundary = NewBoundary(
+            key=request.key, request_id=request.request_id, checkpoint_seq=done.seq,
+            commit_id=done.commit_id, worktree=str(request.worktree), harness=request.harness,
+            tool_use_id=request.tool_use_id, tool_name=call.tool_name, event=call.event,
+            transcript_path=call.transcript_path, transcript_bytes=call.transcript_bytes)
+        insert_boundary(conn, host, boundary, now)
+        finished.append(True)
+
+    return part, finished
 
 
 class Capturer:
@@ -292,8 +322,9 @@ class Capturer:
         spooled = self._spooled_gap(request)
         if spooled is not None:
             return spooled
+        then, recorded = _boundary_part(request)
         try:
-            done = self._store().record_checkpoint(new)
+            done = self._store().record_checkpoint(new, then=then)
         except RecordRefused as exc:
             # Already a gap (filed by whoever gave up first): that is its record.
             return Outcome(request.request_id, error_code=exc.gap_reason,
@@ -314,7 +345,7 @@ class Capturer:
 
             file_path_gaps(self.settings, self._store, request, snap.skipped)
         return Outcome(request.request_id, done.seq, done.commit_id, done.deduped,
-                       skipped=snap.skipped, fresh=True)
+                       skipped=snap.skipped, fresh=True, boundary=bool(recorded))
 
     def _spooled_gap(self, request: CaptureRequest) -> Outcome | None:
         """The request's answer when its requester already filed it as a gap

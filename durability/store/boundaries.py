@@ -33,8 +33,8 @@ from durability.store.store import Store
 from durability.store.text import row_from_db, to_db
 
 __all__ = ["COLLECTED", "Boundary", "CallInfo", "NewBoundary", "boundaries", "by_checkpoint",
-           "clear_dropped", "collected_boundaries", "find_boundary", "record_boundaries",
-           "rename_commits", "set_call_ids"]
+           "clear_dropped", "collected_boundaries", "find_boundary", "insert_boundary",
+           "record_boundaries", "rename_commits", "set_call_ids"]
 
 #: The ``commit_id`` of a boundary whose checkpoint row is gone (gc dropped it).
 COLLECTED = ""
@@ -129,31 +129,35 @@ def record_boundaries(store: Store, new: Iterable[NewBoundary]) -> int:
         keys = sorted({f"run:{b.key.run_id}" for b in rows}
                       | {f"request:{b.request_id}" for b in rows})
         with store._conn() as db, write_transaction(db, keys=keys) as conn:  # the store's own
-            added = 0
-            for b in rows:
-                if conn.execute("SELECT 1 FROM boundaries WHERE request_id=$1",
-                                (to_db(b.request_id),)).fetchone():
-                    continue
-                top = conn.execute("SELECT MAX(seq) FROM boundaries WHERE run_id=$1 AND host=$2",
-                                   (b.key.run_id, store.host)).fetchone()
-                seq = int(top[0] or 0) + 1 if top else 1
-                row = conn.execute(
-                    "SELECT commit_id FROM workspace_checkpoints WHERE run_id=$1 AND "
-                    "node_id=$2 AND iteration=$3 AND attempt=$4 AND host=$5 AND seq=$6",
-                    (b.key.run_id, b.key.node_id, b.key.iteration, b.key.attempt, store.host,
-                     b.checkpoint_seq)).fetchone()
-                commit = str(row[0]) if row else COLLECTED
-                conn.execute(
-                    f"INSERT INTO boundaries ({_COLS}, host) VALUES "
-                    "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)",
-                    (b.key.run_id, seq, b.key.node_id, b.key.iteration, b.key.attempt,
-                     to_db(b.request_id), b.harness, to_db(b.tool_use_id), to_db(b.tool_name),
-                     b.event, to_db(b.transcript_path), b.transcript_bytes, b.checkpoint_seq,
-                     commit, to_db(b.worktree), now, store.host))
-                added += 1
-            return added
+            return sum(insert_boundary(conn, store.host, b, now) for b in rows)
     except DB_ERRORS as exc:
         raise StoreUnavailable(f"cannot record the tool-call boundaries: {exc}") from exc
+
+
+def insert_boundary(conn: Connection, host: str, b: NewBoundary, now: int) -> bool:
+    """Inside a write that holds ``b``'s run and request (``record_boundaries``,
+    or the checkpoint's own write, decision 0070): ``b`` recorded unless it
+    is already; whether it was new."""
+    if conn.execute("SELECT 1 FROM boundaries WHERE request_id=$1",
+                    (to_db(b.request_id),)).fetchone():
+        return False
+    top = conn.execute("SELECT MAX(seq) FROM boundaries WHERE run_id=$1 AND host=$2",
+                       (b.key.run_id, host)).fetchone()
+    seq = int(top[0] or 0) + 1 if top else 1
+    row = conn.execute(
+        "SELECT commit_id FROM workspace_checkpoints WHERE run_id=$1 AND "
+        "node_id=$2 AND iteration=$3 AND attempt=$4 AND host=$5 AND seq=$6",
+        (b.key.run_id, b.key.node_id, b.key.iteration, b.key.attempt, host,
+         b.checkpoint_seq)).fetchone()
+    commit = str(row[0]) if row else COLLECTED
+    conn.execute(
+        f"INSERT INTO boundaries ({_COLS}, host) VALUES "
+        "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)",
+        (b.key.run_id, seq, b.key.node_id, b.key.iteration, b.key.attempt,
+         to_db(b.request_id), b.harness, to_db(b.tool_use_id), to_db(b.tool_name),
+         b.event, to_db(b.transcript_path), b.transcript_bytes, b.checkpoint_seq,
+         commit, to_db(b.worktree), now, host))
+    return True
 
 
 def _read(store: Store, sql: str, params: tuple[Any, ...]) -> list[Boundary]:

@@ -196,7 +196,10 @@ class Store:
 
     # -- checkpoints -------------------------------------------------------
 
-    def record_checkpoint(self, new: NewCheckpoint) -> Recorded:
+    def record_checkpoint(self, new: NewCheckpoint, *,
+                          then: Callable[[Connection, Recorded, str, int], object]
+                          | None = None
+                          ) -> Recorded:
         """Record a captured commit for an attempt (contract 3, docs/DESIGN.md).
 
         Creates the run and attempt on first sight.  In one transaction: a
@@ -206,15 +209,32 @@ class Store:
         commit equal to the attempt's latest checkpoint adds nothing;
         otherwise the next seq is inserted and the attempt's ``jj_pointer``
         moves to the commit.
+
+        ``then``: more of the same write, after the row, within the keys
+        the checkpoint's write holds (its run and its request), called with
+        the connection, the row, this store's host and the write's time: the call's
+        boundary (decision 0070), one commit instead of two.  It runs under
+        a savepoint: a database error in it is undone alone, the checkpoint
+        is committed all the same, and ``then`` can tell its caller only by
+        what it did (it did not finish).
         """
         try:
             with self._conn() as db, write_transaction(db, keys=_checkpoint_keys(new)) as conn:
                 # Checked inside the write lock: a gap filed for this request
                 # cannot land between the check and the insert (a gap is a
                 # wide write, which this write's lock holds off).
-                return self._record(conn, new, self._clock())
+                now = self._clock()
+                done = self._record(conn, new, now)
+                if then is not None:
+                    conn.execute("SAVEPOINT then_part")
+                    try:
+                        then(conn, done, self.host, now)
+                    except DB_ERRORS:
+                        conn.execute("ROLLBACK TO SAVEPOINT then_part")
+                    conn.execute("RELEASE SAVEPOINT then_part")
         except DB_ERRORS as exc:
             raise StoreUnavailable(f"cannot record checkpoint: {exc}") from exc
+        return done
 
     def _record(self, conn: Connection, new: NewCheckpoint, now: int) -> Recorded:
         seen = conn.execute(

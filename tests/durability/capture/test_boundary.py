@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from durability.capture.capturer import CaptureRequest
 from durability.config import Settings
-from durability.store import Store
-from durability.store.boundaries import boundaries, find_boundary
+from durability.store import AttemptKey, Store
+from durability.store.boundaries import CallInfo, boundaries, find_boundary
 from tests.helpers import ServiceProcess, hook_payload, make_git_repo, run_cli
 
 
@@ -82,3 +83,59 @@ def test_an_unknown_boundary_names_the_range(tmp_path: Path) -> None:
     with Store(Settings.from_env().database) as store, \
             pytest.raises(NotFound, match=r"no boundary seq 5 \(seq 1 to 1\)"):
         find_boundary(store, "s-r", seq=5)
+
+
+def _call_request(repo: Path, request_id: str) -> CaptureRequest:
+
+    return CaptureRequest(key=AttemptKey("s-one", "session", 0, 1), worktree=repo,
+                          source="hook", request_id=request_id, tool_use_id=f"t-{request_id}",
+                          harness="claude-code",
+                          call=CallInfo(tool_name="Bash", event="PostToolUse",
+                                        transcript_path="/t.jsonl", transcript_bytes=7))
+
+
+def test_a_capture_records_its_call_with_its_checkpoint(tmp_path: Path) -> None:
+    # Decision 0070: the boundary is part of the checkpoint's own write, so
+    # nothing is left for the separate boundary write (one commit, not two).
+    from durability.capture.capturer import Capturer
+
+    repo = make_git_repo(tmp_path / "repo")
+    settings = Settings.from_env()
+    with Store(settings.database) as store:
+        capturer = Capturer(settings=settings, store=lambda: store)
+        (repo / "a.txt").write_text("one\n")
+        (new,) = capturer.capture([_call_request(repo, "q1")], lock_timeout_s=30)
+        (same,) = capturer.capture([_call_request(repo, "q2")], lock_timeout_s=30)  # a dedup
+        assert (new.ok, new.boundary, same.deduped, same.boundary) == (True, True, True, True)
+        rows = boundaries(store, "s-one")
+        [checkpoint] = store.checkpoints("s-one")
+    assert [(b.seq, b.request_id, b.checkpoint_seq, b.commit_id, b.tool_name,
+             b.transcript_bytes) for b in rows] == [
+        (1, "q1", 1, checkpoint.commit_id, "Bash", 7),
+        (2, "q2", 1, checkpoint.commit_id, "Bash", 7)]
+
+
+@pytest.mark.sqlite_file  # a trigger of SQLite's own refuses the insert
+def test_a_boundary_the_database_refuses_leaves_its_checkpoint_recorded(
+        tmp_path: Path) -> None:
+    from durability.capture.boundary import record_boundaries
+    from durability.capture.capturer import Capturer
+
+    repo = make_git_repo(tmp_path / "repo")
+    settings = Settings.from_env()
+    with Store(settings.database) as store:
+        with store._conn() as conn:  # the store's own connection: a refusing table
+            conn.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON boundaries "
+                         "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        capturer = Capturer(settings=settings, store=lambda: store)
+        (repo / "a.txt").write_text("one\n")
+        request = _call_request(repo, "q1")
+        (outcome,) = capturer.capture([request], lock_timeout_s=30)
+        assert (outcome.ok, outcome.seq, outcome.boundary) == (True, 1, False)
+        assert [c.request_id for c in store.checkpoints("s-one")] == ["q1"]
+        assert boundaries(store, "s-one") == []
+        with store._conn() as conn:
+            conn.execute("DROP TRIGGER refuse")
+        # The separate write that follows every answer records what is left.
+        assert record_boundaries(lambda: store, [request], [outcome]) == 1
+        assert [b.request_id for b in boundaries(store, "s-one")] == ["q1"]
