@@ -183,3 +183,26 @@ def test_a_boundary_whose_event_is_not_text_is_recorded(db_location: Location) -
     # PostgreSQL's text holds no such path-like bytes: escaped, as a worktree's are.
     assert {b.event for b in rows} == {read_back(to_db(odd)) if is_url(db_location) else odd}
 
+
+def test_a_part_that_fails_costs_only_itself(db_location: Location) -> None:
+    # Whatever the part of a checkpoint's write raises, a refusal of the
+    # database (PostgreSQL's aborts the transaction until the savepoint is
+    # rolled back) or a bug, its own writes are undone and the checkpoint
+    # is committed; the connection writes on afterwards.
+    def refused(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        _part("t1")(conn, done, host, now)
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+    def broken(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        _part("t2")(conn, done, host, now)
+        raise ValueError("a bug in the part")
+
+    with Store(db_location) as store:
+        for n, part in ((1, refused), (2, broken), (3, _part("t3"))):
+            done = store.record_checkpoint(NewCheckpoint(
+                key=KEY, commit_id=_cid(n), worktree="/w", source="hook", request_id=f"r{n}"),
+                then=part)
+            assert (done.seq, done.commit_id) == (n, _cid(n))
+        assert _named(store) == [("t3", 3, _cid(3))]
+    with Store(db_location) as again:  # committed, not only seen by its own connection
+        assert [c.request_id for c in again.checkpoints("sess-b")] == ["r1", "r2", "r3"]
