@@ -78,8 +78,8 @@ class Watches:
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         self._ino: int | None = None  # the SQLite file the connection opened
-        with self._open() as conn:
-            migrate(conn, host=self.host)
+        with self._open():
+            pass  # opened and migrated now: a database that cannot be is said at once
 
     @contextmanager
     def _open(self) -> Iterator[Connection]:
@@ -91,10 +91,14 @@ class Watches:
             if conn is not None and ino != self._ino:
                 self._drop()  # moved away or replaced: the one there now is the record
                 conn = None
-            if conn is None:
-                conn = self._conn = open_database(self.location)
-                self._ino = self._file_ino()
             try:
+                if conn is None:
+                    # Migrated each time: a state database made anew at the
+                    # path (by this open, when the registry reaches it first)
+                    # has no tables yet.  Up to date, it is one read.
+                    conn = self._conn = open_database(self.location)
+                    self._ino = self._file_ino()
+                    migrate(conn, host=self.host)
                 yield conn
             except BaseException:
                 self._drop()

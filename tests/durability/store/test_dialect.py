@@ -127,3 +127,23 @@ def test_the_watch_rows_follow_a_replaced_state_database(tmp_path: Path) -> None
     assert [r.worktree for r in Watches(path).all()] == ["/new"]
     assert [r.worktree for r in watches.all()] == ["/new"]
     watches.close()
+
+
+def test_the_watch_rows_reach_a_state_database_made_anew_first(tmp_path: Path) -> None:
+    # The state database deleted while the registry keeps its connection,
+    # and the registry the first to reach the path: the file it makes there
+    # is migrated, as the service's store migrates the one it reopens, so
+    # the watch row is written instead of "no such table" on every call.
+    from durability.store.watch_rows import Watches, WatchRow
+
+    path = tmp_path / "state.db"
+    watches = Watches(path)
+    watches.put(WatchRow("/old", KEY, 5, 100))
+    for extra in ("", "-wal", "-shm"):
+        (tmp_path / f"state.db{extra}").unlink()
+    watches.put(WatchRow("/new", KEY, 5, 100))
+    assert [r.worktree for r in watches.all()] == ["/new"]
+    watches.close()
+    with Store(path) as store:  # the record from then on, with every table
+        assert store.integrity_check() == "ok"
+    assert [r.worktree for r in Watches(path).all()] == ["/new"]
