@@ -12,9 +12,10 @@ a connection there cost more than the write (about 0.5-1 ms).
 
 A watch row's commit does not wait for the disk (decision 0066): an engine
 run's watch is re-keyed at every attempt's start capture, and the row is
-configuration a power cut may lose at no cost to the record (the run's own
-rows and its checkpoints, committed durably next, carry the fsync that makes
-it durable too; a process crash loses nothing either way).
+configuration a power cut may lose at no cost to the record (the run's next
+durable write, a checkpoint, a gap or its end rows, carries the fsync that
+makes it durable too; the start capture's own checkpoint is committed before
+the take-over; a process crash loses nothing either way).
 """
 
 from __future__ import annotations
