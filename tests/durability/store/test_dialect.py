@@ -80,12 +80,16 @@ def test_a_write_that_need_not_wait_for_the_disk_leaves_its_connection_as_it_was
     # Decision 0066: a watch row commits without waiting for the disk; the
     # connection's next write (a checkpoint's, on a shared connection) waits
     # as before, whether the lazy write committed or failed.  (The tests'
-    # PostgreSQL server runs with synchronous_commit off already.)
+    # PostgreSQL server runs with synchronous_commit off: this session
+    # turns it on, as a production server has it, so the lazy mode shows.)
     from durability.store.watch_rows import Watches, WatchRow
 
     Store(db_location).close()
     conn = open_database(db_location)
     lazy = "off" if isinstance(conn, PgConnection) else "1"
+    if isinstance(conn, PgConnection):
+        conn.execute("SET synchronous_commit TO on")
+        assert _commit_mode(conn) == "on"
     try:
         durable = _commit_mode(conn)
         if not isinstance(conn, PgConnection):
