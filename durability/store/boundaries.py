@@ -154,8 +154,8 @@ def insert_boundary(conn: Connection, host: str, b: NewBoundary, now: int) -> bo
         f"INSERT INTO boundaries ({_COLS}, host) VALUES "
         "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)",
         (b.key.run_id, seq, b.key.node_id, b.key.iteration, b.key.attempt,
-         to_db(b.request_id), b.harness, to_db(b.tool_use_id), to_db(b.tool_name),
-         b.event, to_db(b.transcript_path), b.transcript_bytes, b.checkpoint_seq,
+         to_db(b.request_id), to_db(b.harness), to_db(b.tool_use_id), to_db(b.tool_name),
+         to_db(b.event), to_db(b.transcript_path), b.transcript_bytes, b.checkpoint_seq,
          commit, to_db(b.worktree), now, host))
     return True
 

@@ -214,9 +214,10 @@ class Store:
         the checkpoint's write holds (its run and its request), called with
         the connection, the row, this store's host and the write's time: the call's
         boundary (decision 0070), one commit instead of two.  It runs under
-        a savepoint: a database error in it is undone alone, the checkpoint
-        is committed all the same, and ``then`` can tell its caller only by
-        what it did (it did not finish).
+        a savepoint: whatever it raises (a value the database or its driver
+        refuses, a bug) is undone alone, the checkpoint is committed all the
+        same, and ``then`` can tell its caller only by what it did (it did
+        not finish).  The checkpoint is the record; the part never costs it.
         """
         try:
             with self._conn() as db, write_transaction(db, keys=_checkpoint_keys(new)) as conn:
@@ -229,7 +230,7 @@ class Store:
                     conn.execute("SAVEPOINT then_part")
                     try:
                         then(conn, done, self.host, now)
-                    except DB_ERRORS:
+                    except Exception:  # not only DB_ERRORS: a driver's UnicodeError too
                         conn.execute("ROLLBACK TO SAVEPOINT then_part")
                     conn.execute("RELEASE SAVEPOINT then_part")
         except DB_ERRORS as exc:

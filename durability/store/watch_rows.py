@@ -12,9 +12,10 @@ a connection there cost more than the write (about 0.5-1 ms).
 
 A watch row's commit does not wait for the disk (decision 0066): an engine
 run's watch is re-keyed at every attempt's start capture, and the row is
-configuration a power cut may lose at no cost to the record (the run's own
-rows and its checkpoints, committed durably next, carry the fsync that makes
-it durable too; a process crash loses nothing either way).
+configuration a power cut may lose at no cost to the record (the run's next
+durable write, a checkpoint, a gap or its end rows, carries the fsync that
+makes it durable too; the start capture's own checkpoint is committed before
+the take-over; a process crash loses nothing either way).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class Watches:
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         self._ino: int | None = None  # the SQLite file the connection opened
-        with self._open() as conn:
-            migrate(conn, host=self.host)
+        with self._open():
+            pass  # opened and migrated now: a database that cannot be is said at once
 
     @contextmanager
     def _open(self) -> Iterator[Connection]:
@@ -91,10 +92,14 @@ class Watches:
             if conn is not None and ino != self._ino:
                 self._drop()  # moved away or replaced: the one there now is the record
                 conn = None
-            if conn is None:
-                conn = self._conn = open_database(self.location)
-                self._ino = self._file_ino()
             try:
+                if conn is None:
+                    # Migrated each time: a state database made anew at the
+                    # path (by this open, when the registry reaches it first)
+                    # has no tables yet.  Up to date, it is one read.
+                    conn = self._conn = open_database(self.location)
+                    self._ino = self._file_ino()
+                    migrate(conn, host=self.host)
                 yield conn
             except BaseException:
                 self._drop()

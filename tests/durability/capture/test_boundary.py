@@ -139,3 +139,20 @@ def test_a_boundary_the_database_refuses_leaves_its_checkpoint_recorded(
         # The separate write that follows every answer records what is left.
         assert record_boundaries(lambda: store, [request], [outcome]) == 1
         assert [b.request_id for b in boundaries(store, "s-one")] == ["q1"]
+
+
+def test_a_call_whose_event_is_not_text_keeps_its_checkpoint(tmp_path: Path) -> None:
+    # Any hook_event_name the hook does not know is a post-call event, and a
+    # JSON string may hold a lone surrogate: the boundary is written as the
+    # row's other text is, so the checkpoint's write that carries it
+    # (decision 0070) is committed, not lost to the driver's refusal.
+    repo = make_git_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("one\n")
+    payload = hook_payload(repo, session_id="s-odd", tool_use_id="toolu_o", event="Post\udc80")
+    done = run_cli("snapshot-hook", input=json.dumps(payload))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    with Store(Settings.from_env().database) as store:
+        [checkpoint] = store.checkpoints("s-odd")
+        [boundary] = boundaries(store, "s-odd")
+    assert (boundary.tool_use_id, boundary.checkpoint_seq, boundary.commit_id) == (
+        "toolu_o", checkpoint.seq, checkpoint.commit_id)

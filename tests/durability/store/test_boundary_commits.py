@@ -6,11 +6,22 @@ recorded before in line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from durability.store import AttemptKey, NewCheckpoint, Store
-from durability.store.boundaries import COLLECTED, NewBoundary, boundaries, record_boundaries
-from durability.store.database import Location, migrate, open_database
-from durability.store.db import write_transaction
+from durability.store.boundaries import (
+    COLLECTED,
+    NewBoundary,
+    boundaries,
+    insert_boundary,
+    record_boundaries,
+)
+from durability.store.database import Location, is_url, migrate, open_database
+from durability.store.db import Connection, write_transaction
 from durability.store.gc_rows import apply, retention_rows
+from durability.store.models import Recorded
+from durability.store.postgres import read_back
+from durability.store.text import to_db
 
 KEY = AttemptKey("sess-b", "session", 0, 1)
 
@@ -141,3 +152,57 @@ def test_migration_0017_brings_older_boundaries_in_line(db_location: Location) -
         conn.close()
     assert [tuple(r) for r in rows] == [("h", 1, ""), ("h", 2, _cid(22)), ("h", 3, _cid(22)),
                                         ("other", 1, "")]
+
+
+def _part(call: str, event: str | None = "PostToolUse", harness: str | None = "claude"
+          ) -> Callable[[Connection, Recorded, str, int], None]:
+    """The boundary part of a checkpoint's write (decision 0070)."""
+    def part(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        insert_boundary(conn, host, NewBoundary(
+            key=KEY, request_id=f"b-{call}", checkpoint_seq=done.seq, commit_id=done.commit_id,
+            worktree="/w", harness=harness, tool_use_id=call, event=event), now)
+    return part
+
+
+def test_a_boundary_whose_event_is_not_text_is_recorded(db_location: Location) -> None:
+    # A hook payload's event name is any JSON string (an unknown one counts
+    # as a post-call event), so it may hold a lone surrogate: stored as the
+    # other text of the row is (durability.store.text.to_db), not refused by
+    # the driver, in the checkpoint's write and in a boundary's own.
+    odd = "Post\udc80Tool"
+    with Store(db_location) as store:
+        store.record_checkpoint(NewCheckpoint(key=KEY, commit_id=_cid(1), worktree="/w",
+                                              source="hook", request_id="r1"),
+                                then=_part("t1", event=odd, harness=odd))
+        record_boundaries(store, [NewBoundary(key=KEY, request_id="b-t2", checkpoint_seq=1,
+                                              commit_id=_cid(1), worktree="/w", harness=odd,
+                                              tool_use_id="t2", event=odd)])
+        assert [c.request_id for c in store.checkpoints("sess-b")] == ["r1"]
+        rows = boundaries(store, "sess-b")
+    assert [(b.tool_use_id, b.checkpoint_seq) for b in rows] == [("t1", 1), ("t2", 1)]
+    # PostgreSQL's text holds no such path-like bytes: escaped, as a worktree's are.
+    assert {b.event for b in rows} == {read_back(to_db(odd)) if is_url(db_location) else odd}
+
+
+def test_a_part_that_fails_costs_only_itself(db_location: Location) -> None:
+    # Whatever the part of a checkpoint's write raises, a refusal of the
+    # database (PostgreSQL's aborts the transaction until the savepoint is
+    # rolled back) or a bug, its own writes are undone and the checkpoint
+    # is committed; the connection writes on afterwards.
+    def refused(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        _part("t1")(conn, done, host, now)
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+    def broken(conn: Connection, done: Recorded, host: str, now: int) -> None:
+        _part("t2")(conn, done, host, now)
+        raise ValueError("a bug in the part")
+
+    with Store(db_location) as store:
+        for n, part in ((1, refused), (2, broken), (3, _part("t3"))):
+            done = store.record_checkpoint(NewCheckpoint(
+                key=KEY, commit_id=_cid(n), worktree="/w", source="hook", request_id=f"r{n}"),
+                then=part)
+            assert (done.seq, done.commit_id) == (n, _cid(n))
+        assert _named(store) == [("t3", 3, _cid(3))]
+    with Store(db_location) as again:  # committed, not only seen by its own connection
+        assert [c.request_id for c in again.checkpoints("sess-b")] == ["r1", "r2", "r3"]

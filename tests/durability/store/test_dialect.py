@@ -80,12 +80,16 @@ def test_a_write_that_need_not_wait_for_the_disk_leaves_its_connection_as_it_was
     # Decision 0066: a watch row commits without waiting for the disk; the
     # connection's next write (a checkpoint's, on a shared connection) waits
     # as before, whether the lazy write committed or failed.  (The tests'
-    # PostgreSQL server runs with synchronous_commit off already.)
+    # PostgreSQL server runs with synchronous_commit off: this session
+    # turns it on, as a production server has it, so the lazy mode shows.)
     from durability.store.watch_rows import Watches, WatchRow
 
     Store(db_location).close()
     conn = open_database(db_location)
     lazy = "off" if isinstance(conn, PgConnection) else "1"
+    if isinstance(conn, PgConnection):
+        conn.execute("SET synchronous_commit TO on")
+        assert _commit_mode(conn) == "on"
     try:
         durable = _commit_mode(conn)
         if not isinstance(conn, PgConnection):
@@ -127,3 +131,23 @@ def test_the_watch_rows_follow_a_replaced_state_database(tmp_path: Path) -> None
     assert [r.worktree for r in Watches(path).all()] == ["/new"]
     assert [r.worktree for r in watches.all()] == ["/new"]
     watches.close()
+
+
+def test_the_watch_rows_reach_a_state_database_made_anew_first(tmp_path: Path) -> None:
+    # The state database deleted while the registry keeps its connection,
+    # and the registry the first to reach the path: the file it makes there
+    # is migrated, as the service's store migrates the one it reopens, so
+    # the watch row is written instead of "no such table" on every call.
+    from durability.store.watch_rows import Watches, WatchRow
+
+    path = tmp_path / "state.db"
+    watches = Watches(path)
+    watches.put(WatchRow("/old", KEY, 5, 100))
+    for extra in ("", "-wal", "-shm"):
+        (tmp_path / f"state.db{extra}").unlink()
+    watches.put(WatchRow("/new", KEY, 5, 100))
+    assert [r.worktree for r in watches.all()] == ["/new"]
+    watches.close()
+    with Store(path) as store:  # the record from then on, with every table
+        assert store.integrity_check() == "ok"
+    assert [r.worktree for r in Watches(path).all()] == ["/new"]
