@@ -336,6 +336,14 @@ def test_a_warmed_worktree_is_watched_and_scanned_before_its_first_request(
         assert outcome.ok
         assert _files(root, outcome.commit_id)["src/a.txt"] == b"after the warm\n"
         if (root / ".jj").is_dir():
-            assert svc.informed.full == 1  # jj reads its whole tree anyway
+            # jj reads its whole tree anyway: the warm armed the watch, no
+            # scan.  The request then takes a jj run of its own, or is
+            # recorded from the snapshot the settle thread took after the
+            # write (decisions 0047, 0058) when that snapshot came first:
+            # either keeps the write; which one wins is the machine's load.
+            stats = svc.informed
+            assert stats.informed == 0
+            assert (stats.full, stats.from_snapshot) in ((1, 0), (0, 1)), stats.stats()
+            assert stats.ahead >= stats.from_snapshot
         else:
             assert (svc.informed.informed, svc.informed.full) == (1, 0)

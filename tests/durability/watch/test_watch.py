@@ -258,6 +258,9 @@ def test_a_worktree_being_deleted_ends_its_watch_and_nothing_writes_there(
     inside = _stamps(repo / ".git", repo / ".jj")
     (repo / "README.md").unlink()  # a change of the tree: a settle capture is due
     wait_for(lambda: _call(settings, op="watches")["watches"] == [], timeout=10)
+    # The watch leaves the service's list first, then its gap is filed, then
+    # its row goes: once the row is gone the gap is on record.
+    wait_for(lambda: Watches(settings.database).all() == [], timeout=10)
     assert _gap_reasons(settings) == ["worktree-missing"]
     with Store(settings.database) as store:
         [gap] = store.gaps(RUN)
