@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 
 from durability.capture.capturer import CaptureRequest, Outcome
 from durability.store import EngineError, Store
-from durability.store.boundaries import NewBoundary
 from durability.store.boundaries import record_boundaries as _record
 
 __all__ = ["record_boundaries"]
@@ -30,14 +29,10 @@ def record_boundaries(store: Callable[[], Store], requests: Sequence[CaptureRequ
                       outcomes: Sequence[Outcome]) -> int:
     """Record the boundary of each request that reports a tool call and was
     answered with a checkpoint; how many were new (0 when the store failed)."""
-    new = [NewBoundary(key=r.key, request_id=r.request_id, checkpoint_seq=o.seq,
-                       commit_id=o.commit_id, worktree=str(r.worktree), harness=r.harness,
-                       tool_use_id=r.tool_use_id, tool_name=r.call.tool_name,
-                       event=r.call.event, transcript_path=r.call.transcript_path,
-                       transcript_bytes=r.call.transcript_bytes)
-           for r, o in zip(requests, outcomes, strict=True)
-           if r.call is not None and o.ok and o.seq is not None and o.commit_id is not None
-           and not o.boundary]  # recorded with its checkpoint (decision 0070)
+    new = [b for r, o in zip(requests, outcomes, strict=True)
+           if o.ok and o.seq is not None and o.commit_id is not None
+           and not o.boundary  # recorded with its checkpoint (decision 0070)
+           and (b := r.boundary(o.seq, o.commit_id)) is not None]
     if not new:
         return 0
     try:

@@ -33,7 +33,7 @@ from durability.store import (
     Store,
     now_ms,
 )
-from durability.store.boundaries import CallInfo
+from durability.store.boundaries import CallInfo, NewBoundary
 from durability.store.db import Connection
 from durability.store.models import Recorded
 
@@ -67,6 +67,18 @@ class CaptureRequest:
     #: A hook's tool call: set, an answered request is also the call's
     #: boundary (``capture.boundary``, issue 24).
     call: CallInfo | None = None
+
+    def boundary(self, seq: int, commit_id: str) -> NewBoundary | None:
+        """The call's boundary, naming checkpoint ``seq`` (``commit_id``) of
+        its attempt; None for a request that reports no tool call."""
+        call = self.call
+        if call is None:
+            return None
+        return NewBoundary(
+            key=self.key, request_id=self.request_id, checkpoint_seq=seq, commit_id=commit_id,
+            worktree=str(self.worktree), harness=self.harness, tool_use_id=self.tool_use_id,
+            tool_name=call.tool_name, event=call.event, transcript_path=call.transcript_path,
+            transcript_bytes=call.transcript_bytes)
 
     def expired(self) -> bool:
         return self.not_after_ms is not None and now_ms() > self.not_after_ms
@@ -137,19 +149,15 @@ def _boundary_part(request: CaptureRequest) -> tuple[
     write that records the call's boundary (decision 0070), and a list that
     holds True once that part finished (a part the database refused is
     undone alone, and the boundary is then recorded on its own, as before)."""
-    call = request.call
-    if call is None:
+    if request.call is None:
         return None, []
     finished: list[bool] = []
 
     def part(conn: Connection, done: Recorded, host: str, now: int) -> None:
-        from durability.store.boundaries import NewBoundary, insert_boundary
+        from durability.store.boundaries import insert_boundary
 
-        boundary = NewBoundary(
-            key=request.key, request_id=request.request_id, checkpoint_seq=done.seq,
-            commit_id=done.commit_id, worktree=str(request.worktree), harness=request.harness,
-            tool_use_id=request.tool_use_id, tool_name=call.tool_name, event=call.event,
-            transcript_path=call.transcript_path, transcript_bytes=call.transcript_bytes)
+        boundary = request.boundary(done.seq, done.commit_id)
+        assert boundary is not None
         insert_boundary(conn, host, boundary, now)
         finished.append(True)
 

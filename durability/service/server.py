@@ -48,6 +48,7 @@ from durability.service.owners import Owners, WatchOwners
 from durability.service.record import ServiceLock, forget_state_record, write_state_record
 from durability.store import AttemptKey, EngineError, Store
 from durability.store.boundaries import CallInfo
+from durability.store.database import file_inode
 from durability.watch.manager import WatchManager
 from durability.watch.tracked import Tracker
 
@@ -284,14 +285,8 @@ class Service:
             return self.store
 
     def _state_file_ino(self) -> int | None:
-        """The SQLite state file's inode now; None under PostgreSQL or when
-        no file is there."""
-        if self.settings.database_url:
-            return None
-        try:
-            return os.stat(self.settings.db_path).st_ino
-        except OSError:
-            return None
+        """The SQLite state file's inode now (``database.file_inode``)."""
+        return file_inode(self.settings.database)
 
     def _reopen_store(self) -> None:
         """The state file was deleted or replaced since it was opened (a

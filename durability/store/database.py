@@ -9,6 +9,7 @@ alike; what each spells its own way is in ``durability.store.dialect``.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from durability.store import db, postgres
 from durability.store.db import DB_ERRORS, Connection, Cursor
 from durability.store.postgres import PgConnection, is_url, redact
 
-__all__ = ["DB_ERRORS", "Connection", "Cursor", "Location", "describe", "is_url", "migrate",
+__all__ = ["DB_ERRORS", "Connection", "Cursor", "Location", "describe", "file_inode", "is_url",
+           "migrate",
            "open_database", "refused_value"]
 
 #: A SQLite file, or a ``postgresql://`` URL.
@@ -37,6 +39,18 @@ def migrate(conn: Connection, *, host: str | None = None, upto: int | None = Non
         return postgres.migrate(conn, host=host, upto=upto)
     assert isinstance(conn, sqlite3.Connection)
     return db.migrate(conn, host=host, upto=upto)
+
+
+def file_inode(location: Location) -> int | None:
+    """The SQLite file's inode now (a connection kept open on another one
+    records where nothing reads it); None under PostgreSQL or when no file
+    is there."""
+    if is_url(location):
+        return None
+    try:
+        return os.stat(location).st_ino
+    except OSError:
+        return None
 
 
 def describe(location: Location) -> str:

@@ -231,7 +231,7 @@ def write_transaction(conn: Connection, *, keys: Sequence[str] = (),
     finally:
         if not durable:
             try:
-                dialect.end_write(conn, durable=False)
+                dialect.end_lazy_write(conn)
             except DB_ERRORS:
                 pass  # a connection that cannot take a pragma is closed by its owner
 

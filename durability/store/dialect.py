@@ -62,12 +62,12 @@ class Dialect:
         names none (a database with one writer ignores ``keys``).
         ``durable`` False: its commit may return before the disk has it
         (a crash of the process loses nothing; a power cut may lose it
-        unless a durable commit followed); ``end_write`` puts it back."""
+        unless a durable commit followed); ``end_lazy_write`` puts it back."""
         raise NotImplementedError
 
-    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
-        """After a write's commit or rollback: undo what ``begin_write``
-        set for a write that was not ``durable``."""
+    def end_lazy_write(self, conn: Connection) -> None:
+        """After the commit or rollback of a write begun not ``durable``:
+        undo what ``begin_write`` set for it."""
 
     def begin_read(self, conn: Connection) -> None:
         """Start a transaction whose reads see one snapshot."""
@@ -85,13 +85,13 @@ class SQLiteDialect(Dialect):
                     durable: bool = True) -> None:
         if not durable:
             # Per connection, and not inside a transaction: set before the
-            # BEGIN, put back by end_write.  In WAL mode NORMAL syncs the
+            # BEGIN, put back by end_lazy_write.  In WAL mode NORMAL syncs the
             # log only at a checkpoint of it, or with the next FULL commit.
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # one writer at a time: keys change nothing
 
-    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
-        if not durable and not conn.in_transaction:
+    def end_lazy_write(self, conn: Connection) -> None:
+        if not conn.in_transaction:
             conn.execute("PRAGMA synchronous=FULL")
 
     def begin_read(self, conn: Connection) -> None:
@@ -128,7 +128,7 @@ class PostgreSQLDialect(Dialect):
         calls = ", ".join(f"pg_advisory_xact_lock(${i})" for i in range(2, len(numbers) + 2))
         conn.execute(f"SELECT pg_advisory_xact_lock_shared($1), {calls}", (schema, *numbers))
 
-    def end_write(self, conn: Connection, *, durable: bool = True) -> None:
+    def end_lazy_write(self, conn: Connection) -> None:
         pass  # SET LOCAL ended with the transaction
 
     def begin_read(self, conn: Connection) -> None:

@@ -20,7 +20,6 @@ the take-over; a process crash loses nothing either way).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from durability.store.database import (
     DB_ERRORS,
     Connection,
     Location,
+    file_inode,
     is_url,
     migrate,
     open_database,
@@ -88,7 +88,7 @@ class Watches:
         next call opens another) when the call fails on it."""
         with self._lock:
             conn = self._conn
-            ino = self._file_ino()
+            ino = file_inode(self.location)
             if conn is not None and ino != self._ino:
                 self._drop()  # moved away or replaced: the one there now is the record
                 conn = None
@@ -98,20 +98,12 @@ class Watches:
                     # path (by this open, when the registry reaches it first)
                     # has no tables yet.  Up to date, it is one read.
                     conn = self._conn = open_database(self.location)
-                    self._ino = self._file_ino()
+                    self._ino = file_inode(self.location)
                     migrate(conn, host=self.host)
                 yield conn
             except BaseException:
                 self._drop()
                 raise
-
-    def _file_ino(self) -> int | None:
-        if isinstance(self.location, str):
-            return None
-        try:
-            return os.stat(self.location).st_ino
-        except OSError:
-            return None
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -199,8 +199,9 @@ class WindowMarker:
     def _write(self, record: bytes) -> tuple[Path, int]:
         """Write under a private name, locked, synced, then rename: a marker
         under its final name is always whole and always locked by its owner.
-        Its first slot holds ``record``; both slots' blocks are written, so
-        the rewrites in place (``_put``) allocate nothing."""
+        Its second slot holds ``record`` as seq 1 (seq n lives in slot
+        n % 2); both slots' blocks are written, so the rewrites in place
+        (``_put``) allocate nothing."""
         ensure_private_dir(self.folder)
         token = os.urandom(12).hex()
         final = self.folder / f"{_digest(self.worktree)}.{token}{SUFFIX}"
@@ -210,7 +211,6 @@ class WindowMarker:
                      0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            # Seq n lives in slot n % 2: seq 1 in the second, the first empty.
             data = bytes(slot) + _slot_bytes(record, 1, slot)
             if os.write(fd, data) != len(data):
                 raise OSError("short write")
@@ -334,7 +334,7 @@ def _read(path: Path, fd: int) -> Missed | None:
     is not one we wrote whole (logged)."""
     try:
         data = os.pread(fd, _MAX_READ, 0)
-        record = _newest(data) if data[:1] != b"{" else data  # "{": a marker of version 1
+        record = _state(data)
         if record is None:
             raise ValueError("no whole slot")
         if record == _ANSWERED:
@@ -347,6 +347,13 @@ def _read(path: Path, fd: int) -> Missed | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("unreadable settle window marker %s removed: %s", path, exc)
         return None
+
+
+def _state(data: bytes) -> bytes | None:
+    """The record a marker's bytes hold now: a version 1 marker's whole
+    JSON, else the newest whole slot's (``_ANSWERED`` for none open), or
+    None when no slot is whole."""
+    return data if data[:1] == b"{" else _newest(data)
 
 
 def _newest(data: bytes) -> bytes | None:
@@ -377,7 +384,7 @@ def open_markers(folder: Path) -> list[Path]:
                 data = f.read(_MAX_READ)
         except OSError:
             continue  # answered and removed meanwhile
-        record = _newest(data) if data[:1] != b"{" else data
+        record = _state(data)
         if record is not None and record != _ANSWERED:
             found.append(path)
     return found
