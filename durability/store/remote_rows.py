@@ -33,7 +33,7 @@ from durability.store.db import DB_ERRORS, Connection, marks, write_transaction
 from durability.store.host import host_id
 from durability.store.models import Checkpoint
 from durability.store.outbox import missing, queue_checkpoint, queue_missing, queue_remote
-from durability.store.store import _CHECKPOINT_COLS, now_ms
+from durability.store.store import _CHECKPOINT_COLS, gap_reason, now_ms
 from durability.store.text import row_from_db, to_db
 
 __all__ = ["FAILED", "PENDING", "PUSHED", "Pending", "Remote", "Remotes"]
@@ -342,8 +342,7 @@ class Remotes:
             if conn.execute("SELECT 1 FROM workspace_checkpoints WHERE request_id=$1",
                             (to_db(request_id),)).fetchone():
                 return None
-        if conn.execute("SELECT 1 FROM gaps WHERE request_id=$1",
-                        (to_db(request_id),)).fetchone():
+        if gap_reason(conn, request_id) is not None:
             # A gap on record for the request (the entry is forged, or the
             # remote stale): the gap is its record, never a checkpoint beside it.
             return None

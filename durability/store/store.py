@@ -47,7 +47,7 @@ from durability.store.models import (
 from durability.store.outbox import queue_checkpoint
 from durability.store.text import row_from_db, storable_gap, to_db
 
-__all__ = ["Store", "now_ms"]
+__all__ = ["Store", "gap_reason", "now_ms"]
 
 _CHECKPOINT_COLS = (
     "run_id, node_id, iteration, attempt, seq, commit_id, change_id, operation_id, "
@@ -126,6 +126,16 @@ def _checkpoint_keys(new: NewCheckpoint) -> tuple[str, str]:
 
 #: The store's default clock (kept under this name for its callers).
 now_ms = system_clock
+
+
+def gap_reason(conn: Connection, request_id: str) -> str | None:
+    """The reason of the gap on record for ``request_id`` (any machine's:
+    gaps are keyed by request id alone), or None.  A request is on record
+    once, checkpoint or gap: ``Store._refuse_if_gap`` and the remote import
+    (decision 0069) both ask here."""
+    gap = conn.execute("SELECT reason FROM gaps WHERE request_id=$1",
+                       (to_db(request_id),)).fetchone()
+    return None if gap is None else str(gap[0])
 
 
 class Store:
@@ -288,11 +298,10 @@ class Store:
         return Recorded(seq=seq, commit_id=new.commit_id, deduped=False)
 
     def _refuse_if_gap(self, conn: Connection, new: NewCheckpoint) -> None:
-        gap = conn.execute("SELECT reason FROM gaps WHERE request_id=$1",
-                           (to_db(new.request_id),)).fetchone()
-        if gap:
+        reason = gap_reason(conn, new.request_id)
+        if reason is not None:
             raise RecordRefused(f"request {new.request_id} is already on record as a "
-                                f"{gap[0]} gap", gap_reason=str(gap[0]))
+                                f"{reason} gap", gap_reason=reason)
 
     def request_record(self, request_id: str) -> Checkpoint | Gap | None:
         """What is on record for a request id: its checkpoint, its gap, or None."""
